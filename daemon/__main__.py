@@ -1,0 +1,3 @@
+from autoharness.daemon.app import main
+
+main()

@@ -1,0 +1,239 @@
+"""`autoharnessd`: lifecycle — config, directories, the single-instance lock, the socket,
+readiness, signals, and the background tasks (DESIGN.md §6)."""
+
+import argparse
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+
+import anyio
+import structlog
+
+from autoharness.protocol import VERSION, paths
+from autoharness.protocol.config import ConfigError, load as load_config
+from autoharness.daemon import store
+from autoharness.daemon.core import Daemon
+from autoharness.daemon.server import Server
+
+log = structlog.get_logger("autoharness")
+START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
+
+
+class StartupError(Exception):
+    pass
+
+
+def configure_logging(level: str) -> None:
+    renderer = (structlog.dev.ConsoleRenderer() if sys.stdout.isatty()
+                else structlog.processors.JSONRenderer())
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+
+
+def take_lock(path: str) -> int:
+    """The flock'ed pid file: exactly one daemon per state dir."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            pid = os.read(fd, 32).decode().strip() or "?"
+        except OSError:
+            pid = "?"
+        os.close(fd)
+        raise StartupError(f"another autoharnessd is already running (pid {pid}; lock {path})")
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _socket_activated() -> socket.socket | None:
+    """systemd socket activation: adopt fd 3 when LISTEN_PID/LISTEN_FDS name this process."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    try:
+        n = int(os.environ.get("LISTEN_FDS", "0"))
+    except ValueError:
+        return None
+    if n < 1:
+        return None
+    for var in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(var, None)
+    sock = socket.socket(fileno=3)
+    if sock.family != socket.AF_UNIX:
+        raise StartupError("socket activation passed a non-Unix socket on fd 3")
+    return sock
+
+
+def bind_socket(path: str) -> socket.socket:
+    """Bind the listening socket; a stale one is replaced, a live one is never touched."""
+    if len(os.fsencode(path)) > paths.MAX_SOCKET_PATH:
+        raise StartupError(
+            f"socket path is {len(os.fsencode(path))} bytes, over the OS limit of "
+            f"{paths.MAX_SOCKET_PATH}: set AUTOHARNESS_SOCKET (or AUTOHARNESS_HOME) to a shorter path"
+        )
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise StartupError(f"{path} exists and is not a socket: move it away and restart")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError as e:
+            if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                raise StartupError(f"cannot probe existing socket {path}: {e}") from None
+            os.unlink(path)  # stale: its daemon is gone
+        else:
+            raise StartupError(f"a live daemon already answers at {path}; not replacing it")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket is never briefly open to others
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    return sock
+
+
+def notify_ready() -> None:
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.connect(addr)
+        s.sendall(b"READY=1\nMAINPID=%d\n" % os.getpid())
+    except OSError as e:
+        log.warning("sd_notify failed", error=str(e))
+    finally:
+        s.close()
+
+
+def release_spawn_lock() -> None:
+    """The hook that started us handed over its spawn lock; drop it now that we listen."""
+    fd = os.environ.pop("AUTOHARNESS_SPAWN_LOCK_FD", None)
+    if fd and fd.isdigit():
+        try:
+            os.close(int(fd))
+        except OSError:
+            pass
+
+
+def prepare_dirs(sock_path: str) -> None:
+    try:
+        store.ensure_private_dir(paths.state_dir())
+        sock_dir = os.path.dirname(sock_path)
+        if os.environ.get("AUTOHARNESS_SOCKET"):
+            store.check_private_dir(sock_dir)  # an explicit socket's directory must already be safe
+        else:
+            store.ensure_private_dir(sock_dir)
+    except store.UnsafeDir as e:
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        raise StartupError(f"cannot prepare directories: {e}") from None
+
+
+async def serve(daemon: Daemon, sock: socket.socket) -> None:
+    from anyio.abc import SocketListener
+
+    listener = await SocketListener.from_socket(sock)
+    server = Server(daemon)
+    async with anyio.create_task_group() as tg:
+        await tg.start(_signals, daemon)
+        tg.start_soon(listener.serve, server.handle)
+        await daemon.replay_spool()
+        daemon.start_background(tg)
+        notify_ready()
+        release_spawn_lock()
+        log.info("ready", socket=daemon.socket_path, pid=os.getpid(), version=VERSION)
+        await daemon.stop_event.wait()
+        tg.cancel_scope.cancel()
+    await listener.aclose()
+
+
+async def _signals(daemon: Daemon, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        task_status.started()
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                daemon.reload_config()
+            else:
+                log.info("stopping", signal=signal.Signals(signum).name)
+                daemon.stop_event.set()
+
+
+def run() -> None:
+    cfg = load_config()
+    configure_logging(cfg.log_level)
+    sock_path = paths.socket_path()
+    prepare_dirs(sock_path)
+    lock_fd = take_lock(paths.lock_file())
+    daemon = Daemon(cfg)
+    sock = _socket_activated()
+    owned_socket = sock is None
+    if sock is None:
+        sock = bind_socket(sock_path)
+    sock_ino = os.stat(sock_path).st_ino if owned_socket else None
+    try:
+        daemon.load()
+        daemon.persist_now()
+        anyio.run(serve, daemon, sock)
+    finally:
+        daemon.persist_now()
+        daemon.journal.close()
+        if owned_socket:
+            try:
+                if os.stat(sock_path).st_ino == sock_ino:
+                    os.unlink(sock_path)
+            except OSError:
+                pass
+        os.close(lock_fd)
+        log.info("stopped")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="autoharnessd",
+        description="The autoharness daemon (runs in the foreground). Claude Code hooks report to "
+        "it over a Unix socket; it counts work per session and reflects on it. Paths follow "
+        "AUTOHARNESS_HOME, AUTOHARNESS_SOCKET, AUTOHARNESS_CONFIG and CLAUDE_CONFIG_DIR.",
+    )
+    parser.add_argument("--version", action="version", version=f"autoharnessd {VERSION}")
+    parser.parse_args(argv)
+    try:
+        run()
+    except ConfigError as e:
+        print(f"autoharnessd: {e}", file=sys.stderr)
+        sys.exit(2)
+    except StartupError as e:
+        print(f"autoharnessd: {e}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""Find `<!-- learning -->` markers in transcript JSONL (DESIGN.md §6 Learnings, issue 6).
+
+Only what the agent itself said counts: assistant text (plain-string content or `type: "text"`
+blocks) of main-session records. Tool inputs and results, user turns, summaries, thinking and
+sidechain records quote markers constantly (sessions that *discuss* the format echo it
+everywhere), so they never do.
+
+Cost: the literal prefix is searched in the whole buffer with `bytes.find` (C speed) and only the
+few lines that contain it are located and JSON-decoded; a transcript without markers costs one
+pass of `find`, never a Python loop over its lines.
+"""
+
+import hashlib
+import mmap
+import os
+import re
+import threading
+from collections.abc import Container, Iterable
+
+import msgspec
+
+from autoharness.protocol import paths
+
+PREFIX = b"<!-- learning"
+_PREFIX_STR = PREFIX.decode()
+
+KINDS = ("bug-fix", "decision", "pattern", "anti-pattern", "discovery", "convention")
+DOC_IMPACTS = ("none", "readme", "docs", "both", "breaking")
+TOPIC_RE = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
+MAX_TOPIC = 120  # the topic names a wiki file; keep it well under any file-name limit
+
+# A block runs from the prefix to the first `-->`; it may not contain another `<!--`, so prose
+# that mentions the prefix without closing it cannot swallow a real marker that follows.
+_BLOCK_RE = re.compile(r"<!-- learning\b((?:(?!<!--).)*?)-->", re.S)
+_FIELD_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_-]*)\s*:(.*)$")
+_KEYS = {"topic": "topic", "kind": "kind", "doc-impact": "doc_impact", "doc_impact": "doc_impact",
+         "body": "body"}
+
+
+class Marker(msgspec.Struct, frozen=True, kw_only=True):
+    """One valid marker, where it was found, and when the agent wrote it."""
+
+    id: str
+    topic: str
+    kind: str
+    doc_impact: str = "none"
+    body: str
+    timestamp: str = ""  # the transcript record's ISO timestamp
+    transcript: str = ""
+    session_id: str = ""
+    raw: str = ""  # the marker text as written: the evidence of a marker intent
+    # atl hashed only the first line of a body; for multi-line bodies this is that id, so an
+    # atl user's processed ids still match (empty when equal to `id`).
+    alt_id: str = ""
+
+
+def marker_id(topic: str, kind: str, body: str) -> str:
+    """The stable id shared with atl: first 16 hex chars of sha256(topic|kind|body)."""
+    return hashlib.sha256(f"{topic}|{kind}|{body}".encode()).hexdigest()[:16]
+
+
+def _fields(inner: str) -> dict[str, str]:
+    """Loose `key: value` lines; a body continues over lines that do not start a new key."""
+    out: dict[str, str] = {}
+    body_lines: list[str] | None = None
+    for line in inner.splitlines():
+        m = _FIELD_RE.match(line)
+        if m:
+            key = _KEYS.get(m.group(1).lower())
+            body_lines = None
+            if key is None:
+                continue  # unknown keys are ignored
+            out[key] = m.group(2).strip()
+            if key == "body":
+                body_lines = [out["body"]]
+        elif body_lines is not None:
+            body_lines.append(line.strip())
+            out["body"] = "\n".join(body_lines).strip()
+    return out
+
+
+def _is_placeholder(text: str) -> bool:
+    """`...`, `…`, `<body>`-style text: the format spec quoted, not a lesson."""
+    t = text.strip()
+    return not t.strip(".… ") or (t.startswith("<") and t.endswith(">"))
+
+
+def parse_block(inner: str) -> tuple[str, str, str, str, str] | None:
+    """(topic, kind, doc_impact, body, alt_body) of one marker's inner text, or None if noise."""
+    f = _fields(inner)
+    topic, kind, body = f.get("topic", ""), f.get("kind", ""), f.get("body", "")
+    doc = (f.get("doc_impact") or "none").lower()
+    if not TOPIC_RE.match(topic) or len(topic) > MAX_TOPIC:
+        return None  # missing, uppercase, spaced, `...` or spec-text topics are noise
+    if kind not in KINDS or doc not in DOC_IMPACTS:
+        return None  # `bug-fix | decision | ...` and other spec text
+    if _is_placeholder(body):
+        return None
+    return topic, kind, doc, body, body.split("\n", 1)[0].strip()
+
+
+def markers_in_text(text: str, **where: str) -> list[Marker]:
+    """Every valid marker in one piece of assistant text, in order."""
+    if _PREFIX_STR not in text:
+        return []
+    out = []
+    for m in _BLOCK_RE.finditer(text):
+        parsed = parse_block(m.group(1))
+        if parsed is None:
+            continue
+        topic, kind, doc, body, first = parsed
+        mid = marker_id(topic, kind, body)
+        alt = marker_id(topic, kind, first) if first != body else ""
+        out.append(Marker(id=mid, topic=topic, kind=kind, doc_impact=doc, body=body,
+                          raw=m.group(0), alt_id=alt, **where))
+    return out
+
+
+# Typed decoding: msgspec skips the (often huge) fields we do not declare, such as tool inputs
+# and results, without building Python objects for them.
+class _Block(msgspec.Struct):
+    type: str = ""
+    text: object = None
+
+
+class _Msg(msgspec.Struct):
+    role: str = ""
+    content: str | list[_Block] | None = None
+
+
+class _Rec(msgspec.Struct):
+    type: str = ""
+    isSidechain: object = None
+    timestamp: object = ""
+    sessionId: object = ""
+    message: _Msg | None = None
+
+
+_decode_rec = msgspec.json.Decoder(_Rec).decode
+
+
+def _assistant_texts(line: bytes) -> tuple[list[str], _Rec | None]:
+    """The assistant text pieces of one JSONL record (each block separately), or nothing."""
+    try:
+        rec = _decode_rec(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return [], None  # malformed or half-written line: nothing the agent said, for us
+    msg = rec.message
+    if msg is None or msg.role != "assistant" or rec.isSidechain is True or rec.type == "summary":
+        return [], None
+    content = msg.content
+    if isinstance(content, str):
+        return [content], rec
+    if not content:
+        return [], None
+    return [b.text for b in content if b.type == "text" and isinstance(b.text, str)], rec
+
+
+def candidate_lines(data) -> Iterable[tuple[int, int]]:
+    """(start, end) of each line holding the prefix, each line once, found with bytes.find."""
+    find, rfind = data.find, data.rfind
+    pos = find(PREFIX)
+    size = len(data)
+    while pos != -1:
+        start = rfind(b"\n", 0, pos) + 1
+        end = find(b"\n", pos)
+        if end == -1:
+            end = size
+        yield start, end
+        pos = find(PREFIX, end)
+
+
+def extract_markers(data, *, source: str = "") -> list[Marker]:
+    """All valid markers in JSONL bytes (bytes, memoryview-free buffers or an mmap), in order.
+
+    Not deduplicated: the same lesson written twice is two markers with one id; callers that
+    report or save deduplicate by id.
+    """
+    out: list[Marker] = []
+    for start, end in candidate_lines(data):
+        texts, rec = _assistant_texts(data[start:end])
+        if not texts:
+            continue
+        where = {"transcript": source,
+                 "timestamp": rec.timestamp if isinstance(rec.timestamp, str) else "",
+                 "session_id": rec.sessionId if isinstance(rec.sessionId, str) else ""}
+        for text in texts:  # per block: a marker split over two blocks is not a marker
+            out.extend(markers_in_text(text, **where))
+    return out
+
+
+def scan_file(path: str) -> list[Marker]:
+    """Markers of one transcript on disk, mapped rather than read (no copy of the file)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return []
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            # a line still being written has no newline yet: leave it for the next scan
+            end = mm.rfind(b"\n") + 1
+            if end == 0:
+                return []
+            if end < size:
+                return extract_markers(mm[:end], source=path)
+            return extract_markers(mm, source=path)
+
+
+def slug_for(path: str) -> str:
+    """The Claude Code project slug a transcript belongs to (its directory under projects/)."""
+    projects = os.path.abspath(paths.claude_projects_dir())
+    p = os.path.abspath(path)
+    rel = os.path.relpath(p, projects)
+    if not rel.startswith(os.pardir) and os.sep in rel:
+        return rel.split(os.sep, 1)[0]  # also right for <slug>/<session>/subagents/agent-*.jsonl
+    return os.path.basename(os.path.dirname(p))
+
+
+class MarkerIndexer:
+    """Markers per project slug, fed incrementally by the transcript watcher.
+
+    Holds every valid marker seen (first sighting per id wins); which ones are unprocessed is
+    decided against the project's state at report time, so a scan never changes state.
+    """
+
+    MAX_PER_PROJECT = 20_000  # bounds memory for a daemon that lives for months
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # feed may run in a worker thread while RPC reads
+        self._by_slug: dict[str, dict[str, Marker]] = {}
+
+    def feed(self, path: str, offset: int, data: bytes) -> int:
+        """Index complete JSONL lines read from `path` at `offset`; return new markers found.
+
+        The offset is not needed: ids are content hashes, so re-fed bytes add nothing.
+        """
+        found = extract_markers(data, source=path)
+        if not found:
+            return 0
+        slug = slug_for(path)
+        added = 0
+        with self._lock:
+            known = self._by_slug.setdefault(slug, {})
+            for m in found:
+                if m.id not in known:
+                    known[m.id] = m
+                    added += 1
+            excess = len(known) - self.MAX_PER_PROJECT
+            if excess > 0:  # dicts keep insertion order: drop the oldest sightings
+                for mid in list(known)[:excess]:
+                    del known[mid]
+        return added
+
+    def reset(self, path: str) -> None:
+        """The file was rewritten (shrank or new inode): forget what came from it.
+
+        The watcher re-feeds it from the start, which finds the surviving markers again.
+        """
+        with self._lock:
+            known = self._by_slug.get(slug_for(path))
+            if known:
+                for mid in [k for k, m in known.items() if m.transcript == path]:
+                    del known[mid]
+
+    def forget(self, slug: str, ids: Iterable[str]) -> None:
+        """Drop saved markers from memory (state keeps them out of reports anyway)."""
+        with self._lock:
+            known = self._by_slug.get(slug, {})
+            for mid in ids:
+                known.pop(mid, None)
+
+    def slugs(self) -> list[str]:
+        with self._lock:
+            return [s for s, known in self._by_slug.items() if known]
+
+    def markers(self, slug: str) -> list[Marker]:
+        with self._lock:
+            return list(self._by_slug.get(slug, {}).values())
+
+    def unprocessed(self, slug: str, processed_ids: Container[str]) -> list[Marker]:
+        """Markers of `slug` whose id (or atl-compatible id) is not among `processed_ids`."""
+        return [m for m in self.markers(slug) if not is_processed(m, processed_ids)]
+
+    def to_state(self) -> dict:
+        with self._lock:
+            return {"version": 1,
+                    "projects": {s: [msgspec.to_builtins(m) for m in known.values()]
+                                 for s, known in self._by_slug.items() if known}}
+
+    @classmethod
+    def from_state(cls, state: object) -> "MarkerIndexer":
+        """Rebuild from `to_state()` output; anything unreadable is skipped, never fatal."""
+        ix = cls()
+        projects = state.get("projects") if isinstance(state, dict) else None
+        if not isinstance(projects, dict):
+            return ix
+        for slug, items in projects.items():
+            if not isinstance(items, list):
+                continue
+            known = ix._by_slug.setdefault(str(slug), {})
+            for item in items:
+                try:
+                    m = msgspec.convert(item, Marker)
+                except msgspec.ValidationError:
+                    continue
+                known.setdefault(m.id, m)
+        return ix
+
+
+def is_processed(m: Marker, processed_ids: Container[str]) -> bool:
+    return m.id in processed_ids or (bool(m.alt_id) and m.alt_id in processed_ids)
+
+
+def dedupe(markers: Iterable[Marker]) -> list[Marker]:
+    """First occurrence of each id, in order."""
+    seen: set[str] = set()
+    out = []
+    for m in markers:
+        if m.id not in seen:
+            seen.add(m.id)
+            out.append(m)
+    return out

@@ -1,0 +1,93 @@
+"""The proposal schema shared by the reflector backends, `/learn`, markers and the promoter.
+
+A proposal is what a model (or a marker) suggests; it becomes an intent in the durable queue.
+Per-action fields are optional here and checked by `check_shape`, so that a malformed proposal
+can still be recorded as a rejected intent (DESIGN.md §11).
+"""
+
+from typing import Literal
+
+import msgspec
+
+ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
+LAYERS = ("project", "user")
+
+Action = Literal["create", "update", "patch", "add_file", "remove_file", "archive"]
+Layer = Literal["project", "user"]
+
+
+class Proposal(msgspec.Struct, kw_only=True, omit_defaults=True):
+    action: str
+    skill: str
+    layer: str = "project"
+    reason: str = ""
+    evidence: str = ""
+    description: str | None = None
+    body: str | None = None
+    old: str | None = None
+    new: str | None = None
+    path: str | None = None
+    content: str | None = None
+
+
+REQUIRED = {
+    "create": ("description", "body"),
+    "update": ("description", "body"),
+    "patch": ("old", "new"),
+    "add_file": ("path", "content"),
+    "remove_file": ("path",),
+    "archive": (),
+}
+
+
+def check_shape(p: Proposal) -> list[str]:
+    """Return schema problems (empty when the proposal is well-shaped)."""
+    problems = []
+    if p.action not in ACTIONS:
+        problems.append(f"action must be one of {', '.join(ACTIONS)} (got {p.action!r})")
+        return problems
+    if p.layer not in LAYERS:
+        problems.append(f"layer must be project or user (got {p.layer!r})")
+    if not p.skill:
+        problems.append("skill is required")
+    for f in REQUIRED[p.action]:
+        if getattr(p, f) is None:
+            problems.append(f"{p.action} needs `{f}`")
+    return problems
+
+
+def proposal_from_obj(obj: object) -> tuple[Proposal | None, list[str]]:
+    """Convert an untrusted decoded JSON object into a Proposal, or say why not."""
+    try:
+        p = msgspec.convert(obj, Proposal)
+    except msgspec.ValidationError as e:
+        return None, [f"schema: {e}"]
+    return p, check_shape(p)
+
+
+SOURCES = ("reflector", "learn", "marker")
+STATUSES = ("queued", "landed", "rejected", "held")
+
+
+class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One reason a proposal may not land; `family` groups them (well_formed, safe, ...)."""
+
+    family: str
+    code: str
+    message: str = ""
+
+
+class Intent(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A proposal in the durable queue, with where it came from and what became of it."""
+
+    id: str
+    source: str
+    created_at: float
+    proposal: Proposal | None = None  # None when the model's proposal was malformed
+    raw: str | None = None  # the malformed proposal, redacted, for the operator to read
+    job_id: str | None = None
+    session_id: str | None = None
+    project_root: str | None = None
+    status: str = "queued"
+    findings: list[Finding] = []
+    updated_at: float = 0.0

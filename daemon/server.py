@@ -1,0 +1,103 @@
+"""The RPC listener: framing, the peer check, timeouts and a per-connection error boundary.
+
+An exception escaping one connection handler would stop `serve()` for everyone (DESIGN §10), so
+each connection is wrapped; malformed or oversized frames get an `Error` reply and a close.
+"""
+
+import os
+import socket
+import struct
+import sys
+
+import anyio
+import msgspec
+import structlog
+from anyio.abc import SocketAttribute, SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from autoharness.protocol import framing
+from autoharness.protocol import messages as m
+
+log = structlog.get_logger("autoharness")
+
+IDLE_TIMEOUT_S = 10.0  # waiting for the next frame header
+BODY_TIMEOUT_S = 60.0  # a client that stalls mid-frame is dropped
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The connecting process's uid (SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS/BSD)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", raw)[1]
+    if sys.platform == "darwin" or "bsd" in sys.platform:
+        local_peercred = 0x001  # struct xucred: u_int version, uid_t uid, short ngroups, ...
+        raw = sock.getsockopt(0, local_peercred, struct.calcsize("2I"))
+        return struct.unpack("2I", raw[:8])[1]
+    return None
+
+
+class Server:
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.uid = os.getuid()
+
+    async def handle(self, stream: SocketStream) -> None:
+        try:
+            async with stream:
+                await self._serve(stream)
+        except Exception as e:  # the boundary: one bad client never stops the listener
+            log.warning("connection error", error=type(e).__name__)
+
+    async def _reply(self, stream: SocketStream, reply: m.Reply) -> None:
+        await stream.send(framing.frame(m.encode(reply)))
+
+    async def _serve(self, stream: SocketStream) -> None:
+        counters = self.daemon.state.events
+        sock = stream.extra(SocketAttribute.raw_socket)
+        uid = peer_uid(sock)
+        if uid is not None and uid != self.uid:
+            counters.peer_rejected += 1
+            log.warning("peer rejected", peer_uid=uid)
+            await self._reply(stream, m.Error(code="peer", message="connection from another user refused"))
+            return
+        reader = BufferedByteReceiveStream(stream)
+        while True:
+            try:
+                with anyio.fail_after(IDLE_TIMEOUT_S):
+                    header = await reader.receive_exactly(framing.HEADER)
+            except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
+                return
+            try:
+                n = framing.frame_length(header)
+            except framing.FrameError as e:
+                counters.malformed_frames += 1
+                counters.rejected += 1
+                await self._reply(stream, m.Error(code=e.code, message=e.message))
+                return
+            try:
+                with anyio.fail_after(BODY_TIMEOUT_S):
+                    body = await reader.receive_exactly(n)
+            except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
+                return
+            try:
+                req = m.request_decoder.decode(body)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                counters.malformed_frames += 1
+                counters.received += 1
+                counters.rejected += 1
+                self.daemon.dirty = True
+                await self._reply(stream, m.Error(code="malformed", message=_short(str(e))))
+                return
+            try:
+                reply = await self.daemon.dispatch(req)
+            except Exception as e:
+                log.exception("request failed", request=type(req).__name__)
+                reply = m.Error(code="internal", message=f"{type(e).__name__}: {_short(str(e))}")
+            await self._reply(stream, reply)
+            if self.daemon.stop_requested:
+                self.daemon.stop_event.set()
+                return
+
+
+def _short(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[:n] + "…"

@@ -1,0 +1,176 @@
+"""The per-session counter state machine (DESIGN.md §6). Pure: plain values in, plain values out.
+
+A main session's PreToolUse adds one unit of activity. Stop at or over `reflect_every` resets the
+count and creates a `threshold` job; SessionEnd (or an idle timeout, or an operator flush) with
+activity left creates a job for the tail. Child sessions count nothing and trigger nothing.
+"""
+
+import re
+from collections.abc import Callable
+
+import msgspec
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+JOB_KINDS = ("threshold", "session_end", "idle", "flush", "learn")
+JOB_STATUSES = ("pending", "running", "done", "failed")
+
+
+class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
+    session_id: str
+    activity: int = 0
+    watermark: int = 0
+    transcript_path: str | None = None
+    cwd: str | None = None  # where the session started: decides the project root
+    last_event_at: float = 0.0
+    ended_at: float | None = None
+    context_sent: list[str] = []  # SessionStart context parts already delivered (e.g. "rule")
+
+
+class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    session_id: str
+    kind: str
+    created_at: float
+    transcript_path: str | None = None
+    window_start: int = 0
+    cwd: str | None = None
+    status: str = "pending"
+    attempts: int = 0
+    last_error: str | None = None
+    text: str | None = None  # /learn guidance
+    layer: str | None = None
+    window_end: int | None = None
+    finished_at: float | None = None
+    next_attempt_at: float = 0.0
+    usage: dict[str, int] = {}
+    intents: list[str] = []
+
+
+class HookEvent(msgspec.Struct, kw_only=True):
+    """The fields of a Claude Code hook payload that autoharness reads; the rest is ignored."""
+
+    hook_event_name: str
+    session_id: str
+    transcript_path: str | None = None
+    cwd: str | None = None
+    source: str | None = None
+    tool_name: str | None = None
+    tool_input: msgspec.Raw | None = None  # kept raw: a Write can carry megabytes
+    agent_id: str | None = None
+    reason: str | None = None
+
+
+KNOWN_EVENTS = frozenset({
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+    "Stop", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "SessionEnd",
+    "Notification", "PermissionRequest",
+})
+
+
+def valid_session_id(sid: object) -> bool:
+    return isinstance(sid, str) and SESSION_ID_RE.match(sid) is not None
+
+
+def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session:
+    s = sessions.get(ev.session_id)
+    if s is None or s.ended_at is not None:
+        prev = s
+        s = Session(session_id=ev.session_id, cwd=ev.cwd, transcript_path=ev.transcript_path)
+        if prev is not None:  # a resumed session keeps reading where the last job stopped
+            s.watermark = prev.watermark
+            s.cwd = prev.cwd or ev.cwd
+        sessions[ev.session_id] = s
+    if ev.transcript_path and ev.transcript_path != s.transcript_path:
+        s.transcript_path = ev.transcript_path
+    if s.cwd is None and ev.cwd:
+        s.cwd = ev.cwd
+    if ev.hook_event_name == "SessionStart" and ev.source == "startup" and ev.cwd:
+        s.cwd = ev.cwd
+    s.last_event_at = now
+    return s
+
+
+def new_job(s: Session, kind: str, now: float, make_id: Callable[[], str], **extra) -> Job:
+    return Job(
+        id=make_id(),
+        session_id=s.session_id,
+        kind=kind,
+        created_at=now,
+        transcript_path=s.transcript_path,
+        window_start=s.watermark,
+        cwd=s.cwd,
+        **extra,
+    )
+
+
+def apply_event(
+    sessions: dict[str, Session],
+    ev: HookEvent,
+    *,
+    now: float,
+    reflect_every: int,
+    make_id: Callable[[], str],
+    counting: bool = True,
+) -> list[Job]:
+    """Apply one validated event of a main session; return the jobs it creates.
+
+    `counting=False` (paused, disabled project, child session) records nothing at all.
+    """
+    if not counting:
+        return []
+    name = ev.hook_event_name
+    if name == "SessionEnd":
+        s = sessions.get(ev.session_id)
+        if s is None or s.ended_at is not None:
+            return []
+        s.last_event_at = now
+        s.ended_at = now
+        if s.activity > 0:
+            job = new_job(s, "session_end", now, make_id)
+            s.activity = 0
+            return [job]
+        return []
+    s = _session(sessions, ev, now)
+    if name == "PreToolUse":
+        s.activity += 1
+    elif name == "Stop" and s.activity >= reflect_every:
+        s.activity = 0
+        return [new_job(s, "threshold", now, make_id)]
+    return []
+
+
+def flush(sessions: dict[str, Session], session_ids: list[str], *, now: float, kind: str,
+          make_id: Callable[[], str]) -> list[Job]:
+    """Operator flush / idle flush: a job for each named session with activity, counter reset."""
+    jobs = []
+    for sid in session_ids:
+        s = sessions.get(sid)
+        if s is None or s.activity <= 0:
+            continue
+        jobs.append(new_job(s, kind, now, make_id))
+        s.activity = 0
+    return jobs
+
+
+def idle_sessions(sessions: dict[str, Session], *, now: float, idle_after: float,
+                  last_growth: Callable[[Session], float]) -> list[str]:
+    """Sessions with activity whose events and transcript have both been quiet for `idle_after`."""
+    out = []
+    for s in sessions.values():
+        if s.activity <= 0 or s.ended_at is not None:
+            continue
+        quiet_since = max(s.last_event_at, last_growth(s))
+        if now - quiet_since >= idle_after:
+            out.append(s.session_id)
+    return out
+
+
+def forget_ended(sessions: dict[str, Session], *, now: float, keep_s: float,
+                 busy: set[str]) -> int:
+    """Drop ended sessions older than `keep_s` that no job still needs."""
+    stale = [sid for sid, s in sessions.items()
+             if s.ended_at is not None and now - s.ended_at > keep_s and sid not in busy]
+    for sid in stale:
+        del sessions[sid]
+    return len(stale)

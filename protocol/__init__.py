@@ -1,0 +1,8 @@
+"""The contract shared by the daemon and its clients (stdlib + msgspec only).
+
+This module itself imports nothing: the hook client imports `autoharness.protocol.paths`
+on every tool call and must not pay for msgspec.
+"""
+
+VERSION = "0.1.0"
+PROTOCOL = 1

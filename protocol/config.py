@@ -1,0 +1,163 @@
+"""The typed configuration: one TOML file, every key overridable by `AUTOHARNESS_<NAME>`.
+
+Nested keys take the section as prefix: `reflector.backend` ↔ `AUTOHARNESS_REFLECTOR_BACKEND`.
+Invalid values are an error naming the key, never a silent default (DESIGN.md §7).
+"""
+
+import os
+import tomllib
+from typing import Literal
+
+import msgspec
+
+from autoharness.protocol import paths
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class CaptureConfig(_Section):
+    max_record_bytes: int = 4_000
+    max_window_bytes: int = 200_000
+    digest_exchanges: int = 20
+    digest_max_chars: int = 200
+    digest_max_bytes: int = 20_000
+    digest_max_scan_bytes: int = 4 * 1024 * 1024
+
+
+class RedactionConfig(_Section):
+    # extra rules: {kind = "...", pattern = "..."}; allow: regexes whose matches are kept
+    extra_rules: list[dict[str, str]] = []
+    allow: list[str] = []
+
+
+class ReflectorConfig(_Section):
+    backend: Literal["auto", "anthropic", "claude", "none"] = "auto"
+    model: str = DEFAULT_MODEL
+    concurrency: int = 2
+    max_attempts: int = 5
+    max_tokens: int = 4_096
+    timeout_s: float = 120.0
+    daily_token_budget: int = 0  # 0 = off
+    max_intents_per_job: int = 3
+    api_key: str = ""
+    base_url: str = ""
+    claude_path: str = "claude"
+    backoff_base_s: float = 2.0
+
+
+class PromoterConfig(_Section):
+    mode: Literal["auto", "review"] = "auto"
+    max_body_lines: int = 40
+
+
+class LearningsConfig(_Section):
+    teach: bool = True
+    lookback_days: int = 7
+
+
+class Config(_Section):
+    reflect_every: int = 50
+    persist_interval_s: float = 2.0
+    idle_flush_after_s: float = 1_800.0
+    autostart: bool = True
+    watch: bool = True
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    capture: CaptureConfig = msgspec.field(default_factory=CaptureConfig)
+    redaction: RedactionConfig = msgspec.field(default_factory=RedactionConfig)
+    reflector: ReflectorConfig = msgspec.field(default_factory=ReflectorConfig)
+    promoter: PromoterConfig = msgspec.field(default_factory=PromoterConfig)
+    learnings: LearningsConfig = msgspec.field(default_factory=LearningsConfig)
+
+
+class ConfigError(Exception):
+    pass
+
+
+_POSITIVE = {
+    "reflect_every", "persist_interval_s", "idle_flush_after_s",
+    "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
+    "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
+    "reflector.timeout_s", "promoter.max_body_lines",
+}
+
+
+def _env_overrides(env: dict[str, str]) -> dict:
+    """Map AUTOHARNESS_<NAME> / AUTOHARNESS_<SECTION>_<NAME> onto the config tree."""
+    out: dict = {}
+    for field in Config.__struct_fields__:
+        default = getattr(Config(), field)
+        if isinstance(default, msgspec.Struct):
+            for sub in default.__struct_fields__:
+                key = f"AUTOHARNESS_{field}_{sub}".upper()
+                if key in env:
+                    out.setdefault(field, {})[sub] = _env_value(env[key], getattr(default, sub))
+        else:
+            key = f"AUTOHARNESS_{field}".upper()
+            if key in env:
+                out[field] = _env_value(env[key], default)
+    return out
+
+
+def _env_value(raw: str, default):
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        return raw  # left for validation to reject with the key's name
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            return raw
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError:
+            return raw
+    if isinstance(default, list):
+        return [s for s in raw.split(",") if s]
+    return raw
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
+    """Read the config file (missing is fine) and the environment; raise ConfigError if invalid."""
+    path = path or paths.config_file()
+    env = dict(os.environ) if env is None else env
+    data: dict = {}
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        pass
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    data = _merge(data, _env_overrides(env))
+    try:
+        cfg = msgspec.convert(data, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{path}: invalid config: {e}") from None
+    for dotted in sorted(_POSITIVE):
+        obj = cfg
+        for part in dotted.split("."):
+            obj = getattr(obj, part)
+        if obj <= 0:
+            raise ConfigError(f"{path}: invalid config: `{dotted}` must be > 0 (got {obj})")
+    return cfg

@@ -1,0 +1,111 @@
+"""Wire messages: tagged msgspec Structs, one reused encoder/decoder per direction (DESIGN.md §5).
+
+Requests and replies are separate unions so each side decodes only what it may receive.
+New fields are additive with defaults; a field's type never changes.
+"""
+
+from typing import Any
+
+import msgspec
+
+from autoharness.protocol import PROTOCOL
+
+
+class _Req(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    v: int = PROTOCOL
+
+
+class Hook(_Req, tag="hook"):
+    """One Claude Code hook event; `payload` is the hook's stdin, forwarded unparsed."""
+
+    payload: msgspec.Raw
+    ts: float = 0.0
+
+
+class Status(_Req, tag="status"):
+    pass
+
+
+class Flush(_Req, tag="flush"):
+    session_ids: list[str] = []
+    all: bool = False
+
+
+class Stop(_Req, tag="stop"):
+    pass
+
+
+class Capture(_Req, tag="capture"):
+    session_id: str | None = None
+    transcript_path: str | None = None
+    start: int | None = None
+
+
+class Learn(_Req, tag="learn"):
+    text: str
+    session_id: str | None = None
+    layer: str | None = None
+
+
+class Queue(_Req, tag="queue"):
+    """Intent queue operations: list, show, approve, reject."""
+
+    op: str = "list"
+    intent_id: str | None = None
+    why: str | None = None
+
+
+class Skills(_Req, tag="skills"):
+    """Skill library operations: list, show, history, revert, restore."""
+
+    op: str = "list"
+    name: str | None = None
+    to: str | None = None
+    layer: str | None = None
+    project: str | None = None
+
+
+class Learnings(_Req, tag="learnings"):
+    """Marker operations: report, save (the daemon owns marker state)."""
+
+    op: str = "report"
+    project: str | None = None
+    transcripts: list[str] = []
+    dry_run: bool = False
+
+
+class Pause(_Req, tag="pause"):
+    paused: bool = True
+
+
+Request = Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
+
+
+class _Rep(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    v: int = PROTOCOL
+
+
+class HookReply(_Rep, tag="hook_reply"):
+    """`output` is the JSON Claude Code should read on the hook's stdout, if any."""
+
+    output: str | None = None
+
+
+class Ok(_Rep, tag="ok"):
+    data: Any = None
+
+
+class Error(_Rep, tag="error"):
+    code: str
+    message: str
+
+
+Reply = HookReply | Ok | Error
+
+_encoder = msgspec.json.Encoder()
+request_decoder = msgspec.json.Decoder(Request)
+reply_decoder = msgspec.json.Decoder(Reply)
+
+
+def encode(msg: msgspec.Struct) -> bytes:
+    return _encoder.encode(msg)

@@ -1,0 +1,111 @@
+"""Every path autoharness uses, computed in one place (DESIGN.md §3).
+
+Stdlib only and cheap to import: the hook client resolves the socket and spool through here on
+every tool call, so platformdirs (≈25 ms to import) is mirrored, not imported. A test checks the
+mirror against platformdirs.
+"""
+
+import os
+import sys
+
+APP = "autoharness"
+SOCKET_NAME = "autoharness.sock"
+# sun_path is 108 bytes on Linux and 104 on macOS, including the terminating NUL.
+MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
+
+
+def _home() -> str | None:
+    return os.environ.get("AUTOHARNESS_HOME") or None
+
+
+def _user_dir(xdg_var: str, xdg_default: str, mac_default: str) -> str:
+    if sys.platform == "darwin":
+        return os.path.join(os.path.expanduser(mac_default), APP)
+    base = os.environ.get(xdg_var, "").strip() or os.path.expanduser(xdg_default)
+    return os.path.join(base, APP)
+
+
+def config_dir() -> str:
+    home = _home()
+    if home:
+        return home
+    return _user_dir("XDG_CONFIG_HOME", "~/.config", "~/Library/Application Support")
+
+
+def config_file() -> str:
+    return os.environ.get("AUTOHARNESS_CONFIG") or os.path.join(config_dir(), "config.toml")
+
+
+def state_dir() -> str:
+    home = _home()
+    if home:
+        return os.path.join(home, "state")
+    return _user_dir("XDG_STATE_HOME", "~/.local/state", "~/Library/Application Support")
+
+
+def run_dir() -> str:
+    """The directory holding the socket (0700); also where the lock lives."""
+    home = _home()
+    if home:
+        return os.path.join(home, "run")
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if runtime and sys.platform != "darwin":
+        return os.path.join(runtime, APP)
+    return os.path.join(state_dir(), "run")
+
+
+def socket_path() -> str:
+    return os.environ.get("AUTOHARNESS_SOCKET") or os.path.join(run_dir(), SOCKET_NAME)
+
+
+def spool_file() -> str:
+    return os.path.join(state_dir(), "spool.jsonl")
+
+
+def lock_file() -> str:
+    return os.path.join(state_dir(), "daemon.lock")
+
+
+def spawn_lock_file() -> str:
+    return os.path.join(state_dir(), "spawn.lock")
+
+
+def pause_file() -> str:
+    return os.path.join(state_dir(), "paused")
+
+
+def snapshot_file() -> str:
+    return os.path.join(state_dir(), "snapshot.json")
+
+
+def journal_file() -> str:
+    return os.path.join(state_dir(), "journal.jsonl")
+
+
+def quarantine_dir() -> str:
+    return os.path.join(state_dir(), "quarantine")
+
+
+def log_file() -> str:
+    return os.path.join(state_dir(), "daemon.log")
+
+
+def claude_dir() -> str:
+    return os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+
+
+def claude_projects_dir() -> str:
+    return os.path.join(claude_dir(), "projects")
+
+
+def user_skills_dir() -> str:
+    return os.path.join(claude_dir(), "skills")
+
+
+def project_skills_dir(project_root: str) -> str:
+    return os.path.join(project_root, ".claude", "skills")
+
+
+def project_slug(path: str) -> str:
+    """Claude Code's project directory name: every non-alphanumeric character becomes '-'."""
+    return "".join(c if c.isalnum() and c.isascii() else "-" for c in path)

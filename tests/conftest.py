@@ -1,0 +1,51 @@
+"""Shared fixtures: temp homes that never touch the real ~/.claude or state dir."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+REAL = CORPUS / "real"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temp dir under /tmp: Unix socket paths must stay under ~104 bytes."""
+    d = tempfile.mkdtemp(prefix="ah-", dir="/tmp")
+    yield Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def home(short_tmp, monkeypatch):
+    """AUTOHARNESS_HOME and CLAUDE_CONFIG_DIR on temp dirs, for this process and its children."""
+    ah = short_tmp / "h"
+    claude = short_tmp / "claude"
+    ah.mkdir(mode=0o700)
+    (claude / "projects").mkdir(parents=True)
+    monkeypatch.setenv("AUTOHARNESS_HOME", str(ah))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(claude))
+    for var in ("AUTOHARNESS_SOCKET", "AUTOHARNESS_CONFIG", "AUTOHARNESS_CHILD_SESSION",
+                "AUTOHARNESS_DISABLE", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+                "XDG_RUNTIME_DIR", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AUTOHARNESS_AUTOSTART", "0")
+    return {"home": ah, "claude": claude, "tmp": short_tmp}
+
+
+def copy_corpus(name: str, dest: Path) -> Path:
+    """Copy one real transcript (read-only corpus) into a temp dir; return the copy."""
+    src = REAL / name
+    out = dest / src.name
+    shutil.copyfile(src, out)
+    os.chmod(out, 0o600)
+    return out
