@@ -56,7 +56,7 @@ class HookEvent(msgspec.Struct, kw_only=True):
     cwd: str | None = None
     source: str | None = None
     tool_name: str | None = None
-    tool_input: msgspec.Raw | None = None  # kept raw: a Write can carry megabytes
+    tool_input: msgspec.Raw = msgspec.Raw(b"null")  # kept raw: a Write can carry megabytes
     agent_id: str | None = None
     reason: str | None = None
 
