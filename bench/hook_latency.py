@@ -1,0 +1,57 @@
+"""Wall time of `autoharness-hook` handling a PreToolUse with the daemon up, against
+`python -c pass` on the same interpreter, interleaved in the same run. Target ratio ≤ 1.3.
+
+Run with the interpreter of the environment autoharness is installed in (a wheel install:
+an editable install adds its own import finder to every start).
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+from _common import BIN, start_daemon, stop, summary, temp_home
+
+PAYLOAD = json.dumps({
+    "session_id": "c45af7b1-cb7c-4e51-93db-8cbb250a877a",
+    "transcript_path": "/home/user/.claude/projects/-home-user-proj/c45af7b1.jsonl",
+    "cwd": "/home/user/proj", "hook_event_name": "PreToolUse", "permission_mode": "default",
+    "tool_name": "Bash", "tool_input": {"command": "pytest -q", "description": "Run tests"},
+    "tool_use_id": "toolu_01A",
+}).encode()
+
+
+def timed(cmd: list[str], env: dict, data: bytes) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, input=data, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("-n", type=int, default=200, help="runs of each command")
+    args = ap.parse_args()
+    d, env = temp_home()
+    p, _ = start_daemon(env)
+    hook = [str(BIN / "autoharness-hook")]
+    bare = [sys.executable, "-c", "pass"]
+    try:
+        for _ in range(10):  # warm the page cache
+            timed(hook, env, PAYLOAD)
+            timed(bare, env, b"")
+        h, b = [], []
+        for _ in range(args.n):
+            h.append(timed(hook, env, PAYLOAD))
+            b.append(timed(bare, env, b""))
+    finally:
+        stop(p, d)
+    print(f"autoharness-hook PreToolUse: {summary(h)}")
+    print(f"python -c pass (baseline):   {summary(b)}")
+    ratio = statistics.median(h) / statistics.median(b)
+    print(f"ratio (median hook / median baseline): {ratio:.2f}  (target ≤ 1.3)")
+
+
+if __name__ == "__main__":
+    main()
