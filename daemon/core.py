@@ -17,6 +17,7 @@ from autoharness.protocol import messages as m
 from autoharness.protocol.config import Config, ConfigError, load as load_config
 from autoharness.daemon import sessions as sm
 from autoharness.daemon import store
+from autoharness.daemon.projects import ProjectSwitches
 
 log = structlog.get_logger("autoharness")
 
@@ -46,6 +47,7 @@ class Daemon:
         self.socket_path = paths.socket_path()
         self.jobs_changed = anyio.Event()
         self.child_dir = os.path.join(paths.state_dir(), "reflector")
+        self.projects = ProjectSwitches()
 
     # ---- startup / persistence ------------------------------------------------------------
 
@@ -205,7 +207,9 @@ class Daemon:
             return False
         if ev.cwd and _is_within(ev.cwd, self.child_dir):
             return False
-        return True
+        s = self.state.sessions.get(ev.session_id)
+        cwd = (s.cwd if s is not None and s.ended_at is None else None) or ev.cwd
+        return self.projects.enabled(cwd)
 
     def session_start_context(self, ev: sm.HookEvent) -> str:
         return ""

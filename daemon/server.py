@@ -20,8 +20,7 @@ from autoharness.protocol import messages as m
 
 log = structlog.get_logger("autoharness")
 
-IDLE_TIMEOUT_S = 10.0  # waiting for the next frame header
-BODY_TIMEOUT_S = 60.0  # a client that stalls mid-frame is dropped
+BODY_TIMEOUT_S = 30.0  # a client that stalls before sending its whole frame is dropped
 
 
 def peer_uid(sock: socket.socket) -> int | None:
@@ -60,43 +59,37 @@ class Server:
             log.warning("peer rejected", peer_uid=uid)
             await self._reply(stream, m.Error(code="peer", message="connection from another user refused"))
             return
+        # One request per connection: the hook and the CLI both connect, ask once, and close.
         reader = BufferedByteReceiveStream(stream)
-        while True:
-            try:
-                with anyio.fail_after(IDLE_TIMEOUT_S):
-                    header = await reader.receive_exactly(framing.HEADER)
-            except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
-                return
-            try:
+        try:
+            with anyio.fail_after(BODY_TIMEOUT_S):
+                header = await reader.receive_exactly(framing.HEADER)
                 n = framing.frame_length(header)
-            except framing.FrameError as e:
-                counters.malformed_frames += 1
-                counters.rejected += 1
-                await self._reply(stream, m.Error(code=e.code, message=e.message))
-                return
-            try:
-                with anyio.fail_after(BODY_TIMEOUT_S):
-                    body = await reader.receive_exactly(n)
-            except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
-                return
-            try:
-                req = m.request_decoder.decode(body)
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
-                counters.malformed_frames += 1
-                counters.received += 1
-                counters.rejected += 1
-                self.daemon.dirty = True
-                await self._reply(stream, m.Error(code="malformed", message=_short(str(e))))
-                return
-            try:
-                reply = await self.daemon.dispatch(req)
-            except Exception as e:
-                log.exception("request failed", request=type(req).__name__)
-                reply = m.Error(code="internal", message=f"{type(e).__name__}: {_short(str(e))}")
-            await self._reply(stream, reply)
-            if self.daemon.stop_requested:
-                self.daemon.stop_event.set()
-                return
+                body = await reader.receive_exactly(n)
+        except framing.FrameError as e:
+            counters.malformed_frames += 1
+            counters.rejected += 1
+            await self._reply(stream, m.Error(code=e.code, message=e.message))
+            return
+        except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
+            return  # abandoned or too slow: nothing was accepted, nothing to answer
+        try:
+            req = m.request_decoder.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            counters.malformed_frames += 1
+            counters.received += 1
+            counters.rejected += 1
+            self.daemon.dirty = True
+            await self._reply(stream, m.Error(code="malformed", message=_short(str(e))))
+            return
+        try:
+            reply = await self.daemon.dispatch(req)
+        except Exception as e:
+            log.exception("request failed", request=type(req).__name__)
+            reply = m.Error(code="internal", message=f"{type(e).__name__}: {_short(str(e))}")
+        await self._reply(stream, reply)
+        if self.daemon.stop_requested:
+            self.daemon.stop_event.set()
 
 
 def _short(text: str, n: int = 300) -> str:

@@ -1,0 +1,92 @@
+"""Projects: the root a session belongs to, and the per-project off switch.
+
+The project root is the main worktree root of the directory a session started in: a linked git
+worktree's `.git` file points into the main repository's `.git/worktrees/<name>`, whose
+`commondir` leads back to the main `.git`.
+"""
+
+import os
+import tomllib
+
+SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
+
+
+def project_root(cwd: str) -> str:
+    """The main worktree root containing `cwd`, or `cwd` itself outside git."""
+    cwd = os.path.abspath(cwd)
+    d = cwd
+    while True:
+        dotgit = os.path.join(d, ".git")
+        if os.path.isdir(dotgit):
+            return d
+        if os.path.isfile(dotgit):
+            return _main_worktree(d, dotgit) or d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return cwd
+        d = parent
+
+
+def _main_worktree(d: str, dotgit: str) -> str | None:
+    try:
+        with open(dotgit, encoding="utf-8") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    gitdir = line[len("gitdir:"):].strip()
+    if not os.path.isabs(gitdir):
+        gitdir = os.path.normpath(os.path.join(d, gitdir))
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            common = f.read(4096).strip()
+    except OSError:
+        return None
+    if not os.path.isabs(common):
+        common = os.path.normpath(os.path.join(gitdir, common))
+    return os.path.dirname(common) if os.path.basename(common) == ".git" else None
+
+
+class ProjectSwitches:
+    """`<project>/.claude/autoharness.toml` with `enabled = false` turns counting off there.
+
+    Read per event, so cached by (mtime, size): a stat per event, a parse only on change.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[tuple[float, int] | None, dict]] = {}
+        self._roots: dict[str, str] = {}
+
+    def root(self, cwd: str) -> str:
+        r = self._roots.get(cwd)
+        if r is None:
+            if len(self._roots) > 4096:
+                self._roots.clear()
+            r = self._roots[cwd] = project_root(cwd)
+        return r
+
+    def settings(self, root: str) -> dict:
+        path = os.path.join(root, SWITCH_FILE)
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime, st.st_size)
+        except OSError:
+            key = None
+        cached = self._cache.get(root)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data: dict = {}
+        if key is not None:
+            try:
+                with open(path, "rb") as f:
+                    data = tomllib.load(f)
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                data = {}
+        self._cache[root] = (key, data)
+        return data
+
+    def enabled(self, cwd: str | None) -> bool:
+        if not cwd:
+            return True
+        return self.settings(self.root(cwd)).get("enabled", True) is not False

@@ -1,0 +1,78 @@
+"""Off switches (AUTOHARNESS_DISABLE, per-project enabled=false, pause/resume) and project roots."""
+
+import subprocess
+
+import pytest
+
+from harness import Daemon, ctl, hook, pre_tool
+from autoharness.daemon.projects import ProjectSwitches, project_root
+
+
+@pytest.fixture
+def daemon(home):
+    d = Daemon(home["home"])
+    yield d
+    d.stop()
+
+
+def activity(d, sid):
+    s = next((s for s in d.status()["sessions"] if s["session_id"] == sid), None)
+    return None if s is None else s["activity"]
+
+
+def test_disable_env_counts_nothing(daemon):
+    """AUTOHARNESS_DISABLE=1: the hook exits 0 at once and the daemon sees nothing."""
+    r = hook(pre_tool("off"), env={"AUTOHARNESS_DISABLE": "1"})
+    assert r.returncode == 0 and r.stdout == b""
+    assert daemon.status()["events"]["received"] == 0
+
+
+def test_project_switch_counts_nothing(daemon, short_tmp):
+    """A project's .claude/autoharness.toml with enabled = false stops counting there only."""
+    off = short_tmp / "off-proj"
+    (off / ".claude").mkdir(parents=True)
+    (off / ".claude" / "autoharness.toml").write_text("enabled = false\n")
+    on = short_tmp / "on-proj"
+    on.mkdir()
+    hook(pre_tool("p-off", cwd=str(off)))
+    hook(pre_tool("p-on", cwd=str(on)))
+    assert activity(daemon, "p-off") is None
+    assert activity(daemon, "p-on") == 1
+    (off / ".claude" / "autoharness.toml").write_text("enabled = true\n")
+    hook(pre_tool("p-off", cwd=str(off)))
+    assert activity(daemon, "p-off") == 1
+
+
+def test_pause_and_resume(daemon):
+    """pause makes hooks count nothing; resume counts again; status shows it."""
+    assert ctl("pause").returncode == 0
+    hook(pre_tool("pz"))
+    st = daemon.status()
+    assert st["paused"] is True and activity(daemon, "pz") is None
+    assert ctl("resume").returncode == 0
+    hook(pre_tool("pz"))
+    assert activity(daemon, "pz") == 1
+
+
+def test_project_root_of_linked_worktree(short_tmp):
+    """A linked git worktree's project root is the main worktree root."""
+    main = short_tmp / "main"
+    main.mkdir()
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q", str(main)], check=True)
+    subprocess.run(git + ["-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    wt = short_tmp / "wt"
+    subprocess.run(git + ["-C", str(main), "worktree", "add", "-q", str(wt)], check=True)
+    (wt / "deep").mkdir()
+    assert project_root(str(wt / "deep")) == str(main)
+    assert project_root(str(main)) == str(main)
+    plain = short_tmp / "plain" / "x"
+    plain.mkdir(parents=True)
+    assert project_root(str(plain)) == str(plain)
+
+
+def test_switch_file_garbage_means_enabled(short_tmp):
+    """An unreadable switch file does not silently turn a project off."""
+    (short_tmp / ".claude").mkdir()
+    (short_tmp / ".claude" / "autoharness.toml").write_bytes(b"\xff not toml")
+    assert ProjectSwitches().enabled(str(short_tmp))
