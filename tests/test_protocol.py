@@ -1,0 +1,135 @@
+"""The shared contract: paths, config, framing, messages and the snapshot schema."""
+
+import os
+import shutil
+from pathlib import Path
+
+import msgspec
+import platformdirs
+import pytest
+
+from autoharness.daemon import store
+from autoharness.protocol import framing, paths
+from autoharness.protocol import messages as m
+from autoharness.protocol.config import ConfigError, load
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_home_layout(monkeypatch):
+    """AUTOHARNESS_HOME=DIR puts config, state and socket under DIR."""
+    monkeypatch.setenv("AUTOHARNESS_HOME", "/x/h")
+    monkeypatch.delenv("AUTOHARNESS_SOCKET", raising=False)
+    monkeypatch.delenv("AUTOHARNESS_CONFIG", raising=False)
+    assert paths.config_file() == "/x/h/config.toml"
+    assert paths.state_dir() == "/x/h/state"
+    assert paths.socket_path() == "/x/h/run/autoharness.sock"
+    monkeypatch.setenv("AUTOHARNESS_SOCKET", "/s/a.sock")
+    assert paths.socket_path() == "/s/a.sock"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/c")
+    assert paths.user_skills_dir() == "/c/skills"
+    assert paths.claude_projects_dir() == "/c/projects"
+
+
+def test_defaults_mirror_platformdirs(monkeypatch):
+    """Without overrides, config and state dirs equal platformdirs' (mirrored, not imported)."""
+    for var in ("AUTOHARNESS_HOME", "AUTOHARNESS_CONFIG", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    assert paths.config_dir() == platformdirs.user_config_dir("autoharness")
+    assert paths.state_dir() == platformdirs.user_state_dir("autoharness")
+    monkeypatch.setenv("XDG_STATE_HOME", "/xdg/state")
+    assert paths.state_dir() == platformdirs.user_state_dir("autoharness")
+
+
+def test_runtime_dir_socket(monkeypatch):
+    """Without AUTOHARNESS_HOME the socket lives under $XDG_RUNTIME_DIR/autoharness."""
+    for var in ("AUTOHARNESS_HOME", "AUTOHARNESS_SOCKET"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    if os.uname().sysname == "Linux":
+        assert paths.socket_path() == "/run/user/1000/autoharness/autoharness.sock"
+
+
+def test_project_slug():
+    """Every non-alphanumeric character of the project path becomes '-'."""
+    assert paths.project_slug("/home/user/my_proj.v2") == "-home-user-my-proj-v2"
+
+
+def test_config_defaults_and_env(tmp_path):
+    """Defaults apply; AUTOHARNESS_<NAME> and AUTOHARNESS_<SECTION>_<NAME> override the file."""
+    f = tmp_path / "c.toml"
+    f.write_text("reflect_every = 10\n[reflector]\nbackend = 'none'\n")
+    cfg = load(str(f), env={})
+    assert cfg.reflect_every == 10 and cfg.reflector.backend == "none"
+    assert cfg.persist_interval_s == 2.0 and cfg.capture.max_window_bytes == 200_000
+    cfg = load(str(f), env={"AUTOHARNESS_REFLECT_EVERY": "7",
+                            "AUTOHARNESS_REFLECTOR_BACKEND": "claude",
+                            "AUTOHARNESS_AUTOSTART": "0"})
+    assert (cfg.reflect_every, cfg.reflector.backend, cfg.autostart) == (7, "claude", False)
+
+
+@pytest.mark.parametrize("text,key", [
+    ("reflect_every = 'many'", "reflect_every"),
+    ("reflect_every = -1", "reflect_every"),
+    ("[reflector]\nbackend = 'gpt'", "backend"),
+    ("no_such_key = 1", "no_such_key"),
+    ("[capture]\nmax_window_bytes = 0", "max_window_bytes"),
+    ("this is not toml", "TOML"),
+])
+def test_invalid_config_names_the_key(tmp_path, text, key):
+    """Invalid config raises ConfigError naming the offending key."""
+    f = tmp_path / "c.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=key):
+        load(str(f), env={})
+
+
+def test_invalid_env_override_names_the_key(tmp_path):
+    """A bad env override is an error too, not a silent default."""
+    with pytest.raises(ConfigError, match="reflect_every"):
+        load(str(tmp_path / "none.toml"), env={"AUTOHARNESS_REFLECT_EVERY": "lots"})
+
+
+def test_frames_round_trip_and_bound():
+    """Frames carry a 4-byte big-endian length; MAX_FRAME is enforced both ways."""
+    body = m.encode(m.Status())
+    f = framing.frame(body)
+    assert framing.frame_length(f[:4]) == len(body) and f[4:] == body
+    with pytest.raises(framing.FrameError):
+        framing.frame_length((framing.MAX_FRAME + 1).to_bytes(4, "big"))
+    assert framing.MAX_FRAME >= 16 * 1024 * 1024  # multi-MB Write payloads must fit
+
+
+def test_tagged_messages_decode_to_their_types():
+    """Requests decode by their `type` tag; unknown tags and missing fields are errors."""
+    req = m.request_decoder.decode(b'{"type":"flush","v":1,"session_ids":["a"],"extra":1}')
+    assert isinstance(req, m.Flush) and req.session_ids == ["a"]
+    hook = m.request_decoder.decode(b'{"type":"hook","v":1,"payload":{"x":[1,2]}}')
+    assert isinstance(hook, m.Hook) and bytes(hook.payload) == b'{"x":[1,2]}'
+    with pytest.raises(msgspec.ValidationError):
+        m.request_decoder.decode(b'{"type":"bogus","v":1}')
+    with pytest.raises(msgspec.ValidationError):
+        m.request_decoder.decode(b'{"type":"learn","v":1}')
+    err = m.reply_decoder.decode(m.encode(m.Error(code="x", message="y")))
+    assert isinstance(err, m.Error) and err.code == "x"
+
+
+def test_old_snapshot_still_loads(tmp_path):
+    """A snapshot written by version 1 of the schema loads into today's State."""
+    snap = tmp_path / "snapshot.json"
+    shutil.copyfile(FIXTURES / "snapshot_v1.json", snap)
+    state, bad = store.load_snapshot(str(snap), str(tmp_path / "q"))
+    assert bad == []
+    s = state.sessions["c45af7b1-cb7c-4e51-93db-8cbb250a877a"]
+    assert (s.activity, s.watermark) == (12, 4096)
+    assert state.jobs["0123456789abcdef"].status == "pending"
+    assert state.events.by_kind["PreToolUse"] == 80
+
+
+def test_private_writes(tmp_path):
+    """State files are written 0600 and atomically (no temp left behind)."""
+    p = tmp_path / "f.json"
+    store.write_private(str(p), b"x" * 100_000)
+    assert p.read_bytes() == b"x" * 100_000
+    assert p.stat().st_mode & 0o777 == 0o600
+    assert [x.name for x in tmp_path.iterdir()] == ["f.json"]
