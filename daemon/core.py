@@ -46,7 +46,7 @@ class Daemon:
         self.stop_requested = False
         self.socket_path = paths.socket_path()
         self.jobs_changed = anyio.Event()
-        self.child_dir = os.path.join(paths.state_dir(), "reflector")
+        self.child_dir = paths.reflector_dir()
         self.projects = ProjectSwitches()
 
     # ---- startup / persistence ------------------------------------------------------------

@@ -82,6 +82,20 @@ def journal_file() -> str:
     return os.path.join(state_dir(), "journal.jsonl")
 
 
+def intents_file() -> str:
+    return os.path.join(state_dir(), "intents.jsonl")
+
+
+def reflector_dir() -> str:
+    """Working directory of reflector child sessions; events from under it never count."""
+    return os.path.join(state_dir(), "reflector")
+
+
+def windows_dir() -> str:
+    """Each job's redacted window, kept so the promoter can re-check evidence."""
+    return os.path.join(state_dir(), "windows")
+
+
 def quarantine_dir() -> str:
     return os.path.join(state_dir(), "quarantine")
 
@@ -109,3 +123,38 @@ def project_skills_dir(project_root: str) -> str:
 def project_slug(path: str) -> str:
     """Claude Code's project directory name: every non-alphanumeric character becomes '-'."""
     return "".join(c if c.isalnum() and c.isascii() else "-" for c in path)
+
+
+# ---- install/service targets (used by `autoharnessctl install|service|doctor`) --------------
+
+
+def user_settings_file() -> str:
+    return os.path.join(claude_dir(), "settings.json")
+
+
+def project_settings_file(project_root: str, local: bool = False) -> str:
+    """`.claude/settings.json` (shared) or `.claude/settings.local.json` (personal) of a project."""
+    return os.path.join(project_root, ".claude", "settings.local.json" if local else "settings.json")
+
+
+def user_commands_dir() -> str:
+    return os.path.join(claude_dir(), "commands")
+
+
+def project_commands_dir(project_root: str) -> str:
+    return os.path.join(project_root, ".claude", "commands")
+
+
+def install_dir() -> str:
+    """What `autoharnessctl install` remembers: its record of what it created, settings backups."""
+    return os.path.join(state_dir(), "install")
+
+
+def systemd_user_dir() -> str:
+    """Where systemd looks for the user's own units (not affected by AUTOHARNESS_HOME)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "").strip() or os.path.expanduser("~/.config")
+    return os.path.join(base, "systemd", "user")
+
+
+def launch_agents_dir() -> str:
+    return os.path.expanduser("~/Library/LaunchAgents")
