@@ -11,7 +11,6 @@ pass of `find`, never a Python loop over its lines.
 """
 
 import hashlib
-import mmap
 import os
 import re
 import threading
@@ -28,6 +27,8 @@ KINDS = ("bug-fix", "decision", "pattern", "anti-pattern", "discovery", "convent
 DOC_IMPACTS = ("none", "readme", "docs", "both", "breaking")
 TOPIC_RE = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")
 MAX_TOPIC = 120  # the topic names a wiki file; keep it well under any file-name limit
+READ_CHUNK = 1 << 20  # 1 MiB: bigger reads measured slower here (page faults of fresh buffers)
+MAX_LINE = 16 << 20
 
 # A block runs from the prefix to the first `-->`; it may not contain another `<!--`, so prose
 # that mentions the prefix without closing it cannot swallow a real marker that follows.
@@ -156,28 +157,31 @@ def _assistant_texts(line: bytes) -> tuple[list[str], _Rec | None]:
     return [b.text for b in content if b.type == "text" and isinstance(b.text, str)], rec
 
 
-def candidate_lines(data) -> Iterable[tuple[int, int]]:
-    """(start, end) of each line holding the prefix, each line once, found with bytes.find."""
+def candidate_lines(data, lo: int = 0, hi: int | None = None) -> Iterable[tuple[int, int]]:
+    """(start, end) of each line in data[lo:hi] holding the prefix, each line once, found with
+    bytes.find and without copying the buffer."""
+    hi = len(data) if hi is None else hi
     find, rfind = data.find, data.rfind
-    pos = find(PREFIX)
-    size = len(data)
+    pos = find(PREFIX, lo, hi)
     while pos != -1:
-        start = rfind(b"\n", 0, pos) + 1
-        end = find(b"\n", pos)
+        nl = rfind(b"\n", lo, pos)
+        start = nl + 1 if nl != -1 else lo
+        end = find(b"\n", pos, hi)
         if end == -1:
-            end = size
+            end = hi
         yield start, end
-        pos = find(PREFIX, end)
+        pos = find(PREFIX, end, hi)
 
 
-def extract_markers(data, *, source: str = "") -> list[Marker]:
-    """All valid markers in JSONL bytes (bytes, memoryview-free buffers or an mmap), in order.
+def extract_markers(data, *, source: str = "", start: int = 0, end: int | None = None
+                    ) -> list[Marker]:
+    """All valid markers in JSONL data (bytes or bytearray; data[start:end]), in order.
 
     Not deduplicated: the same lesson written twice is two markers with one id; callers that
     report or save deduplicate by id.
     """
     out: list[Marker] = []
-    for start, end in candidate_lines(data):
+    for start, end in candidate_lines(data, start, end):
         texts, rec = _assistant_texts(data[start:end])
         if not texts:
             continue
@@ -190,19 +194,48 @@ def extract_markers(data, *, source: str = "") -> list[Marker]:
 
 
 def scan_file(path: str) -> list[Marker]:
-    """Markers of one transcript on disk, mapped rather than read (no copy of the file)."""
+    """Markers of one transcript on disk (its complete lines)."""
+    return scan_range(path)[0]
+
+
+def scan_range(path: str, start: int = 0) -> tuple[list[Marker], int]:
+    """Markers of a transcript on disk from byte `start`, and the offset after its last complete
+    line (a line still being written has no newline yet: it is left for the next scan).
+
+    Read in READ_CHUNK pieces rather than mapped: Claude Code may rewrite a transcript on
+    compaction, and touching a mapping past a shrunk file's end kills the process (SIGBUS).
+    A line longer than MAX_LINE is skipped without being buffered whole; no assistant text
+    record is anywhere near that size, huge lines are tool output.
+    """
+    found: list[Marker] = []
+    done = start
+    pending: list[bytes] = []  # pieces of a line not finished yet
+    pending_size = 0
+    skipping = False  # inside an over-long line: drop bytes up to its newline
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return []
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            # a line still being written has no newline yet: leave it for the next scan
-            end = mm.rfind(b"\n") + 1
-            if end == 0:
-                return []
-            if end < size:
-                return extract_markers(mm[:end], source=path)
-            return extract_markers(mm, source=path)
+        f.seek(start)
+        while block := f.read(READ_CHUNK):
+            nl = block.rfind(b"\n")
+            if nl == -1:
+                if not skipping:
+                    pending.append(block)
+                    pending_size += len(block)
+                    if pending_size > MAX_LINE:
+                        pending, pending_size, skipping = [], 0, True
+                continue
+            lo = 0
+            if skipping:
+                lo, skipping, buf = block.find(b"\n") + 1, False, block
+            elif pending:
+                buf = b"".join([*pending, block])
+            else:
+                buf = block
+            tail = len(block) - nl - 1
+            found.extend(extract_markers(buf, source=path, start=lo, end=len(buf) - tail))
+            done = f.tell() - tail
+            pending = [block[nl + 1:]] if tail else []
+            pending_size = tail
+    return found, done
 
 
 def slug_for(path: str) -> str:
@@ -233,7 +266,9 @@ class MarkerIndexer:
 
         The offset is not needed: ids are content hashes, so re-fed bytes add nothing.
         """
-        found = extract_markers(data, source=path)
+        return self._add(path, extract_markers(data, source=path))
+
+    def _add(self, path: str, found: list[Marker]) -> int:
         if not found:
             return 0
         slug = slug_for(path)
@@ -249,6 +284,13 @@ class MarkerIndexer:
                 for mid in list(known)[:excess]:
                     del known[mid]
         return added
+
+    def feed_file(self, path: str, start: int = 0) -> int:
+        """Index a transcript on disk from `start` (first-start backfill); return the offset
+        after its last complete line, where the next feed starts."""
+        found, end = scan_range(path, start)
+        self._add(path, found)
+        return end
 
     def reset(self, path: str) -> None:
         """The file was rewritten (shrank or new inode): forget what came from it.
