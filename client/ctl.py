@@ -2,12 +2,14 @@
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from autoharness.protocol import PROTOCOL, VERSION
 from autoharness.protocol import messages as m
 from autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from autoharness.client import doctor, install, learnings_cli, service
 
 
 class CtlError(Exception):
@@ -106,6 +108,111 @@ def do_resume(args) -> int:
     return 0
 
 
+def do_capture(args) -> int:
+    """Print exactly the packet a model would receive, so a user can audit what leaves."""
+    if bool(args.session) == bool(args.transcript):
+        raise CtlError("name exactly one of --session ID or --transcript PATH")
+    try:
+        data = call(m.Capture(session_id=args.session, start=args.start,
+                              transcript_path=args.transcript), timeout=120)
+    except DaemonUnreachable:
+        if args.session:
+            raise
+        data = _offline_packet(args.transcript, args.start or 0)
+    if args.json:
+        _print_json(data)
+    else:
+        from autoharness.daemon.capture.packet import Packet, format_packet
+        import msgspec
+
+        print(format_packet(msgspec.convert(data, Packet)))
+    return 0
+
+
+def _offline_packet(path: str, start: int) -> dict:
+    import msgspec
+
+    from autoharness.daemon.capture.packet import build_packet
+    from autoharness.daemon.core import make_redactor
+    from autoharness.protocol.config import load as load_config
+
+    cfg = load_config()
+    try:
+        packet = build_packet(path, start, cfg.capture, make_redactor(cfg))
+    except OSError as e:
+        raise CtlError(f"cannot read {path}: {e.strerror}") from None
+    return msgspec.to_builtins(packet)
+
+
+def do_learn(args) -> int:
+    text = " ".join(args.text).strip()
+    if not text:
+        raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"")
+    out = call(m.Learn(text=text, session_id=args.session or None, layer=args.layer))
+    where = f"session {out['session_id']}" if out.get("transcript_path") else "no transcript"
+    print(f"queued learn job {out['job']} ({where}); "
+          "see `autoharnessctl queue list` once it has run")
+    return 0
+
+
+def _intent_line(i: dict) -> str:
+    p = i.get("proposal") or {}
+    what = f"{p.get('action', '?')} {p.get('skill', '?')} [{p.get('layer', '?')}]" if p else "(malformed)"
+    codes = ",".join(f"{f['family']}/{f['code']}" for f in i.get("findings", []))
+    return f"{i['id']:<20} {i['status']:<9} {i['source']:<9} {what}" + (f"  {codes}" if codes else "")
+
+
+def do_queue(args) -> int:
+    if args.op == "list":
+        items = call(m.Queue(op="list"))
+        if args.status:
+            items = [i for i in items if i["status"] == args.status]
+        if args.json:
+            _print_json(items)
+        elif not items:
+            print("no intents")
+        else:
+            for i in items:
+                print(_intent_line(i))
+        return 0
+    if not args.id:
+        raise CtlError(f"queue {args.op} needs an intent ID (see `autoharnessctl queue list`)")
+    out = call(m.Queue(op=args.op, intent_id=args.id, why=args.why))
+    if args.json or args.op == "show":
+        _print_json(out)
+    else:
+        codes = ", ".join(f"{f['family']}/{f['code']}" for f in out.get("findings", []))
+        print(f"{args.id}: {out['status']}" + (f" ({codes})" if codes else ""))
+    return 0
+
+
+def do_skills(args) -> int:
+    if args.op != "list" and not args.name:
+        raise CtlError(f"skills {args.op} needs a skill NAME")
+    project = os.path.abspath(args.project) if args.project else os.getcwd()
+    out = call(m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer,
+                        project=project), timeout=60)
+    if args.json or args.op in ("show", "history"):
+        _print_json(out)
+        return 0
+    if args.op == "list":
+        if not out:
+            print("no skills")
+        for s in out:
+            print(f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {s['status']:<8} "
+                  f"uses {s['uses']:<5} changed {_ago(s.get('last_changed'), time.time())}")
+        return 0
+    codes = ", ".join(f"{f['family']}/{f['code']}" for f in out.get("findings", []))
+    print(f"{args.op} {args.name}: {out['status']}" + (f" ({codes})" if codes else ""))
+    return 0 if out["status"] == "landed" else 1
+
+
+def do_replay(args) -> int:
+    from autoharness.client.replay import replay
+
+    return replay(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="autoharnessctl",
@@ -131,6 +238,54 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=do_pause)
     s = sub.add_parser("resume", help="undo pause")
     s.set_defaults(func=do_resume)
+
+    s = sub.add_parser("capture", help="print exactly what would be sent to the model")
+    s.add_argument("--session", metavar="ID", help="a session the daemon knows")
+    s.add_argument("--transcript", metavar="PATH", help="a transcript file (works offline)")
+    s.add_argument("--from", dest="start", type=int, metavar="OFFSET",
+                   help="byte offset to start from (default: the session's watermark, or 0)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_capture)
+
+    s = sub.add_parser("learn", help="/learn: reflect now on this session with your guidance")
+    s.add_argument("text", nargs="+", metavar="TEXT")
+    s.add_argument("--session", metavar="ID", help="default: the most recently active session")
+    s.add_argument("--layer", choices=("project", "user"))
+    s.set_defaults(func=do_learn)
+
+    s = sub.add_parser("queue", help="list, show, approve or reject proposed skill changes")
+    s.add_argument("op", choices=("list", "show", "approve", "reject"))
+    s.add_argument("id", nargs="?", metavar="ID")
+    s.add_argument("--status", choices=("queued", "landed", "rejected", "held"))
+    s.add_argument("--why", metavar="TEXT", help="reason for a rejection")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_queue)
+
+    s = sub.add_parser("skills", help="the skill library: list, show, history, revert, restore")
+    s.add_argument("op", choices=("list", "show", "history", "revert", "restore"))
+    s.add_argument("name", nargs="?", metavar="NAME")
+    s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
+    s.add_argument("--layer", choices=("project", "user"))
+    s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_skills)
+
+    s = sub.add_parser("replay", help="play a recorded transcript through the pipeline")
+    s.add_argument("transcript", metavar="TRANSCRIPT")
+    s.add_argument("--session", metavar="ID", help="session id to use (default: the file's)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="reflect offline and print the intents; nothing is queued or landed")
+    s.add_argument("--project", metavar="DIR",
+                   help="project directory the replayed session runs in (default: cwd)")
+    s.add_argument("--wait", type=float, default=300.0, metavar="S",
+                   help="how long to wait for the reflection jobs (default 300)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_replay)
+
+    learnings_cli.add_parser(sub)  # learnings report|save|rule
+    install.add_parser(sub)  # install: hooks + slash commands
+    service.add_parser(sub)  # service install|uninstall|start|stop|status
+    doctor.add_parser(sub)  # doctor [--json]
     return p
 
 

@@ -179,7 +179,10 @@ async def _signals(daemon: Daemon, *, task_status=anyio.TASK_STATUS_IGNORED) -> 
         task_status.started()
         async for signum in signals:
             if signum == signal.SIGHUP:
-                daemon.reload_config()
+                try:
+                    daemon.reload_config()
+                except Exception:  # a reload must never take the daemon down
+                    log.exception("config reload failed")
             else:
                 log.info("stopping", signal=signal.Signals(signum).name)
                 daemon.stop_event.set()

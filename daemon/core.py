@@ -17,12 +17,27 @@ from autoharness.protocol import messages as m
 from autoharness.protocol.config import Config, ConfigError, load as load_config
 from autoharness.daemon import sessions as sm
 from autoharness.daemon import store
+from autoharness.daemon.capture.packet import CaptureStats, build_packet
+from autoharness.daemon.capture.redact import redactor_for
+from autoharness.daemon.intents import IntentQueue
+from autoharness.daemon.learnings import context as lctx
+from autoharness.daemon.learnings import report as lreport
+from autoharness.daemon.learnings import service as lservice
+from autoharness.daemon.learnings.markers import MarkerIndexer
+from autoharness.daemon.learnings.state import load as load_learning_state
 from autoharness.daemon.projects import ProjectSwitches
+from autoharness.daemon.promote import skillfile
+from autoharness.daemon.promote.land import Promoter
+from autoharness.daemon.proposals import Finding
+from autoharness.daemon.reflect import backends
+from autoharness.daemon.reflect.pool import ReflectorPool, today
+from autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 
 log = structlog.get_logger("autoharness")
 
 _event_decoder = msgspec.json.Decoder(sm.HookEvent)
-_name_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
+PROMOTER_SUMMARY_CHARS = 1_000
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
 
@@ -48,6 +63,19 @@ class Daemon:
         self.jobs_changed = anyio.Event()
         self.child_dir = paths.reflector_dir()
         self.projects = ProjectSwitches()
+        self.redactor = make_redactor(cfg)
+        self.intents = IntentQueue()
+        self.promoter = Promoter(cfg.promoter, redactor=self.redactor)
+        self.promoter_event = anyio.Event()
+        self.pool = ReflectorPool(self, clock=clock)
+        self.transcripts = TranscriptIndex(paths.claude_projects_dir(), clock=clock)
+        self.markers = MarkerIndexer()
+        self.watcher = TranscriptWatcher(paths.claude_projects_dir(),
+                                         [self.transcripts, self.markers], clock=clock)
+        self.capture_stats = CaptureStats()
+        self.use_queue: list[tuple[str, str, str | None]] = []
+        self.promoter_stats = {"landed": 0, "rejected": 0, "held": 0, "last_landing_at": None,
+                               "findings": {}}
 
     # ---- startup / persistence ------------------------------------------------------------
 
@@ -66,12 +94,29 @@ class Daemon:
         for job in self.state.jobs.values():
             if job.status == "running":  # interrupted by a crash or stop: run it again
                 job.status = "pending"
+        report = self.intents.load()
+        if report.quarantined:
+            self.quarantined.append(report.quarantined)
+        self.watcher.from_state(self.state.watcher.get("tails", {}))
+        self.transcripts.from_state(self.state.watcher.get("index", {}))
+        self.markers = MarkerIndexer.from_state(self.state.markers)
+        self.capture_stats.from_state(self.state.capture)
+        self.watcher.indexers = [self.transcripts, self.markers]
+        for rec in self.promoter.recover():
+            if rec.intent_id and self.intents.get(rec.intent_id) is not None:
+                status = "landed" if rec.result == "completed" else "rejected"
+                findings = [] if status == "landed" else [
+                    Finding(family="landing", code="interrupted", message=rec.result)]
+                self.intents.update(rec.intent_id, status, findings)
         for path in self.quarantined:
             log.warning("quarantined", file=path)
         self.journal.open()
         self.dirty = True
 
     def snapshot_bytes(self) -> tuple[bytes, int]:
+        self.state.watcher = {"tails": self.watcher.to_state(), "index": self.transcripts.to_state()}
+        self.state.markers = self.markers.to_state()
+        self.state.capture = self.capture_stats.to_state()
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
         self._prune_jobs()
@@ -106,14 +151,16 @@ class Daemon:
         busy = {j.session_id for j in self.state.jobs.values() if j.status in ("pending", "running")}
         sm.forget_ended(self.state.sessions, now=self.clock(), keep_s=KEEP_ENDED_SESSIONS_S, busy=busy)
 
-    async def record_jobs(self, jobs: list[sm.Job]) -> None:
-        """Journal (fsync) new or changed jobs before anyone is told about them."""
+    async def record_jobs(self, jobs: list[sm.Job], session: sm.Session | None = None) -> None:
+        """Journal (fsync) new or changed jobs (and a moved watermark) before anyone is told."""
         if not jobs:
             return
 
         def write() -> None:
             for job in jobs:
                 self.journal.append("job", job=job)
+            if session is not None:
+                self.journal.append("session", session=session)
 
         await anyio.to_thread.run_sync(write)
         for job in jobs:
@@ -195,8 +242,10 @@ class Daemon:
         await self.record_jobs(jobs)
         for job in jobs:
             log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
+        if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read"):
+            self.count_skill_use(ev)
         if name == "SessionStart" and counting and not replay:
-            text = self.session_start_context(ev)
+            text = await anyio.to_thread.run_sync(self.session_start_context, ev)
             if text:
                 return m.HookReply(output=_session_start_output(text))
         return m.HookReply()
@@ -211,18 +260,181 @@ class Daemon:
         cwd = (s.cwd if s is not None and s.ended_at is None else None) or ev.cwd
         return self.projects.enabled(cwd)
 
+    # ---- SessionStart context --------------------------------------------------------------
+
     def session_start_context(self, ev: sm.HookEvent) -> str:
-        return ""
+        """Marker report, promoter summary and the marker rule under one budget (worker thread).
+
+        The rule and report go out on startup/clear/compact (compaction drops earlier context)
+        and on resume only if this session never got them; the promoter summary once a session.
+        """
+        s = self.state.sessions.get(ev.session_id)
+        if s is None:
+            return ""
+        source = ev.source or "startup"
+        sent = set(s.context_sent)
+        fresh = source != "resume"
+        parts: list[tuple[str, str]] = []
+        root = self.projects.root(s.cwd) if s.cwd else None
+        slug = _slug_of_transcript(ev.transcript_path) or (lservice.slug_of(root) if root else None)
+        if slug and (fresh or "report" not in sent):
+            processed = set(load_learning_state(slug).processed_ids)
+            report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
+            if report:
+                parts.append(("report", report))
+                sent.add("report")
+        if root and "promoter" not in sent:
+            summary = self.promoter_summary(root)
+            sent.add("promoter")
+            if summary:
+                parts.append(("promoter", summary))
+        if self.cfg.learnings.teach and (fresh or "rule" not in sent):
+            parts.append(("rule", lctx.rule_text()))
+            sent.add("rule")
+        s.context_sent = sorted(sent)
+        self.dirty = True
+        return lctx.session_start_context(parts)
+
+    def promoter_summary(self, root: str) -> str:
+        """What landed or was rejected for this project since its previous session start."""
+        since = self.state.project_marks.get(root, 0.0)
+        self.state.project_marks[root] = self.clock()
+        done = [i for i in self.intents.list()
+                if i.project_root == root and i.status in ("landed", "rejected", "held")
+                and i.updated_at > since and i.proposal is not None]
+        if not done:
+            return ""
+        lines = ["🛠 autoharness skills since your last session:"]
+        for i in done[-8:]:
+            p = i.proposal
+            why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
+            lines.append(f"  {i.status} {p.action} {p.skill} [{p.layer}]{why}")
+        if len(done) > 8:
+            lines.append(f"  … and {len(done) - 8} more: autoharnessctl queue list")
+        text = "\n".join(lines)
+        while len(text) > PROMOTER_SUMMARY_CHARS and len(lines) > 2:
+            lines.pop(-1)
+            text = "\n".join(lines)
+        return text
+
+    # ---- skills: usage and the index the reflector sees ----------------------------------
+
+    def count_skill_use(self, ev: sm.HookEvent) -> None:
+        """A main session's Skill call or read of a SKILL.md counts as one use of that skill."""
+        try:
+            args = _tool_input_decoder.decode(ev.tool_input) or {}
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        s = self.state.sessions.get(ev.session_id)
+        root = self.projects.root(s.cwd) if s and s.cwd else None
+        if ev.tool_name == "Skill":
+            name = args.get("skill") or args.get("command") or args.get("name")
+            if not isinstance(name, str) or not name:
+                return
+            name = name.split(":")[-1]  # plugin skills are "plugin:name"
+            target = ("name", name, root)
+        else:
+            path = args.get("file_path")
+            if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":
+                return
+            target = ("path", path, root)
+        self.use_queue.append(target)
+        self.promoter_event.set()
+
+    def _record_uses(self) -> None:
+        while self.use_queue:
+            kind, value, root = self.use_queue.pop(0)
+            try:
+                if kind == "path":
+                    self.promoter.record_use(value)
+                else:
+                    for d in self.promoter.locate(value, root)[:1]:
+                        self.promoter.record_use(d)
+            except Exception:
+                log.exception("skill use not recorded")
+
+    def skill_index(self, project_root: str | None) -> list[dict]:
+        """Name, layer, owner and description of every live skill (blocking; for the prompt)."""
+        out = []
+        for info in self.promoter.list_skills(project_root):
+            if info.status != "live":
+                continue
+            try:
+                with open(os.path.join(info.path, "SKILL.md"), encoding="utf-8") as f:
+                    fields, _ = skillfile.parse(f.read(64 * 1024))
+                desc = fields.get("description", "")
+            except (OSError, ValueError, skillfile.SkillFormatError):
+                desc = ""
+            out.append({"name": info.name, "layer": info.layer, "owner": info.owner,
+                        "description": desc})
+        return out
+
+    def project_root_of(self, job: sm.Job) -> str | None:
+        return self.projects.root(job.cwd) if job.cwd else None
+
+    # ---- the promoter: the single writer of the skill tree -------------------------------
+
+    def wake_promoter(self) -> None:
+        self.promoter_event.set()
+
+    async def promoter_loop(self) -> None:
+        while True:
+            event = self.promoter_event = anyio.Event()
+            await anyio.to_thread.run_sync(self._record_uses)
+            for intent in self.intents.list("queued"):
+                await self.promote_one(intent)
+            await event.wait()
+
+    def _window_for(self, intent) -> str | None:
+        if intent.source == "marker" and intent.proposal is not None:
+            return intent.proposal.evidence
+        if not intent.job_id:
+            return None
+        try:
+            with open(os.path.join(paths.windows_dir(), f"{intent.job_id}.txt"), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    async def promote_one(self, intent, *, approve: bool = False):
+        def work():
+            window = self._window_for(intent)
+            fn = self.promoter.approve if approve else self.promoter.promote
+            out = fn(intent, window, intent.project_root)
+            self.intents.update(intent.id, out.status, out.findings)
+            return out
+
+        out = await anyio.to_thread.run_sync(work)
+        st = self.promoter_stats
+        st[out.status] = st.get(out.status, 0) + 1
+        for f in out.findings:
+            st["findings"][f.family] = st["findings"].get(f.family, 0) + 1
+        if out.status == "landed":
+            st["last_landing_at"] = self.clock()
+            log.info("landed", intent=intent.id, skill=intent.proposal.skill if intent.proposal else None,
+                     path=out.skill_path)
+        else:
+            log.info(out.status, intent=intent.id,
+                     findings=sorted({f"{f.family}/{f.code}" for f in out.findings}))
+        return out
 
     async def cmd_status(self, req: m.Status) -> m.Reply:
         return m.Ok(data=self.status())
 
     def status(self) -> dict:
         st = self.state
-        jobs = {"pending": 0, "running": 0, "done": st.jobs_done, "failed": st.jobs_failed}
+        jobs = {"pending": 0, "running": 0, "done": st.jobs_done, "failed": st.jobs_failed,
+                "by_kind": {}, "last_error": None, "waiting": self.pool.waiting_reason or None}
+        last_err_at = -1.0
         for j in st.jobs.values():
             if j.status in ("pending", "running"):
                 jobs[j.status] += 1
+            jobs["by_kind"][j.kind] = jobs["by_kind"].get(j.kind, 0) + 1
+            if j.last_error and (j.finished_at or j.created_at) > last_err_at:
+                last_err_at = j.finished_at or j.created_at
+                jobs["last_error"] = {"job": j.id, "error": j.last_error, "status": j.status}
+        rcfg = self.cfg.reflector
+        avail = backends.available(rcfg)
         return {
             "version": VERSION,
             "protocol": PROTOCOL,
@@ -255,6 +467,19 @@ class Daemon:
                 "last_snapshot_at": self.last_snapshot_at,
                 "quarantined": list(self.quarantined),
             },
+            "watcher": {**self.transcripts.stats(), "watching": self.watcher.watching},
+            "capture": self.capture_stats.to_dict(),
+            "intents": self.intents.counts(),
+            "reflector": {
+                "backend": avail["backend"], "configured": rcfg.backend, "model": rcfg.model,
+                "reason": avail["reason"] or None,
+                "tokens_today": st.tokens.get(today(self.clock()), 0),
+                "tokens_total": st.tokens.get("total", 0),
+                "daily_token_budget": rcfg.daily_token_budget or None,
+            },
+            "promoter": {"mode": self.cfg.promoter.mode, **self.promoter_stats},
+            "learnings": lreport.status_json(
+                self.markers, lambda slug: set(load_learning_state(slug).processed_ids)),
         }
 
     async def cmd_flush(self, req: m.Flush) -> m.Reply:
@@ -281,24 +506,155 @@ class Daemon:
         await self.persist()
         return m.Ok(data={"paused": self.state.paused})
 
+    async def cmd_capture(self, req: m.Capture) -> m.Reply:
+        """Exactly the packet a model would receive for a session (or a transcript)."""
+        path, start, inode, size = req.transcript_path, req.start, None, None
+        if req.session_id:
+            s = self.state.sessions.get(req.session_id)
+            if s is None:
+                return m.Error(code="not_found", message=f"unknown session {req.session_id!r}")
+            path = path or s.transcript_path
+            if start is None:
+                start, inode, size = s.watermark, s.wm_inode or None, s.wm_size or None
+        if not path:
+            return m.Error(code="bad_request", message="name --session or --transcript")
+        try:
+            packet = await anyio.to_thread.run_sync(
+                lambda: build_packet(path, start or 0, self.cfg.capture, self.redactor,
+                                     expect_inode=inode, expect_size=size))
+        except OSError as e:
+            return m.Error(code="io", message=f"cannot read {path}: {e.strerror}")
+        return m.Ok(data=msgspec.to_builtins(packet))
+
+    async def cmd_learn(self, req: m.Learn) -> m.Reply:
+        """/learn: a high-priority job on the session's current window plus the user's text."""
+        if not req.text.strip():
+            return m.Error(code="bad_request", message="say what to learn")
+        if req.layer not in (None, "project", "user"):
+            return m.Error(code="bad_request", message="--layer must be project or user")
+        sid = req.session_id or None
+        if sid is not None and not sm.valid_session_id(sid):
+            return m.Error(code="bad_request", message=f"invalid session id: {sid!r}")
+        if sid is None:  # the most recently active session
+            live = [s for s in self.state.sessions.values() if s.ended_at is None]
+            sid = max(live, key=lambda s: s.last_event_at).session_id if live else None
+        s = self.state.sessions.get(sid) if sid else None
+        if s is None:
+            s = sm.Session(session_id=sid or "learn-" + new_id())
+        text = req.text.strip()
+        if req.layer:
+            text += f"\n(Target layer for this lesson: {req.layer}.)"
+        job = sm.new_job(s, "learn", self.clock(), new_id, text=text, layer=req.layer)
+        await self.record_jobs([job])
+        return m.Ok(data={"job": job.id, "session_id": job.session_id,
+                          "transcript_path": job.transcript_path})
+
+    async def cmd_queue(self, req: m.Queue) -> m.Reply:
+        if req.op == "list":
+            return m.Ok(data=[msgspec.to_builtins(i) for i in self.intents.list()])
+        intent = self.intents.get(req.intent_id or "")
+        if intent is None:
+            return m.Error(code="not_found", message=f"no intent {req.intent_id!r}: "
+                           "see `autoharnessctl queue list`")
+        if req.op == "show":
+            return m.Ok(data=msgspec.to_builtins(intent))
+        if intent.status != "held":
+            return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
+                           "only held intents can be approved or rejected")
+        if req.op == "approve":
+            out = await self.promote_one(intent, approve=True)
+            return m.Ok(data=msgspec.to_builtins(out))
+        if req.op == "reject":
+            finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
+            await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
+            self.promoter_stats["rejected"] += 1
+            return m.Ok(data={"status": "rejected", "findings": [msgspec.to_builtins(finding)]})
+        return m.Error(code="bad_request", message=f"unknown queue op {req.op!r}")
+
+    async def cmd_skills(self, req: m.Skills) -> m.Reply:
+        pr = self.promoter
+
+        def work():
+            if req.op == "list":
+                return [msgspec.to_builtins(i) for i in pr.list_skills(req.project)]
+            if not req.name:
+                raise ValueError("name a skill")
+            if req.op == "show":
+                v = pr.show(req.name, project_root=req.project, layer=req.layer)
+                return None if v is None else msgspec.to_builtins(v)
+            if req.op == "history":
+                return pr.history(req.name, project_root=req.project, layer=req.layer)
+            if req.op == "revert":
+                return msgspec.to_builtins(pr.revert(req.name, to=int(req.to) if req.to else None,
+                                                    project_root=req.project,
+                                                     layer=req.layer))
+            if req.op == "restore":
+                return msgspec.to_builtins(pr.restore(req.name, project_root=req.project,
+                                                      layer=req.layer))
+            raise ValueError(f"unknown skills op {req.op!r}")
+
+        try:
+            data = await anyio.to_thread.run_sync(work)
+        except ValueError as e:
+            return m.Error(code="bad_request", message=str(e))
+        if data is None:
+            return m.Error(code="not_found", message=f"no skill named {req.name!r}")
+        return m.Ok(data=data)
+
+    async def cmd_learnings(self, req: m.Learnings) -> m.Reply:
+        """The daemon owns marker state: saves go through here so nothing is re-reported."""
+        if not req.project:
+            return m.Error(code="bad_request", message="name the project directory")
+        lookback = self.cfg.learnings.lookback_days
+        if req.op == "report":
+            ms = await anyio.to_thread.run_sync(
+                lambda: lservice.project_markers(lservice.slug_of(req.project), self.markers,
+                                                 lookback_days=lookback,
+                                                 transcripts=req.transcripts))
+            return m.Ok(data=lreport.report_json(ms))
+        if req.op == "save":
+            res = await anyio.to_thread.run_sync(
+                lambda: lservice.save_project(req.project, self.markers, self.intents,
+                                              lookback_days=lookback, transcripts=req.transcripts,
+                                              dry_run=req.dry_run))
+            self.dirty = True
+            self.wake_promoter()
+            return m.Ok(data=msgspec.to_builtins(res))
+        return m.Error(code="bad_request", message=f"unknown learnings op {req.op!r}")
+
     # ---- background loops -----------------------------------------------------------------
 
     def start_background(self, tg) -> None:
         tg.start_soon(self.persist_loop)
         tg.start_soon(self.idle_loop)
+        tg.start_soon(self.pool.run)
+        tg.start_soon(self.promoter_loop)
+        if self.cfg.watch:
+            tg.start_soon(self._watch)
+
+    async def _watch(self) -> None:
+        try:
+            await self.watcher.run(self.stop_event,
+                                   lookback_s=self.cfg.learnings.lookback_days * 86_400)
+        except Exception:
+            log.exception("transcript watcher stopped")
 
     def reload_config(self) -> None:
         """SIGHUP: re-read the config; a bad file keeps the running config and says why."""
         try:
-            self.cfg = load_config()
+            cfg = load_config()
+            redactor = make_redactor(cfg)
         except ConfigError as e:
             log.error("config reload failed; keeping the running config", error=str(e))
             return
+        self.cfg, self.redactor = cfg, redactor
+        self.promoter = Promoter(cfg.promoter, redactor=redactor)  # cheap: state is on disk
         log.info("config reloaded")
 
     def last_growth(self, s: sm.Session) -> float:
         """When the session's transcript last grew (0 when unknown)."""
-        return 0.0
+        e = self.transcripts.get(s.transcript_path) if s.transcript_path else None
+        return e.last_growth_at if e is not None else 0.0
 
     async def idle_loop(self) -> None:
         while True:
@@ -322,10 +678,25 @@ class Daemon:
         return jobs
 
 
+def make_redactor(cfg: Config):
+    """The configured redactor; a bad extra rule is a config error naming it."""
+    try:
+        return redactor_for(cfg.redaction)
+    except ValueError as e:
+        raise ConfigError(f"invalid config: redaction: {e}") from None
+
+
 def _session_start_output(text: str) -> str:
     return msgspec.json.encode({
         "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
     }).decode()
+
+
+def _slug_of_transcript(path: str | None) -> str | None:
+    """Claude Code's project slug: the transcript's directory under projects/."""
+    if not path:
+        return None
+    return os.path.basename(os.path.dirname(path)) or None
 
 
 def _is_within(path: str, parent: str) -> bool:

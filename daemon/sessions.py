@@ -20,6 +20,8 @@ class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     session_id: str
     activity: int = 0
     watermark: int = 0
+    wm_inode: int = 0  # the transcript's inode and size when the watermark was set:
+    wm_size: int = 0  # a rewrite (compaction) since then makes the watermark meaningless
     transcript_path: str | None = None
     cwd: str | None = None  # where the session started: decides the project root
     last_event_at: float = 0.0
@@ -78,7 +80,7 @@ def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session
         prev = s
         s = Session(session_id=ev.session_id, cwd=ev.cwd, transcript_path=ev.transcript_path)
         if prev is not None:  # a resumed session keeps reading where the last job stopped
-            s.watermark = prev.watermark
+            s.watermark, s.wm_inode, s.wm_size = prev.watermark, prev.wm_inode, prev.wm_size
             s.cwd = prev.cwd or ev.cwd
         sessions[ev.session_id] = s
     if ev.transcript_path and ev.transcript_path != s.transcript_path:

@@ -114,7 +114,8 @@ def tool_schema(max_intents: int) -> dict:
         "properties": {
             "proposals": {
                 "type": "array",
-                "description": f"At most {max_intents} proposals; empty when nothing is worth keeping.",
+                "description": (f"At most {max_intents} proposals; "
+                                "empty when nothing is worth keeping."),
                 "items": item,
             }
         },

@@ -1,0 +1,32 @@
+"""Reflector backends: `anthropic` (the SDK) and `claude` (a child `claude -p`).
+
+Importing this package is cheap; the SDK is imported only when the anthropic backend runs (or
+`preload()` is called from a worker thread).
+"""
+
+from autoharness.daemon.reflect.backends.base import (
+    BACKENDS,
+    NO_BACKEND,
+    BackendError,
+    PermanentError,
+    ReflectResult,
+    TransientError,
+    available,
+    choose_backend,
+)
+
+__all__ = [
+    "BACKENDS", "NO_BACKEND", "BackendError", "PermanentError", "ReflectResult", "TransientError",
+    "available", "choose_backend", "reflect",
+]
+
+
+def reflect(backend: str, prompt, cfg, **kwargs) -> ReflectResult:
+    """Run one reflection on the named backend. Blocking: call it from a worker thread."""
+    if backend == "anthropic":
+        from autoharness.daemon.reflect.backends import anthropic as mod
+    elif backend == "claude":
+        from autoharness.daemon.reflect.backends import claude as mod
+    else:
+        raise PermanentError(f"{NO_BACKEND}: {backend!r} cannot reflect")
+    return mod.reflect(prompt, cfg, **kwargs)

@@ -1,0 +1,387 @@
+"""`autoharnessctl doctor [--json]`: check an installation and say how to fix what is wrong.
+
+Each check is a plain function of plain inputs (a status dict or None, paths, an environment)
+returning a `Check`; `gather()` collects the inputs once. The daemon's own view (its status)
+wins over what this process can see, because the daemon may run with another environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from dataclasses import asdict, dataclass
+from typing import Mapping
+
+from autoharness.client import install
+from autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
+from autoharness.protocol import PROTOCOL, VERSION, paths
+from autoharness.protocol import messages as m
+
+MIN_FREE_BYTES = 100 * 1024 * 1024
+RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl service start` "
+                "(or let the next hook start it)")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def _skipped(name: str) -> Check:
+    return Check(name, True, "not checked: the daemon is not reachable")
+
+
+# ---- the checks -----------------------------------------------------------------------------
+
+
+def check_daemon(status: dict | None, error: str | None) -> Check:
+    if status is None:
+        detail = (error or "not reachable").replace(f": {START_HINT}", "")
+        return Check("daemon", False, detail, "start it: `autoharnessctl service start` (as a "
+                     "service) or `autoharnessd` (foreground); hooks also start it on their own "
+                     "unless autostart is off")
+    return Check("daemon", True, f"running, pid {status.get('pid')}, "
+                 f"up {status.get('uptime_s', 0):.0f}s, socket {status.get('socket')}")
+
+
+def check_version(status: dict | None, version: str = VERSION, protocol: int = PROTOCOL) -> Check:
+    if status is None:
+        return _skipped("version")
+    dv, dp = status.get("version"), status.get("protocol")
+    if dv == version and dp == protocol:
+        return Check("version", True, f"daemon and client {version}, protocol {protocol}")
+    return Check("version", False, f"daemon {dv} (protocol {dp}) differs from this client "
+                 f"{version} (protocol {protocol})", f"the daemon runs another installation: "
+                 f"{RESTART_HINT}")
+
+
+def check_socket(sock_path: str, uid: int | None = None, lstat=os.lstat) -> Check:
+    uid = os.getuid() if uid is None else uid
+    d = os.path.dirname(sock_path)
+    try:
+        dst = lstat(d)
+    except FileNotFoundError:
+        return Check("socket", True, f"no socket directory yet ({d}): the daemon creates it")
+    if stat.S_ISLNK(dst.st_mode) or not stat.S_ISDIR(dst.st_mode):
+        return Check("socket", False, f"{d} is not a directory",
+                     f"move it away (`mv {d} {d}.old`) and restart the daemon")
+    if dst.st_uid != uid:
+        return Check("socket", False, f"{d} is owned by uid {dst.st_uid}, not you ({uid})",
+                     f"remove it (`sudo rm -r {d}`) and restart the daemon")
+    if dst.st_mode & 0o077:
+        return Check("socket", False, f"{d} is open to other users "
+                     f"(mode {stat.S_IMODE(dst.st_mode):o}, want 700)", f"chmod 700 {d}")
+    try:
+        sst = lstat(sock_path)
+    except FileNotFoundError:
+        return Check("socket", True, f"{d} is private (700); no socket in it (daemon not running)")
+    if not stat.S_ISSOCK(sst.st_mode):
+        return Check("socket", False, f"{sock_path} is not a socket",
+                     f"move it away (`mv {sock_path} {sock_path}.old`) and restart the daemon")
+    if sst.st_uid != uid:
+        return Check("socket", False, f"{sock_path} is owned by uid {sst.st_uid}, not you ({uid})",
+                     f"stop that daemon, remove the socket (`sudo rm {sock_path}`), restart yours")
+    if sst.st_mode & 0o077:
+        return Check("socket", False, f"{sock_path} is open to other users "
+                     f"(mode {stat.S_IMODE(sst.st_mode):o}, want 600)", f"chmod 600 {sock_path}")
+    return Check("socket", True, f"{sock_path}: socket 600 in a 700 directory, yours")
+
+
+def _scope_of(src: install.Source) -> str:
+    return "user" if src.label == "user settings" else "project"
+
+
+def _program_problem(prog: str, path_env: str | None) -> str | None:
+    """Why a hook program cannot run, or None. A moved venv leaves the script with a `#!` line
+    naming an interpreter that is gone: the file exists but every hook call fails."""
+    path = prog if os.sep in prog else shutil.which(prog, path=path_env)
+    if not path:
+        return f"`{prog}` is not on PATH"
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return f"{path} is not an executable"
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(512)
+    except OSError as e:
+        return f"{path} cannot be read ({e.strerror})"
+    words = first[2:].split() if first.startswith(b"#!") else []
+    if words and not os.path.exists(words[0]):
+        return f"{path} starts {os.fsdecode(words[0])}, which does not exist"
+    return None
+
+
+def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
+    """autoharness's hooks are wired (settings or plugin), complete, and runnable."""
+    path_env = env.get("PATH", os.defpath)
+    broken = [s for s in sources if s.error]
+    if broken:
+        return Check("hooks", False, broken[0].error,
+                     f"fix the JSON in {broken[0].path}; Claude Code cannot read it either")
+    found, problems = [], []
+    for src in sources:
+        if src.data is None:
+            continue
+        plugin = install.enabled_plugin(src.data)
+        if plugin:
+            found.append(f"plugin {plugin[0]}")
+            if not shutil.which(install.HOOK, path=path_env):
+                problems.append((f"the plugin runs `{install.HOOK}` from PATH, which has none",
+                                 "install autoharness so its scripts are on PATH (e.g. "
+                                 "`pipx install autoharness`)"))
+        ours = [(ev, cmd) for ev, _, cmd in install.iter_entries(src.data) if install.is_ours(cmd)]
+        if not ours:
+            continue
+        found.append(f"{src.label} ({src.path})")
+        fix = f"`autoharnessctl install --scope {_scope_of(src)}` rewrites them"
+        counting = {ev for ev, cmd in ours if install.is_counting(cmd)}
+        missing = [ev for ev in install.EVENTS if ev not in counting]
+        if missing:
+            problems.append((f"{src.path} has no autoharness hook for {', '.join(missing)}", fix))
+        if not any(install.GUARD_MARK in cmd for ev, cmd in ours if ev == "PreToolUse"):
+            problems.append((f"{src.path} lacks the child write guard (reflector sessions could "
+                             "edit files)", fix))
+        for ev, cmd in ours:
+            prog = install.hook_program(cmd)
+            why = _program_problem(prog, path_env) if prog else None
+            if why:
+                problems.append((f"{src.path} runs {prog} for {ev}, but {why} (autoharness "
+                                 "moved or was uninstalled?)", fix))
+                break
+    if not found:
+        return Check("hooks", False, "no autoharness hooks in the user or project settings, "
+                     "and the plugin is not enabled", "`autoharnessctl install` (or "
+                     "`--scope project` for this project only)")
+    if problems:
+        return Check("hooks", False, problems[0][0], problems[0][1])
+    return Check("hooks", True, "installed in " + ", ".join(found))
+
+
+def check_duplicates(sources: list[install.Source]) -> Check:
+    """Two counting hooks count every tool call twice."""
+    counting = []
+    for src in sources:
+        if src.data is None:
+            continue
+        counting += [f"plugin ({src.label})" for _ in install.enabled_plugin(src.data)]
+        counting += [f"{src.label} {src.path}" for ev, _, cmd in install.iter_entries(src.data)
+                     if ev == "PreToolUse" and install.is_counting(cmd)]
+    if len(counting) <= 1:
+        return Check("duplicates", True, "one counting PreToolUse hook" if counting
+                     else "no counting hook to duplicate")
+    return Check("duplicates", False, f"{len(counting)} counting PreToolUse hooks, every tool "
+                 f"call is counted {len(counting)} times: " + "; ".join(counting),
+                 "keep one: `autoharnessctl install --remove --scope project` (or `--scope "
+                 "user`), or disable the autoharness plugin with /plugin")
+
+
+def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]) -> Check:
+    """/learn and /save-learnings exist, and the `autoharnessctl` they run is on PATH."""
+    have = [d for d in command_dirs
+            if all(os.path.isfile(os.path.join(d, n)) for n in install.COMMANDS)]
+    if not have and not plugin:
+        return Check("commands", False, "/learn and /save-learnings are not installed",
+                     "`autoharnessctl install` (adds them with the hooks)")
+    if not shutil.which("autoharnessctl", path=env.get("PATH", os.defpath)):
+        here = install.find_script("autoharnessctl")
+        where = f"add {os.path.dirname(here)} to PATH" if here else "put autoharnessctl on PATH"
+        return Check("commands", False, "the slash commands run `autoharnessctl`, which is not "
+                     "on PATH", f"{where} (or `pipx install autoharness`)")
+    return Check("commands", True, "installed in " + (", ".join(have) or "the plugin"))
+
+
+def check_config(config_file: str, error: str | None) -> Check:
+    if error:
+        return Check("config", False, error, f"fix that key in {config_file}; the daemon "
+                     "refuses to start until it is valid")
+    where = config_file if os.path.exists(config_file) else f"defaults ({config_file} absent)"
+    return Check("config", True, where)
+
+
+def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
+    """(backend, reason) from this process's view, when the daemon cannot tell us."""
+    try:
+        from autoharness.daemon.reflect.backends.base import available
+    except ImportError:
+        available = None
+    if available is not None:
+        info = available(cfg, env)
+        return info["backend"], info.get("reason") or ""
+    key = bool(cfg.api_key or env.get("ANTHROPIC_API_KEY"))
+    if cfg.backend in ("auto", "anthropic") and key:
+        return "anthropic", ""
+    if cfg.backend in ("auto", "claude") and shutil.which(cfg.claude_path or "claude",
+                                                         path=env.get("PATH", os.defpath)):
+        return "claude", ""
+    return "none", f"no reflector backend (reflector.backend = {cfg.backend})"
+
+
+def check_reflector(status: dict | None, cfg, env: Mapping[str, str], config_file: str) -> Check:
+    """Reflection needs a backend: an API key, or `claude` on PATH."""
+    fix = (f"set ANTHROPIC_API_KEY (or reflector.api_key in {config_file}) for the daemon, or "
+           "install Claude Code so `claude` is on its PATH; check reflector.backend is `auto`")
+    info = (status or {}).get("reflector")
+    if isinstance(info, dict) and info.get("backend"):
+        backend, reason = info["backend"], info.get("reason") or ""
+        who = "daemon"
+    else:
+        backend, reason = _local_reflector(cfg, env)
+        who = "this environment"
+    if backend in ("none", "", None):
+        return Check("reflector", False, f"{reason or 'no reflector backend'} ({who}); jobs "
+                     "wait until one is available", fix)
+    model = info.get("model") if who == "daemon" else getattr(cfg, "model", "")
+    suffix = f", model {model}" if model else ""
+    return Check("reflector", True, f"{backend} backend ({who}){suffix}")
+
+
+def _count_lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def check_spool(status: dict | None, spool_file: str) -> Check:
+    if status is not None:
+        n = int((status.get("spool") or {}).get("pending") or 0)
+        if n:
+            return Check("spool", False, f"{n} events wait in {spool_file}; the daemon replays "
+                         "the spool only when it starts", f"{RESTART_HINT} to replay them")
+        return Check("spool", True, "empty")
+    n = _count_lines(spool_file)
+    if n:
+        return Check("spool", False, f"{n} events spooled in {spool_file} while the daemon was "
+                     "down", f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
+    return Check("spool", True, "empty")
+
+
+def check_quarantine(status: dict | None, quarantine_dir: str) -> Check:
+    if status is not None:
+        files = list((status.get("persistence") or {}).get("quarantined") or [])
+    else:
+        try:
+            files = sorted(os.listdir(quarantine_dir))
+        except OSError:
+            files = []
+    if not files:
+        return Check("quarantine", True, "no corrupt files set aside")
+    shown = ", ".join(os.path.basename(f) for f in files[:3]) + (" ..." if len(files) > 3 else "")
+    return Check("quarantine", False, f"{len(files)} corrupt files set aside in "
+                 f"{quarantine_dir}: {shown}", f"inspect them in {quarantine_dir} (autoharness "
+                 "already runs without them), then move them out of that directory")
+
+
+def check_jobs(status: dict | None) -> Check:
+    if status is None:
+        return _skipped("jobs")
+    jobs = status.get("jobs") or {}
+    failed = int(jobs.get("failed") or 0)
+    if not failed:
+        return Check("jobs", True, f"{jobs.get('done', 0)} done, {jobs.get('pending', 0)} "
+                     "pending, none failed")
+    last = jobs.get("last_error")
+    return Check("jobs", False, f"{failed} reflection jobs failed"
+                 + (f" (last: {last})" if last else ""),
+                 "see why in `autoharnessctl status --json` (jobs), fix the backend (key, "
+                 "network, budget); queue a session again with `autoharnessctl flush SESSION_ID`")
+
+
+def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk_usage) -> Check:
+    d = state_dir
+    while not os.path.exists(d) and os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+    try:
+        free = usage(d).free
+    except OSError as e:
+        return Check("disk", False, f"cannot stat {d}: {e.strerror}", f"check that {d} exists")
+    mb = free // (1024 * 1024)
+    if free < min_free:
+        return Check("disk", False, f"{mb} MB free for {state_dir} (need {min_free // 2**20} MB)",
+                     f"free space on that filesystem, or move autoharness's files with "
+                     f"AUTOHARNESS_HOME=DIR")
+    return Check("disk", True, f"{mb} MB free for {state_dir}")
+
+
+# ---- running them -----------------------------------------------------------------------------
+
+
+def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Check]:
+    env = os.environ if env is None else env
+    status, error = None, None
+    try:
+        status = call(m.Status(), timeout=5)
+    except (DaemonUnreachable, DaemonError) as e:
+        error = str(e)
+    cfg_file = paths.config_file()
+    cfg, cfg_error = None, None
+    try:
+        from autoharness.protocol.config import ConfigError, load
+
+        cfg = load(cfg_file, dict(env))
+    except ConfigError as e:
+        cfg_error = str(e)
+    if cfg is None:
+        from autoharness.protocol.config import Config
+
+        cfg = Config()
+    sources = install.settings_sources(project)
+    plugin = any(s.data is not None and install.enabled_plugin(s.data) for s in sources)
+    command_dirs = [paths.user_commands_dir()]
+    if project:
+        command_dirs.append(paths.project_commands_dir(project))
+    return [
+        check_daemon(status, error),
+        check_version(status),
+        check_socket(paths.socket_path()),
+        check_config(cfg_file, cfg_error),
+        check_hooks(sources, env),
+        check_duplicates(sources),
+        check_commands(command_dirs, plugin, env),
+        check_reflector(status, cfg.reflector, env, cfg_file),
+        check_spool(status, paths.spool_file()),
+        check_quarantine(status, paths.quarantine_dir()),
+        check_jobs(status),
+        check_disk(paths.state_dir()),
+    ]
+
+
+def format_human(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"{'ok' if c.ok else 'FAIL':<5} {c.name}: {c.detail}")
+        if not c.ok and c.fix:
+            lines.append(f"      fix: {c.fix}")
+    bad = sum(not c.ok for c in checks)
+    lines.append("all checks passed" if not bad else f"{bad} of {len(checks)} checks failed")
+    return "\n".join(lines)
+
+
+def do_doctor(args) -> int:
+    project = (os.path.abspath(args.project) if args.project
+               else install.project_root(os.getcwd()))
+    checks = gather(project)
+    ok = all(c.ok for c in checks)
+    if args.json:
+        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        print(format_human(checks))
+    return 0 if ok else 1
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("doctor", help="check the installation and say how to fix what is wrong",
+                       description="Check the daemon, socket, hooks, slash commands, config, "
+                       "reflector backend, spool, quarantine, jobs and disk space; each failure "
+                       "comes with its fix. Exit 0 when all pass, 1 otherwise.")
+    s.add_argument("--json", action="store_true",
+                   help='print {"ok": bool, "checks": [{name, ok, detail, fix}]}')
+    s.add_argument("--project", metavar="DIR",
+                   help="project whose .claude/settings.json to check too (default: the git "
+                   "worktree of the current directory)")
+    s.set_defaults(func=do_doctor)

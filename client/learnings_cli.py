@@ -1,0 +1,129 @@
+"""`autoharnessctl learnings report|save|rule`: markers, compatible with `atl learning-capture`.
+
+`report` works offline on the transcript files; `save` goes through the daemon when it runs
+(the daemon owns marker state, so a save is never followed by a re-report) and works on the
+files directly when it does not.
+"""
+
+import json
+import os
+import sys
+
+from autoharness.protocol import paths
+from autoharness.protocol import messages as m
+from autoharness.protocol.config import load as load_config
+from autoharness.client.conn import DaemonUnreachable, call
+
+
+def _lookback() -> int:
+    try:
+        return load_config().learnings.lookback_days
+    except Exception:
+        return 7
+
+
+def _print_report(markers, args, *, listing: bool) -> None:
+    from autoharness.daemon.learnings import report as rp
+
+    if args.json:
+        print(json.dumps(rp.report_json(markers), indent=2))
+        return
+    if not markers:
+        if not args.silent_if_empty:
+            print(rp.NO_MARKERS)
+        return
+    print(rp.transcript_listing(markers) if listing else rp.session_start_report(markers))
+
+
+def do_report(args) -> int:
+    from autoharness.daemon.learnings import service
+    from autoharness.daemon.learnings.markers import scan_file
+    from autoharness.daemon.learnings.save import pending
+    from autoharness.daemon.learnings.state import load
+
+    hook_mode = not args.previous_transcripts and not args.transcript_path
+    try:
+        if args.transcript_path:
+            root = args.project or os.getcwd()
+            st = load(service.slug_of(root))
+            _print_report(pending(scan_file(args.transcript_path), st.processed_ids), args,
+                          listing=True)
+            return 0
+        if hook_mode:
+            payload = json.loads(sys.stdin.buffer.read() or b"{}")
+            if not isinstance(payload, dict):
+                raise ValueError("hook input must be a JSON object")
+            tp = payload.get("transcript_path")
+            slug = os.path.basename(os.path.dirname(tp)) if isinstance(tp, str) and tp else None
+            cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
+            slug = slug or service.slug_of(cwd)
+        else:
+            slug = service.slug_of(args.project or os.getcwd())
+        markers = service.project_markers(slug, None, lookback_days=_lookback())
+        _print_report(markers, args, listing=False)
+    except (OSError, ValueError) as e:
+        print(f"autoharnessctl learnings report: {e}", file=sys.stderr)
+        return 0 if hook_mode else 1
+    return 0
+
+
+def do_save(args) -> int:
+    project = os.path.abspath(args.project or os.getcwd())
+    transcripts = [t for t in (args.transcripts or "").split(",") if t]
+    try:
+        res = call(m.Learnings(op="save", project=project, transcripts=transcripts,
+                               dry_run=args.dry_run), timeout=120)
+    except DaemonUnreachable:
+        from autoharness.daemon.intents import IntentQueue
+        from autoharness.daemon.learnings import service
+
+        import msgspec
+
+        queue = None
+        if not args.dry_run:
+            queue = IntentQueue()
+            queue.load()
+        res = msgspec.to_builtins(service.save_project(
+            project, None, queue, lookback_days=_lookback(), transcripts=transcripts,
+            dry_run=args.dry_run))
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    verb = "would save" if res.get("dry_run") else "saved"
+    print(f"{verb} {len(res.get('saved', []))} markers "
+          f"({len(res.get('skipped', []))} already saved)")
+    for key, label in (("journal", "journal"), ("wiki", "wiki"), ("drafts", "doc drafts"),
+                       ("intents", "skill intents")):
+        items = res.get(key) or []
+        if items:
+            print(f"  {label}: " + ", ".join(str(i) for i in items))
+    return 0
+
+
+def do_rule(args) -> int:
+    from autoharness.daemon.learnings.context import rule_text
+
+    print(rule_text())
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("learnings", help="report and save <!-- learning --> markers")
+    lsub = p.add_subparsers(dest="learnings_verb", metavar="VERB", required=True)
+    r = lsub.add_parser("report", help="unprocessed markers (no mode: hook JSON on stdin)")
+    mode = r.add_mutually_exclusive_group()
+    mode.add_argument("--previous-transcripts", action="store_true",
+                      help="scan this project's transcripts since the last save")
+    mode.add_argument("--transcript-path", metavar="P", help="list the markers in one transcript")
+    r.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    r.add_argument("--silent-if-empty", action="store_true")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=do_report)
+    s = lsub.add_parser("save", help="write journal, wiki, doc drafts and skill intents")
+    s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--transcripts", metavar="A,B", help="only markers from these transcripts")
+    s.add_argument("--dry-run", action="store_true", help="say what would be written")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_save)
+    ru = lsub.add_parser("rule", help="print the marker rule injected at session start")
+    ru.set_defaults(func=do_rule)

@@ -1,0 +1,162 @@
+"""`autoharnessctl replay`: play a recorded transcript through the pipeline as if it happened.
+
+One PreToolUse per tool use, a Stop after each assistant turn (when the next user prompt
+starts), SessionEnd at the end — through the real daemon. `--dry-run` instead runs the same
+parts in this process (state machine, capture, reflector, intake into a throwaway queue) and
+prints the intents; nothing is queued for the promoter.
+"""
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+
+import msgspec
+
+from autoharness.protocol import messages as m
+from autoharness.client.conn import call
+
+
+def session_id_for(path: str, given: str | None) -> str:
+    from autoharness.daemon.sessions import valid_session_id
+
+    if given:
+        if not valid_session_id(given):
+            raise ValueError(f"invalid session id {given!r}")
+        return given
+    stem = os.path.basename(path).removesuffix(".jsonl")
+    if valid_session_id(stem):
+        return stem
+    return "replay-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:12]
+
+
+def _is_prompt(rec: dict) -> bool:
+    """A user record a person typed (not a tool result, not injected meta)."""
+    if rec.get("type") != "user" or rec.get("isMeta") or rec.get("isCompactSummary"):
+        return False
+    content = (rec.get("message") or {}).get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "text" for b in content)
+
+
+def events_from_transcript(path: str, session_id: str, cwd: str) -> list[dict]:
+    base = {"session_id": session_id, "transcript_path": os.path.abspath(path), "cwd": cwd}
+    events = [dict(base, hook_event_name="SessionStart", source="startup")]
+    in_turn = False
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("isSidechain"):
+                continue
+            if _is_prompt(rec):
+                if in_turn:
+                    events.append(dict(base, hook_event_name="Stop", stop_hook_active=False))
+                in_turn = False
+                events.append(dict(base, hook_event_name="UserPromptSubmit"))
+                continue
+            content = (rec.get("message") or {}).get("content")
+            if rec.get("type") == "assistant" and isinstance(content, list):
+                in_turn = True
+                for b in content:
+                    if isinstance(b, dict) and b.get("type") == "tool_use":
+                        events.append(dict(base, hook_event_name="PreToolUse",
+                                           tool_name=b.get("name"), tool_input=b.get("input"),
+                                           tool_use_id=b.get("id")))
+    if in_turn:
+        events.append(dict(base, hook_event_name="Stop", stop_hook_active=False))
+    events.append(dict(base, hook_event_name="SessionEnd", reason="other"))
+    return events
+
+
+def replay(args) -> int:
+    path = args.transcript
+    if not os.path.isfile(path):
+        print(f"autoharnessctl replay: no such transcript: {path}", file=sys.stderr)
+        return 1
+    try:
+        sid = session_id_for(path, args.session)
+    except ValueError as e:
+        print(f"autoharnessctl replay: {e}", file=sys.stderr)
+        return 1
+    cwd = os.path.abspath(args.project or os.getcwd())
+    events = events_from_transcript(path, sid, cwd)
+    tools = sum(1 for e in events if e["hook_event_name"] == "PreToolUse")
+    print(f"replaying {os.path.basename(path)} as session {sid}: {tools} tool calls, "
+          f"{sum(1 for e in events if e['hook_event_name'] == 'Stop')} turns", file=sys.stderr)
+    if args.dry_run:
+        intents = dry_run(events, path)
+    else:
+        intents = through_daemon(events, sid, args.wait)
+    if args.json:
+        print(json.dumps(intents, indent=2))
+    elif not intents:
+        print("no intents (the reflector proposed nothing)")
+    else:
+        for i in intents:
+            p = i.get("proposal") or {}
+            codes = ", ".join(f"{f['family']}/{f['code']}" for f in i.get("findings", []))
+            print(f"{i['status']:<9} {p.get('action', '?')} {p.get('skill', '?')} "
+                  f"[{p.get('layer', '?')}]" + (f" ({codes})" if codes else ""))
+            if p.get("reason"):
+                print(f"          why: {p['reason']}")
+    return 0
+
+
+def through_daemon(events: list[dict], sid: str, wait: float) -> list[dict]:
+    for ev in events:
+        call(m.Hook(payload=msgspec.Raw(json.dumps(ev).encode()), ts=time.time()))
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        st = call(m.Status())
+        if st["jobs"]["pending"] + st["jobs"]["running"] == 0 or st["jobs"].get("waiting"):
+            break
+        time.sleep(0.2)
+    return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid]
+
+
+def dry_run(events: list[dict], path: str) -> list[dict]:
+    """The pipeline's own parts, in-process: nothing reaches the daemon or the skill tree."""
+    from autoharness.daemon import sessions as sm
+    from autoharness.daemon.capture.packet import build_packet
+    from autoharness.daemon.core import make_redactor, new_id
+    from autoharness.daemon.intents import IntentQueue
+    from autoharness.daemon.reflect import backends
+    from autoharness.daemon.reflect.prompt import build_request
+    from autoharness.protocol.config import load as load_config
+
+    cfg = load_config()
+    redactor = make_redactor(cfg)
+    backend = backends.choose_backend(cfg.reflector)
+    if backend == "none":
+        raise SystemExit(f"autoharnessctl replay: {backends.available(cfg.reflector)['reason']}")
+    decoder = msgspec.json.Decoder(sm.HookEvent)
+    sessions: dict[str, sm.Session] = {}
+    jobs: list[sm.Job] = []
+    for ev in events:
+        jobs += sm.apply_event(sessions, decoder.decode(json.dumps(ev)), now=time.time(),
+                               reflect_every=cfg.reflect_every, make_id=new_id)
+    out: list[dict] = []
+    start = 0
+    with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
+        queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
+        queue.load()
+        for job in jobs:
+            packet = build_packet(path, start, cfg.capture, redactor)
+            start = packet.watermark_to
+            if not packet.window.strip():
+                continue
+            prompt = build_request(packet.window, packet.digest, [], guidance=None,
+                                   max_intents=cfg.reflector.max_intents_per_job)
+            result = backends.reflect(backend, prompt, cfg.reflector)
+            intents = queue.intake(job.id, job.session_id, "reflector", result.proposals,
+                                   packet.window, events[0]["cwd"],
+                                   cfg.reflector.max_intents_per_job, redactor)
+            out += [msgspec.to_builtins(i) for i in intents]
+    return out

@@ -1,0 +1,197 @@
+"""The digest: orientation from before the window, for a model that sees only the window.
+
+It keeps what the people said: user prompts and assistant text (each clipped) and `[tool: Name]`
+for each tool use. Never tool inputs, tool outputs or `tool_result` content; never thinking,
+meta records, sidechain (subagent) records, summaries. It covers the last `exchanges` user
+prompts and what followed them, capped at `max_bytes`.
+
+The transcript is read backward from `before` in chunks, and the total bytes read are bounded by
+`max_scan_bytes`: a transcript can hold a gigabyte of tool output and almost no prompts. A line
+longer than `max_line_bytes` is skipped without being buffered whole (only its head is kept
+while its start is searched for). Garbage lines and non-UTF-8 lines are skipped.
+
+Handles both transcript shapes in the corpus: old (1.0.x: `summary` lines, inline sidechains,
+several content blocks per record) and new (2.x: one content block per line, `progress`,
+`system/compact_boundary`, `isCompactSummary` users).
+"""
+
+import os
+
+import msgspec
+
+from autoharness.daemon.capture.window import BackwardLines, find_end
+
+MAX_LINE_BYTES = 1024 * 1024
+
+
+class Digest(msgspec.Struct, frozen=True, kw_only=True):
+    text: str  # one entry per line, chronological
+    records: int  # transcript records that contributed an entry
+    scanned_bytes: int
+    exchanges: int = 0  # user prompts included
+    skipped_lines: int = 0  # garbage, non-UTF-8 or over-long lines passed over
+    redactions: dict[str, int] = {}  # what the redactor replaced in the entries kept
+
+
+class _Block(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+    name: str | None = None
+
+
+class _Message(msgspec.Struct):
+    role: str | None = None
+    content: str | list[_Block] | None = None
+
+
+class _Record(msgspec.Struct):
+    type: str = ""
+    subtype: str | None = None
+    isSidechain: bool | None = None
+    isMeta: bool | None = None
+    isCompactSummary: bool | None = None
+    message: _Message | None = None
+
+
+_decoder = msgspec.json.Decoder(_Record)
+# user-role texts that carry command or task *output*, not anything the person said
+_GENERATED = ("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>",
+              "<bash-stderr>", "<task-notification>", "<system-reminder>")
+
+
+_TOOLS_ONLY = "assistant: [tool: "
+
+
+def _cost(entry: str) -> int:
+    """Bytes an entry takes in the digest text (with its newline)."""
+    return len(entry.encode("utf-8", "replace")) + 1
+
+
+def _clean(text: str, max_chars: int) -> str:
+    """One line, whitespace collapsed, clipped with a visible ellipsis."""
+    text = " ".join(text.split())
+    if len(text) > max_chars:
+        text = text[: max(0, max_chars - 1)].rstrip() + "…"
+    return text
+
+
+def _entry(rec: _Record) -> tuple[str, str, list[str]] | None:
+    """(role, text, tool names) this record contributes, or None.
+
+    role is "user" (a prompt: starts an exchange), "assistant", or "note".
+    """
+    if rec.isSidechain or rec.isMeta:
+        return None
+    if rec.type == "system":
+        if rec.subtype == "compact_boundary":
+            return "note", "[context compacted]", []
+        return None
+    if rec.type not in ("user", "assistant") or rec.message is None:
+        return None
+    if rec.isCompactSummary:
+        return None  # a generated summary of older context, not something anyone said
+    content = rec.message.content
+    texts: list[str] = []
+    tools: list[str] = []
+    if isinstance(content, str):
+        texts.append(content)
+    elif content:
+        for block in content:
+            if block.type == "text" and block.text:
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                tools.append(block.name or "?")
+            elif block.type == "image" and rec.type == "user":
+                texts.append("[image]")
+            # tool_result, thinking, redacted_thinking, …: never in the digest
+    if rec.type == "user":  # outputs Claude Code injects as user text are not prompts
+        texts = [t for t in texts if not t.lstrip().startswith(_GENERATED)]
+    text = " ".join(t for t in texts if t.strip())
+    if not text and not tools:
+        return None
+    return rec.type, text, tools
+
+
+def build_digest(
+    path: str | os.PathLike,
+    before: int,
+    *,
+    exchanges: int = 20,
+    max_chars: int = 200,
+    max_bytes: int = 20_000,
+    max_scan_bytes: int = 4 * 1024 * 1024,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    redactor=None,
+) -> Digest:
+    """The digest of the transcript before byte offset `before` (the window's start).
+
+    `redactor` (a `Redactor`), when given, redacts each entry before it is clipped, so a clip
+    can never cut a secret in half and leave its start unredacted. Raises OSError only if the
+    file cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        before = max(0, min(int(before), size))
+        budget = max(0, int(max_scan_bytes))
+        # a partial line right before `before` belongs to the window, not to the digest
+        end, scanned, tail = find_end(fd, 0, before, budget)
+        lines = BackwardLines(fd, 0, end, max_line_bytes + 1, budget - scanned, tail)
+        out: list[str] = []  # newest first
+        used = records = prompts = skipped = 0
+        redactions: dict[str, int] = {}
+        while prompts < exchanges:
+            item = lines.next()
+            if item is None:
+                break
+            s, e, line = item
+            if e - s > max_line_bytes:
+                skipped += 1
+                continue
+            try:
+                rec = _decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                skipped += 1 if line.strip() else 0
+                continue
+            got = _entry(rec)
+            if got is None:
+                continue
+            role, text, tools = got
+            counts: dict[str, int] = {}
+            if redactor is not None and text:
+                text, counts = redactor.redact(text)
+            parts = []
+            if text:
+                parts.append(_clean(text, max_chars))
+            if tools:
+                parts.append(" ".join(f"[tool: {_clean(t, 60)}]" for t in tools))
+            if role == "note":
+                entry = parts[0]
+            else:
+                entry = f"{role}: {' '.join(parts)}"
+            # consecutive tool-only assistant records read as one line
+            if role == "assistant" and not text and out and out[-1].startswith(_TOOLS_ONLY):
+                merged = f"assistant: {parts[0]} {out[-1][len('assistant: '):]}"
+                grown = _cost(merged) - _cost(out[-1])
+                if used + grown > max_bytes:
+                    break
+                used += grown
+                out[-1] = merged
+                records += 1
+                continue  # tool-only: nothing was redacted
+            cost = _cost(entry)
+            if used + cost > max_bytes:
+                break
+            out.append(entry)
+            used += cost
+            for k, n in counts.items():
+                redactions[k] = redactions.get(k, 0) + n
+            records += 1
+            if role == "user":
+                prompts += 1
+        scanned += lines.scanned
+    finally:
+        os.close(fd)
+    out.reverse()
+    return Digest(text="\n".join(out), records=records, scanned_bytes=scanned,
+                  exchanges=prompts, skipped_lines=skipped, redactions=redactions)

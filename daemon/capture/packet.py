@@ -1,0 +1,135 @@
+"""The evidence packet: exactly what a model receives about a stretch of a session.
+
+`build_packet` cuts the window, builds the digest of what came before it, and redacts both
+before anything leaves capture. `format_packet` renders it for a person (`autoharnessctl
+capture`), so a user can audit what would leave the machine.
+"""
+
+import os
+
+import msgspec
+
+from autoharness.daemon.capture.digest import build_digest
+from autoharness.daemon.capture.window import cut_window
+
+
+class Packet(msgspec.Struct, frozen=True, kw_only=True):
+    window: str  # redacted raw JSONL (UTF-8, undecodable bytes replaced), markers included
+    digest: str  # redacted orientation from before the window
+    watermark_from: int  # the window's span is [watermark_from, watermark_to)
+    watermark_to: int  # the session's next watermark once the job completes
+    dropped_bytes: int
+    dropped_records: int  # as far as they were seen
+    fallback: bool
+    redactions: dict[str, int]
+    inode: int
+    size: int
+    clipped_records: int = 0
+    kept_records: int = 0
+    fallback_reason: str = ""
+    digest_records: int = 0
+    scanned_bytes: int = 0  # window + digest bytes read from the transcript
+
+
+def _add(into: dict[str, int], counts: dict[str, int]) -> None:
+    for k, n in counts.items():
+        into[k] = into.get(k, 0) + n
+
+
+def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
+                 expect_inode: int | None = None,
+                 expect_size: int | None = None) -> Packet:
+    """Window from watermark `start`, digest before it, both redacted with `redactor`.
+
+    `capture_cfg` is a `CaptureConfig`. Blocking file I/O: call it from a worker thread.
+    Raises OSError if the transcript cannot be read.
+    """
+    win = cut_window(path, start,
+                     max_record_bytes=capture_cfg.max_record_bytes,
+                     max_window_bytes=capture_cfg.max_window_bytes,
+                     expect_inode=expect_inode, expect_size=expect_size)
+    dig = build_digest(path, win.start,
+                       exchanges=capture_cfg.digest_exchanges,
+                       max_chars=capture_cfg.digest_max_chars,
+                       max_bytes=capture_cfg.digest_max_bytes,
+                       max_scan_bytes=capture_cfg.digest_max_scan_bytes,
+                       redactor=redactor)
+    redactions: dict[str, int] = {}
+    window_bytes, counts = redactor.redact_bytes(win.data)
+    _add(redactions, counts)
+    # the digest's entries were redacted one by one before clipping (dig.redactions); a second
+    # pass over the joined text is cheap insurance and, redaction being idempotent, adds
+    # nothing unless joining entries formed something new
+    _add(redactions, dig.redactions)
+    digest_text, counts = redactor.redact(dig.text)
+    _add(redactions, counts)
+    return Packet(
+        window=window_bytes.decode("utf-8", "replace"),
+        digest=digest_text,
+        watermark_from=win.start,
+        watermark_to=win.end,
+        dropped_bytes=win.dropped_bytes,
+        dropped_records=win.dropped_records,
+        fallback=win.fallback,
+        redactions=redactions,
+        inode=win.inode,
+        size=win.size,
+        clipped_records=win.clipped_records,
+        kept_records=win.kept_records,
+        fallback_reason=win.fallback_reason,
+        digest_records=dig.records,
+        scanned_bytes=win.scanned_bytes + dig.scanned_bytes,
+    )
+
+
+def format_packet(p: Packet) -> str:
+    """The packet as a person reads it: what is sent, and what was dropped or redacted."""
+    red = ", ".join(f"{k}={n}" for k, n in sorted(p.redactions.items())) or "none"
+    head = [
+        f"window: bytes {p.watermark_from}..{p.watermark_to} of {p.size} "
+        f"({p.kept_records} records kept, {p.clipped_records} clipped, "
+        f"{p.dropped_records} records / {p.dropped_bytes} bytes dropped)",
+        f"fallback: {p.fallback_reason or 'no'}",
+        f"redactions: {red}",
+        "",
+        f"--- digest ({p.digest_records} records before the window) ---",
+        p.digest,
+        "",
+        "--- window ---",
+        p.window,
+    ]
+    return "\n".join(head)
+
+
+class CaptureStats:
+    """Counters for `status --json` → `capture: {windows_cut, bytes_dropped, redactions}`."""
+
+    def __init__(self):
+        self.windows_cut = 0
+        self.bytes_dropped = 0
+        self.fallbacks = 0
+        self.redactions: dict[str, int] = {}
+
+    def add(self, p: Packet) -> None:
+        self.windows_cut += 1
+        self.bytes_dropped += p.dropped_bytes
+        self.fallbacks += p.fallback
+        _add(self.redactions, p.redactions)
+
+    def to_dict(self) -> dict:
+        return {"windows_cut": self.windows_cut, "bytes_dropped": self.bytes_dropped,
+                "fallbacks": self.fallbacks, "redactions": dict(self.redactions)}
+
+    def to_state(self) -> dict:
+        return self.to_dict()
+
+    def from_state(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            return
+        for key in ("windows_cut", "bytes_dropped", "fallbacks"):
+            v = state.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                setattr(self, key, v)
+        red = state.get("redactions")
+        if isinstance(red, dict):
+            self.redactions = {str(k): v for k, v in red.items() if isinstance(v, int)}

@@ -1,0 +1,506 @@
+"""Redaction: secrets and PII become `[REDACTED:<kind>]`, `<private>…</private>` spans go whole.
+
+Rules are data (`redact_rules.toml`, plus extra rules and allow patterns from config) compiled
+once. One call makes one pass over the text (plus a local re-check around what it replaced):
+
+1. `<private>` spans are replaced first (so removing one can never join two halves of a secret
+   that a later pass would then find);
+2. every rule runs its pattern only where one of its literal *needles* occurs (`bytes.find` is
+   C-speed; a regex alternation of ~20 rules tried at every position is not). Needles are
+   looked for in the UTF-8 bytes, in their ASCII-lowercased copy (case-insensitive keywords),
+   or in a "shape" copy where every digit is `0` (so `000-00-0000` finds SSN-shaped text);
+   rules without needles (only possible for extra rules from config) share one combined scan;
+3. matches are validated (Luhn, SSN ranges…), filtered by the allow list, moved off the inside
+   of JSON escapes (the text is often raw JSONL: `\\nghp_…` must become `\\n[REDACTED:…]`,
+   never `\\[REDACTED…`), merged where they overlap, and replaced in one splice;
+4. a marker changes its neighbours' context, so the regions around new markers are checked
+   again until nothing more is found: `redact(redact(x)) == redact(x)`.
+
+Over-redaction is the safe side. `redact` and `find` never raise: on an internal error the
+whole text counts as one `redaction_error` finding (and `redact` returns only the marker).
+"""
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Callable, Iterable
+
+MARK = "[REDACTED:{}]"
+_MAX_PASSES = 4
+ERROR_KIND = "redaction_error"
+PRIVATE_KIND = "private"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    cls: str  # "secret" | "pii"
+    rx: re.Pattern
+    needles: tuple[bytes, ...] = ()
+    hay: int = 0  # TEXT, LOWER (case-insensitive needles) or SHAPE (digits as '0')
+    back: int = 0
+    span: int = 512
+    group: str | None = None
+    check: Callable[[str], bool] | None = None
+
+
+# ---- validators -----------------------------------------------------------------------------
+
+def _digits(s: str) -> str:
+    return "".join(c for c in s if c.isdigit())
+
+
+def luhn_ok(number: str) -> bool:
+    """The Luhn checksum of a digit string."""
+    total = 0
+    for i, c in enumerate(reversed(number)):
+        d = ord(c) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card_ok(s: str) -> bool:
+    seps = {c for c in s if not c.isdigit()}
+    if len(seps) > 1:
+        return False
+    d = _digits(s)
+    n = len(d)
+    if not 13 <= n <= 19 or len(set(d)) == 1:
+        return False
+    two, four = int(d[:2]), int(d[:4])
+    issuer = (
+        (d[0] == "4" and n in (13, 16, 19))
+        or (51 <= two <= 55 and n == 16)
+        or (2221 <= four <= 2720 and n == 16)
+        or (two in (34, 37) and n == 15)
+        or (two in (36, 38, 30) and n == 14)
+        or ((d.startswith("6011") or two in (62, 65) or 644 <= int(d[:3]) <= 649) and n >= 16)
+        or (3528 <= four <= 3589 and n >= 16)
+    )
+    return issuer and luhn_ok(d)
+
+
+def _ssn_ok(s: str) -> bool:
+    area, group, serial = s.split("-")
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _phone_ok(s: str) -> bool:
+    d = _digits(s)
+    if len(set(d)) == 1:
+        return False
+    if s.startswith("+"):
+        return 8 <= len(d) <= 15
+    return len(d) == 10
+
+
+# TLDs that are really file extensions (`icon@2x.png`, `pkg@1.0.json`): not addresses.
+_FILE_TLDS = frozenset(
+    "png jpg jpeg gif svg webp ico bmp js mjs cjs ts tsx jsx py pyc rb json yaml yml toml lock "
+    "css scss less html htm txt log tmp bak swp exs heex erl ex map wasm zip gz tgz".split()
+)
+
+
+def _email_ok(s: str) -> bool:
+    return s.rsplit(".", 1)[-1].lower() not in _FILE_TLDS
+
+
+CHECKS: dict[str, Callable[[str], bool]] = {
+    "luhn_card": _card_ok,
+    "ssn": _ssn_ok,
+    "phone": _phone_ok,
+    "email": _email_ok,
+}
+
+
+# ---- placeholders (for the promoter: PII that is obviously not anybody's) --------------------
+
+_PLACEHOLDER_EMAIL = re.compile(
+    r"(?i)^(?:(?:no-?reply|do-?not-?reply|git|user|username|you|your[._-]?name|name|email|"
+    r"someone|somebody|john\.?doe|jane\.?doe|foo|bar|test|example|admin)@"
+    r"|.*@(?:[a-z0-9-]+\.)*(?:example\.(?:com|org|net)|example|test|invalid|localhost|local)$"
+    r"|.*@users\.noreply\.github\.com$|.*@(?:domain|email|host|company)\.com$)"
+)
+_PLACEHOLDER_CARDS = frozenset(
+    "4111111111111111 4242424242424242 4012888888881881 5555555555554444 5105105105105100 "
+    "378282246310005 371449635398431 6011111111111117 4000056655665556 4000000000000002".split()
+)
+
+
+def is_placeholder(kind: str, text: str) -> bool:
+    """True when a PII finding is an obvious placeholder (example.com, noreply, 555-01xx, test
+    cards…). Secrets are never placeholders."""
+    if kind == "email":
+        return bool(_PLACEHOLDER_EMAIL.match(text))
+    if kind == "phone":
+        d = _digits(text)
+        return d[-7:-4] == "555" or len(set(d[-7:])) == 1 or d.endswith("1234567")
+    if kind == "card":
+        return _digits(text) in _PLACEHOLDER_CARDS
+    if kind == "ssn":
+        return text in ("123-45-6789", "078-05-1120") or text.startswith("000-")
+    return False
+
+
+# ---- rule loading ---------------------------------------------------------------------------
+
+_KIND_OK = re.compile(r"[^a-z0-9_]")
+_LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
+_SHAPE = bytes.maketrans(b"0123456789", b"0000000000")
+TEXT, LOWER, SHAPE = 0, 1, 2  # the haystacks needles are looked for in
+
+
+def _flag(v) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() in ("1", "true", "yes", "on"))
+
+
+def _kind(raw: str) -> str:
+    return _KIND_OK.sub("_", str(raw).strip().lower())[:48] or "custom"
+
+
+def load_rule_data(path: str | None = None) -> list[dict]:
+    """The default rules (the packaged TOML), or those in `path`."""
+    if path is None:
+        raw = resources.files(__package__).joinpath("redact_rules.toml").read_bytes()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    return list(tomllib.loads(raw.decode("utf-8")).get("rule", []))
+
+
+def compile_rule(d: dict) -> Rule:
+    """One rule from its data; raises ValueError naming the rule when it is invalid.
+
+    Patterns are compiled as bytes patterns: matching runs on the UTF-8 bytes, where word,
+    space and case-insensitive classes are ASCII-only (secrets are ASCII) and `bytes.lower()`
+    keeps offsets aligned (`str.lower()` can change a string's length).
+    """
+    kind = _kind(d.get("kind", ""))
+    try:
+        rx = re.compile(str(d["pattern"]).encode("utf-8"))
+    except (KeyError, re.error, TypeError) as e:
+        raise ValueError(f"redaction rule {kind!r}: bad pattern: {e}") from None
+    cls = d.get("class", "secret")
+    if cls not in ("secret", "pii"):
+        raise ValueError(f"redaction rule {kind!r}: class must be 'secret' or 'pii'")
+    check = d.get("check")
+    if check is not None and check not in CHECKS:
+        raise ValueError(f"redaction rule {kind!r}: unknown check {check!r}")
+    group = d.get("group")
+    if group is not None and group not in rx.groupindex:
+        raise ValueError(f"redaction rule {kind!r}: pattern has no group {group!r}")
+    hay = SHAPE if _flag(d.get("shape")) else LOWER if _flag(d.get("ci")) else TEXT
+    raw_needles = d.get("needles", ())
+    if isinstance(raw_needles, str):  # config values are strings: one needle, or a,b,c
+        raw_needles = raw_needles.split(",")
+    needles = []
+    for n in raw_needles:
+        n = str(n).encode("utf-8")
+        if hay == LOWER:
+            n = n.lower()
+        elif hay == SHAPE:
+            n = n.translate(_SHAPE)
+        if n:
+            needles.append(n)
+    return Rule(kind=kind, cls=cls, rx=rx, needles=tuple(needles), hay=hay,
+                back=int(d.get("back", 0)), span=int(d.get("span", 512)), group=group,
+                check=CHECKS[check] if check else None)
+
+
+def _scoped(pattern: bytes) -> bytes:
+    """A pattern usable inside an alternation: leading global flags become a scoped group."""
+    m = _LEADING_FLAGS.match(pattern)
+    if m:
+        return b"(?" + m.group(1) + b":" + pattern[m.end():] + b")"
+    return b"(?:" + pattern + b")"
+
+
+# ---- JSON-escape and UTF-8 safety -----------------------------------------------------------
+
+_BS = 0x5C  # backslash
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _unicode_escape_end(data: bytes, i: int) -> int:
+    """If offset `i` falls inside the hex digits of a `\\uXXXX` escape, the escape's end; else 0."""
+    for k in range(1, 5):  # i is k characters after the 'u'
+        u = i - k
+        if u < 1 or data[u] != 0x75 or data[u - 1] != _BS:
+            continue
+        end = u + 5
+        if end <= len(data) and all(c in _HEX for c in data[u + 1 : end]):
+            return end
+    return 0
+
+
+def _safe_span(data: bytes, s: int, e: int) -> tuple[int, int]:
+    """Move a span's edges off the inside of escapes and UTF-8 sequences.
+
+    Raw JSONL often nests JSON in JSON strings (tool output), where an escape is a *run* of
+    backslashes and the parity at one level says nothing about the next. So whatever the run,
+    an edge is never placed right after a backslash nor inside `\\uXXXX`: the start moves
+    forward (at worst an escaped letter stays visible), the end moves forward (the span grows).
+    """
+    n = len(data)
+    while s < e:
+        if s > 0 and data[s - 1] == _BS:
+            s += 1
+        elif (u := _unicode_escape_end(data, s)):
+            s = u
+        elif (data[s] & 0xC0) == 0x80:  # a UTF-8 continuation byte
+            s += 1
+        else:
+            break
+    while e < n:
+        if data[e - 1] == _BS:
+            e += 1
+        elif (u := _unicode_escape_end(data, e)):
+            e = u
+        elif (data[e] & 0xC0) == 0x80:
+            e += 1
+        else:
+            break
+    return s, e
+
+
+def _to_bytes(text) -> bytes:
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    if text is None:
+        return b""
+    return bytes(text)
+
+
+def _to_str(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+# `<private>` … `</private>` (the closing tag may be JSON-escaped as `<\/private>`); an unclosed
+# tag takes the rest of its line: the user asked for it to stay private, so err wide.
+_PRIVATE_B = re.compile(rb"(?is)<private>(?:.*?<\\?/private>|[^\n]*)")
+
+
+# A marker can only change what matches near it: later passes look for needles this close.
+_NEAR = 1024
+
+
+def _around(marks: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """Merged regions within `_NEAR` bytes of each marker."""
+    out: list[list[int]] = []
+    for s, e in marks:
+        lo, hi = max(0, s - _NEAR), min(n, e + _NEAR)
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+# ---- the redactor ---------------------------------------------------------------------------
+
+class Redactor:
+    """Compiled rules. `secret_kinds` / `pii_kinds` say which class each kind belongs to."""
+
+    def __init__(self, extra_rules: Iterable[dict] = (), allow: Iterable[str] = (), *,
+                 rules: list[dict] | None = None):
+        data = list(rules if rules is not None else load_rule_data())
+        data += [dict(r) for r in extra_rules]
+        self.rules = [compile_rule(d) for d in data]
+        self.secret_kinds = frozenset(
+            {r.kind for r in self.rules if r.cls == "secret"} | {PRIVATE_KIND, ERROR_KIND})
+        self.pii_kinds = frozenset(r.kind for r in self.rules if r.cls == "pii")
+        allow = [str(a) for a in allow if a]
+        try:
+            self._allow = (re.compile(b"|".join(b"(?:" + a.encode() + b")" for a in allow))
+                           if allow else None)
+        except re.error as e:
+            raise ValueError(f"redaction allow pattern invalid: {e}") from None
+        # needle -> the rules that use it, per haystack: each needle is searched for once
+        self._needles: dict[tuple[int, bytes], list[int]] = {}
+        for i, r in enumerate(self.rules):
+            for n in r.needles:
+                self._needles.setdefault((r.hay, n), []).append(i)
+        self._uses = {h for h, _ in self._needles}
+        # Rules without needles share one scan; their groups are renamed to stay unique.
+        plain = [(i, r) for i, r in enumerate(self.rules) if not r.needles]
+        self._plain_rules = {f"r{i}": (i, r) for i, r in plain}
+        parts = []
+        for i, r in plain:
+            pat = re.sub(rb"\(\?P<(\w+)>", lambda m, i=i: b"(?P<%s_r%d>" % (m.group(1), i),
+                         r.rx.pattern)
+            parts.append(b"(?P<r%d>" % i + _scoped(pat) + b")")
+        self._plain = re.compile(b"|".join(parts)) if parts else None
+
+    # -- matching --
+
+    def _hits(self, data: bytes, regions=None) -> list[tuple[int, int, int, str]]:
+        """Candidate spans (start, end, rule index, kind): validated, allow-filtered, safe.
+
+        `regions` ([(lo, hi)]) limits where needles are looked for (patterns still see the
+        whole text around them); None = everywhere.
+        """
+        hits = []
+        n = len(data)
+        regions = [(0, n)] if regions is None else regions
+
+        def add(i: int, rule: Rule, m: re.Match, group) -> None:
+            s, e = m.span(group)
+            if e <= s:
+                return
+            piece = data[s:e]
+            if b"[REDACTED:" in piece:  # already redacted: keeps redaction idempotent
+                return
+            if rule.check is not None and not rule.check(piece.decode("latin-1")):
+                return
+            if self._allow is not None and self._allow.search(m.group(0)):
+                return
+            s, e = _safe_span(data, s, e)
+            if e > s:
+                hits.append((s, e, i, rule.kind))
+
+        hays = {TEXT: data}
+        if LOWER in self._uses:
+            hays[LOWER] = data.lower()
+        if SHAPE in self._uses:
+            hays[SHAPE] = data.translate(_SHAPE)
+        for (h, needle), idxs in self._needles.items():
+            hay = hays[h]
+            for lo, hi in regions:
+                p = hay.find(needle, lo, hi)
+                if p == -1:
+                    continue
+                done = dict.fromkeys(idxs, -1)  # occurrences inside a rule's last match: skip
+                while p != -1:
+                    for i in idxs:
+                        if p < done[i]:
+                            continue
+                        rule = self.rules[i]
+                        endpos = min(n, p + len(needle) + rule.span)
+                        if rule.back:
+                            m = rule.rx.search(data, max(0, p - rule.back), endpos)
+                            while m is not None and m.end() <= p:
+                                # the next leftmost match may overlap this one
+                                m = rule.rx.search(data, m.start() + 1, endpos)
+                            if m is not None and m.start() > p:
+                                m = None
+                        else:
+                            m = rule.rx.match(data, p, endpos)
+                        if m is not None:
+                            add(i, rule, m, rule.group or 0)
+                            done[i] = m.end()
+                    p = hay.find(needle, p + 1, hi)
+        if self._plain is not None:
+            for lo, hi in regions:
+                for m in self._plain.finditer(data, lo, hi):
+                    i, rule = self._plain_rules[m.lastgroup]
+                    add(i, rule, m, f"{rule.group}_r{i}" if rule.group else m.lastgroup)
+        return hits
+
+    def _spans(self, data: bytes, regions=None) -> list[tuple[int, int, str]]:
+        """Merged, non-overlapping spans (start, end, kind), in order."""
+        hits = self._hits(data, regions)
+        hits.sort(key=lambda h: (h[0], -h[1], h[2]))
+        out: list[list] = []
+        for s, e, _, kind in hits:
+            if out and s < out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)  # overlap: one wider redaction, first kind
+            else:
+                out.append([s, e, kind])
+        return [(s, e, k) for s, e, k in out]
+
+    def _redact(self, data: bytes) -> tuple[bytes, dict[str, int]]:
+        counts: dict[str, int] = {}
+        if b"<" in data and b"<private>" in data.lower():
+            data, k = _PRIVATE_B.subn(MARK.format(PRIVATE_KIND).encode(), data)
+            if k:
+                counts[PRIVATE_KIND] = k
+        # A marker changes its neighbours' context (`4012…1881(415) 555-2671`: the phone's left
+        # boundary fails on '1' but holds on ']'), so repeat while a pass finds something: the
+        # result is a fixed point and redacting it again changes nothing.
+        regions = None  # first pass: everywhere; later passes: around the new markers
+        for _ in range(_MAX_PASSES):
+            spans = self._spans(data, regions)
+            if not spans:
+                break
+            parts, last, size, marks = [], 0, 0, []
+            for s, e, kind in spans:
+                parts.append(data[last:s])
+                size += s - last
+                mark = MARK.format(kind).encode()
+                marks.append((size, size + len(mark)))
+                parts.append(mark)
+                size += len(mark)
+                counts[kind] = counts.get(kind, 0) + 1
+                last = e
+            parts.append(data[last:])
+            data = b"".join(parts)
+            regions = _around(marks, len(data))
+        return data, counts
+
+    # -- public --
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+        """The text with every finding replaced, and how many of each kind. Never raises."""
+        try:
+            out, counts = self._redact(_to_bytes(text))
+            return _to_str(out), counts
+        except Exception:  # never let a secret through because a rule misbehaved
+            return MARK.format(ERROR_KIND), {ERROR_KIND: 1}
+
+    def redact_bytes(self, data: bytes) -> tuple[bytes, dict[str, int]]:
+        """`redact` for UTF-8 bytes (a window as read). Never raises."""
+        try:
+            return self._redact(_to_bytes(data))
+        except Exception:
+            return MARK.format(ERROR_KIND).encode(), {ERROR_KIND: 1}
+
+    def find(self, text: str, *, allow_placeholders: bool = False) -> list[tuple[str, int, int]]:
+        """Findings as (kind, start, end) character offsets into `text` as given.
+
+        `<private>` spans are findings of kind "private". With `allow_placeholders`, PII that is
+        an obvious placeholder (user@example.com, 555-01xx…) is left out. Never raises: on an
+        internal error the whole text is one `redaction_error` finding.
+        """
+        try:
+            if not isinstance(text, str):
+                text = _to_bytes(text).decode("utf-8", "replace")
+            data = _to_bytes(text)
+            found = [(PRIVATE_KIND, m.start(), m.end()) for m in _PRIVATE_B.finditer(data)]
+            for s, e, kind in self._spans(data):
+                if any(ps <= s < pe for _, ps, pe in found):
+                    continue
+                if allow_placeholders and kind in self.pii_kinds and \
+                        is_placeholder(kind, _to_str(data[s:e])):
+                    continue
+                found.append((kind, s, e))
+            found.sort(key=lambda f: f[1])
+            if data.isascii():
+                return found
+            # byte offsets -> character offsets
+            return [(k, len(_to_str(data[:s])), len(_to_str(data[:e]))) for k, s, e in found]
+        except Exception:
+            return [(ERROR_KIND, 0, len(text) if isinstance(text, str) else 0)]
+
+
+@functools.lru_cache(maxsize=1)
+def default_redactor() -> Redactor:
+    """The packaged rules, compiled once per process."""
+    return Redactor()
+
+
+@functools.lru_cache(maxsize=8)
+def _configured(extra: tuple, allow: tuple) -> Redactor:
+    return Redactor([dict(r) for r in extra], list(allow))
+
+
+def redactor_for(cfg) -> Redactor:
+    """The redactor for a `RedactionConfig` (cached per distinct config)."""
+    extra = tuple(tuple(sorted(r.items())) for r in (cfg.extra_rules or ()))
+    allow = tuple(cfg.allow or ())
+    if not extra and not allow:
+        return default_redactor()
+    return _configured(extra, allow)

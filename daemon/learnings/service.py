@@ -1,0 +1,55 @@
+"""Report and save markers for a project: the one place the daemon and the offline CLI share.
+
+The daemon passes its incremental indexer (markers already found as transcripts grew); the
+offline CLI passes none and the project's transcripts are scanned instead.
+"""
+
+import os
+
+import msgspec
+
+from autoharness.protocol import paths
+from autoharness.daemon.learnings import report as rp
+from autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
+from autoharness.daemon.learnings.save import SaveResult, pending, save_markers
+from autoharness.daemon.learnings.state import LearningState, load
+
+
+def slug_of(project_root: str) -> str:
+    return paths.project_slug(os.path.abspath(project_root))
+
+
+def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: int,
+                    transcripts: list[str] = ()) -> list[Marker]:
+    """Unprocessed markers of one project (optionally only from some transcripts)."""
+    st = load(slug)
+    if transcripts:
+        found: list[Marker] = []
+        for t in transcripts:
+            known = [m for m in indexer.markers(slug) if m.transcript == t] if indexer else []
+            found += known or scan_file(t)
+        return pending(found, st.processed_ids)
+    if indexer is not None:
+        return pending(indexer.unprocessed(slug, set(st.processed_ids)), st.processed_ids)
+    project_dir = os.path.join(paths.claude_projects_dir(), slug)
+    return pending(rp.scan_previous_transcripts(project_dir, st.last_processed_at, lookback_days,
+                                                processed_ids=st.processed_ids), st.processed_ids)
+
+
+def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,
+                 transcripts: list[str] = (), dry_run: bool = False) -> SaveResult:
+    """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers."""
+    slug = slug_of(project_root)
+    markers = project_markers(slug, indexer, lookback_days=lookback_days, transcripts=transcripts)
+    ls = LearningState(slug)
+
+    def queue_intent(intent) -> None:
+        queue.intake(intent.id, intent.session_id, "marker",
+                     [msgspec.to_builtins(intent.proposal)], intent.proposal.evidence,
+                     intent.project_root, 1)
+
+    res = save_markers(project_root, markers, ls, queue_intent=queue_intent if queue else None,
+                       dry_run=dry_run, advance_time=not transcripts)
+    if indexer is not None and not dry_run:
+        indexer.forget(slug, res.saved)
+    return res

@@ -1,0 +1,210 @@
+"""The `anthropic` backend: one forced tool call through the official SDK.
+
+Blocking by design: the pool runs `reflect` in a worker thread. The SDK is imported inside the
+functions, never at module import, because it costs ≈3 s of CPU and must stay off the event loop.
+The SDK's own retries are off (`max_retries=0`): the pool owns retries and backoff.
+"""
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+
+from autoharness.daemon.reflect.backends.base import (
+    PermanentError,
+    ReflectResult,
+    TransientError,
+    add_usage,
+    check_reply,
+    empty_usage,
+)
+from autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_definition
+
+CACHE = {"type": "ephemeral"}
+
+_clients: dict[tuple, object] = {}
+_clients_lock = threading.Lock()
+
+
+def preload() -> None:
+    """Import the SDK now (call from a worker thread at startup so the first job is not slow)."""
+    import anthropic  # noqa: F401
+
+
+def _client(cfg, env: Mapping[str, str] | None):
+    """One SDK client per (key, base URL, timeout), reused so connections stay warm."""
+    import anthropic
+
+    e = os.environ if env is None else env
+    api_key = cfg.api_key or e.get("ANTHROPIC_API_KEY") or None
+    base_url = cfg.base_url or e.get("ANTHROPIC_BASE_URL") or None  # config beats the env
+    k = (api_key, base_url, float(cfg.timeout_s))
+    with _clients_lock:
+        c = _clients.get(k)
+        if c is None:
+            kwargs = {"base_url": base_url, "timeout": float(cfg.timeout_s), "max_retries": 0}
+            if api_key:
+                kwargs["api_key"] = api_key
+            elif e.get("ANTHROPIC_AUTH_TOKEN"):
+                kwargs["auth_token"] = e["ANTHROPIC_AUTH_TOKEN"]
+            try:
+                c = anthropic.Anthropic(**kwargs)
+            except anthropic.AnthropicError as err:
+                raise PermanentError(f"anthropic client: {err}") from None
+            _clients[k] = c
+        return c
+
+
+def close_clients() -> None:
+    """Close pooled HTTP connections (daemon shutdown, config reload)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for c in clients:
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+def _retry_after(err) -> float | None:
+    try:
+        v = err.response.headers.get("retry-after")
+        return float(v) if v is not None else None
+    except (AttributeError, ValueError, TypeError):
+        return None
+
+
+def _classify(err: Exception) -> Exception:
+    """Map an SDK exception to Transient/Permanent. Messages name the status, never content."""
+    import anthropic
+
+    if isinstance(err, anthropic.APITimeoutError):
+        return TransientError("anthropic: request timed out")
+    if isinstance(err, anthropic.APIConnectionError):
+        return TransientError(f"anthropic: connection error ({type(err.__cause__).__name__})")
+    if isinstance(err, anthropic.APIStatusError):
+        status = err.status_code
+        what = _error_type(err)
+        if status in (408, 409, 429) or status >= 500:
+            return TransientError(f"anthropic: HTTP {status} {what}".rstrip(),
+                                  retry_after=_retry_after(err))
+        if status in (401, 403):
+            return PermanentError(f"anthropic: HTTP {status} {what} (check the API key)".rstrip())
+        detail = f"anthropic: HTTP {status} {what}: {_error_message(err)}"
+        return PermanentError(detail.rstrip(": "))
+    return PermanentError(f"anthropic: {type(err).__name__}: {err}")
+
+
+def _error_type(err) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        return str(inner.get("type") or "")
+    return ""
+
+
+def _error_message(err) -> str:
+    body = getattr(err, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        return str(inner.get("message") or "")[:300]
+    return ""
+
+
+def _usage(msg) -> dict[str, int]:
+    u = getattr(msg, "usage", None)
+    return {
+        "input_tokens": int(getattr(u, "input_tokens", 0) or 0),
+        "output_tokens": int(getattr(u, "output_tokens", 0) or 0),
+        "cache_read": int(getattr(u, "cache_read_input_tokens", 0) or 0),
+        "cache_creation": int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+    }
+
+
+def _find_tool_use(msg):
+    for block in getattr(msg, "content", None) or ():
+        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
+            return block
+    return None
+
+
+def _raw_text(msg) -> str:
+    """The reply as the operator would want to read it: the tool input, else any text."""
+    block = _find_tool_use(msg)
+    if block is not None:
+        return json.dumps(block.input, ensure_ascii=False)
+    return "".join(getattr(b, "text", "") or "" for b in getattr(msg, "content", None) or ())
+
+
+def _assistant_content(msg) -> list[dict]:
+    out = []
+    for b in getattr(msg, "content", None) or ():
+        t = getattr(b, "type", None)
+        if t == "text":
+            out.append({"type": "text", "text": b.text})
+        elif t == "tool_use":
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+    return out or [{"type": "text", "text": "(no content)"}]
+
+
+def _repair_turns(msg, problem: str) -> list[dict]:
+    """Send the problem back once: as a failed tool_result if the tool was called, else as text."""
+    note = (f"Your call did not match the `{TOOL_NAME}` schema: {problem}. "
+            f"Call `{TOOL_NAME}` again with a valid input.")
+    block = _find_tool_use(msg)
+    if block is not None:
+        user = [{"type": "tool_result", "tool_use_id": block.id, "is_error": True, "content": note}]
+    else:
+        user = [{"type": "text", "text": note}]
+    return [{"role": "assistant", "content": _assistant_content(msg)},
+            {"role": "user", "content": user}]
+
+
+def _system(prompt: Prompt) -> list[dict]:
+    # Each static block is a cache breakpoint: the instructions stay cached even when the skill
+    # index (the later block) changes. Tools come before system in the cached prefix.
+    return [{"type": "text", "text": t, "cache_control": CACHE} for t in prompt.system_blocks]
+
+
+def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> ReflectResult:
+    """One reflection: a forced `propose_skill_changes` call, with at most one repair round.
+
+    Raises TransientError (connection, timeout, 408/409/429/5xx) or PermanentError (other
+    4xx, auth, a reply still unusable after the repair).
+    """
+    import anthropic
+
+    client = _client(cfg, env)
+    messages: list[dict] = [{"role": "user", "content": prompt.user_text}]
+    usage = empty_usage()
+    problem = ""
+    for attempt in range(2):
+        try:
+            msg = client.messages.create(
+                model=cfg.model,
+                max_tokens=int(cfg.max_tokens),
+                system=_system(prompt),
+                tools=[tool_definition(prompt.max_intents)],
+                tool_choice={"type": "tool", "name": TOOL_NAME},
+                messages=messages,
+            )
+        except anthropic.AnthropicError as err:
+            raise _classify(err) from None
+        add_usage(usage, _usage(msg))
+        block = _find_tool_use(msg)
+        if block is None:
+            problem = f"no `{TOOL_NAME}` call in the reply (stop_reason {msg.stop_reason})"
+        else:
+            proposals, problem = check_reply(block.input)
+            if getattr(msg, "stop_reason", None) == "max_tokens" and problem:
+                problem += " (the reply hit max_tokens)"
+            if problem is None:
+                return ReflectResult(proposals=proposals, usage=usage,
+                                     model=getattr(msg, "model", "") or cfg.model,
+                                     raw_text=_raw_text(msg))
+        if attempt == 0:
+            messages = messages + _repair_turns(msg, problem)
+    err = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")
+    err.usage = usage  # tokens were spent all the same; the pool charges them
+    raise err

@@ -1,0 +1,256 @@
+"""The reflector pool: runs pending jobs off the event loop, with a concurrency limit.
+
+Order: `/learn` jobs first, then oldest first; one job per session at a time, so a session's
+windows follow each other without overlap. A job's proposals are durably queued as intents
+*before* the job is marked done and the session watermark advances (at-least-once); a job that
+already has intents (a crash after intake) is finished without asking the model again.
+"""
+
+import datetime
+import os
+import random
+import time
+from collections.abc import Callable
+
+import anyio
+import structlog
+
+from autoharness.protocol import paths
+from autoharness.daemon import store
+from autoharness.daemon.capture.packet import Packet, build_packet
+from autoharness.daemon.capture.window import tail_start
+from autoharness.daemon.learnings.markers import markers_in_text
+from autoharness.daemon.reflect import backends
+from autoharness.daemon.reflect.prompt import build_request
+from autoharness.daemon.sessions import Job
+
+log = structlog.get_logger("autoharness")
+
+MAX_BACKOFF_S = 3600.0
+IDLE_POLL_S = 30.0
+
+
+def today(ts: float) -> str:
+    return "day:" + datetime.date.fromtimestamp(ts).isoformat()
+
+
+def backoff(attempt: int, base: float, rand: Callable[[], float]) -> float:
+    """Exponential backoff with full jitter on the upper half, capped."""
+    d = min(MAX_BACKOFF_S, base * (2 ** max(0, attempt - 1)))
+    return d * (0.5 + rand() / 2)
+
+
+def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> list[Job]:
+    """Pending jobs that may start now: /learn first, then oldest; at most one per session and
+    only the session's oldest pending job (its windows must follow each other)."""
+    pending = sorted((j for j in jobs if j.status == "pending"),
+                     key=lambda j: (j.kind != "learn", j.created_at, j.id))
+    seen: set[str] = set(busy_sessions)
+    out = []
+    for j in sorted(pending, key=lambda j: (j.created_at, j.id)):
+        if j.session_id in seen:
+            continue
+        seen.add(j.session_id)
+        if j.next_attempt_at <= now:
+            out.append(j)
+    return sorted(out, key=lambda j: (j.kind != "learn", j.created_at, j.id))
+
+
+class ReflectorPool:
+    def __init__(self, daemon, *, clock: Callable[[], float] = time.time,
+                 rand: Callable[[], float] = random.random):
+        self.d = daemon
+        self.clock = clock
+        self.rand = rand
+        self.running: dict[str, str] = {}  # job id -> session id
+        self.waiting_reason = ""
+
+    # ---- scheduling ----------------------------------------------------------------------
+
+    def blocked_reason(self) -> str:
+        """Why no job may start at all right now ("" when they may)."""
+        cfg = self.d.cfg.reflector
+        if backends.choose_backend(cfg) == "none":
+            return backends.available(cfg)["reason"]
+        budget = cfg.daily_token_budget
+        if budget and self.d.state.tokens.get(today(self.clock()), 0) >= budget:
+            return f"daily token budget of {budget} reached: jobs wait until tomorrow"
+        return ""
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:
+                changed = self.d.jobs_changed = anyio.Event()
+                self.waiting_reason = self.blocked_reason()
+                timeout = IDLE_POLL_S
+                if not self.waiting_reason:
+                    now = self.clock()
+                    free = self.d.cfg.reflector.concurrency - len(self.running)
+                    ready = order_runnable(list(self.d.state.jobs.values()), now=now,
+                                           busy_sessions=set(self.running.values()))
+                    for job in ready[:max(0, free)]:
+                        self.running[job.id] = job.session_id
+                        tg.start_soon(self._guarded, job)
+                    later = [j.next_attempt_at - now for j in self.d.state.jobs.values()
+                             if j.status == "pending" and j.next_attempt_at > now]
+                    if later:
+                        timeout = max(0.01, min(timeout, min(later)))
+                with anyio.move_on_after(timeout):
+                    await changed.wait()
+
+    async def _guarded(self, job: Job) -> None:
+        try:
+            await self.run_job(job)
+        except Exception as e:  # a bug in one job must not stop the pool
+            log.exception("job crashed", job=job.id)
+            await self._retry_or_fail(job, f"internal error: {type(e).__name__}", transient=True)
+        finally:
+            self.running.pop(job.id, None)
+            self.d.jobs_changed.set()
+
+    # ---- one job -------------------------------------------------------------------------
+
+    async def run_job(self, job: Job) -> None:
+        d = self.d
+        job.status = "running"
+        job.attempts += 1
+        await d.record_jobs([job])
+        done_before = [i for i in d.intents.list() if i.job_id == job.id]
+        if done_before:  # intake happened before a crash: don't ask the model twice
+            await self._finish(job, [i.id for i in done_before], None, {})
+            return
+        try:
+            packet = await anyio.to_thread.run_sync(self.cut, job)
+        except FileNotFoundError:
+            await self._fail(job, "transcript not found")
+            return
+        except OSError as e:
+            await self._retry_or_fail(job, f"cannot read transcript: {e.strerror}", transient=True)
+            return
+        if packet is not None:
+            d.capture_stats.add(packet)
+            d.dirty = True
+        evidence_window = packet.window if packet else ""
+        if job.text:
+            evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
+        if packet is not None and not packet.window.strip() and not job.text:
+            await self._finish(job, [], packet, {})  # nothing new was written
+            return
+        cfg = d.cfg.reflector
+        project_root = d.project_root_of(job)
+        prompt = build_request(
+            packet.window if packet else "", packet.digest if packet else "",
+            await anyio.to_thread.run_sync(d.skill_index, project_root),
+            guidance=job.text, max_intents=cfg.max_intents_per_job,
+            markers=self.fresh_markers(packet.window if packet else "", project_root),
+        )
+        backend = backends.choose_backend(cfg)
+        try:
+            result = await anyio.to_thread.run_sync(backends.reflect, backend, prompt, cfg,
+                                                    abandon_on_cancel=True)
+        except backends.TransientError as e:
+            self._charge(e.usage or {})
+            await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
+            return
+        except backends.PermanentError as e:
+            self._charge(e.usage or {})
+            await self._fail(job, e.reason)
+            return
+        self._charge(result.usage)
+        job.usage = dict(result.usage)
+        source = "learn" if job.kind == "learn" else "reflector"
+        await anyio.to_thread.run_sync(self._save_window, job.id, evidence_window)
+        intents = await anyio.to_thread.run_sync(
+            lambda: d.intents.intake(job.id, job.session_id, source, result.proposals,
+                                     evidence_window, project_root, cfg.max_intents_per_job,
+                                     d.redactor))
+        log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
+                 intents=len(intents), tokens=result.tokens)
+        await self._finish(job, [i.id for i in intents], packet, result.usage)
+
+    def cut(self, job: Job) -> Packet | None:
+        """The job's packet, from where the session's previous job stopped (blocking I/O)."""
+        d = self.d
+        path = job.transcript_path
+        if not path:
+            if job.kind == "learn":
+                return None
+            raise FileNotFoundError("no transcript")
+        s = d.state.sessions.get(job.session_id)
+        start = max(job.window_start, s.watermark) if s else job.window_start
+        inode = s.wm_inode if s and s.wm_inode else None
+        size = s.wm_size if s and s.wm_size else None
+        if job.kind == "learn":
+            st = os.stat(path)
+            if start >= st.st_size:  # nothing new: reflect on the recent past instead
+                start = tail_start(path, d.cfg.capture.max_window_bytes)
+                inode = size = None
+        return build_packet(path, start, d.cfg.capture, d.redactor,
+                            expect_inode=inode, expect_size=size)
+
+    def fresh_markers(self, window: str, project_root: str | None) -> list[str]:
+        """Valid learning markers in the window not already queued as `marker` intents."""
+        if "<!-- learning" not in window:
+            return []
+        queued = {i.proposal.evidence for i in self.d.intents.list()
+                  if i.source == "marker" and i.proposal is not None}
+        out = []
+        for mk in markers_in_text(window):
+            if mk.raw not in queued:
+                out.append(mk.raw)
+        return out
+
+    def _save_window(self, job_id: str, text: str) -> None:
+        store.ensure_private_dir(paths.windows_dir())
+        store.write_private(os.path.join(paths.windows_dir(), f"{job_id}.txt"), text.encode())
+
+    def _charge(self, usage: dict) -> None:
+        n = sum(int(usage.get(k) or 0) for k in
+                ("input_tokens", "output_tokens", "cache_read", "cache_creation"))
+        if not n:
+            return
+        t = self.d.state.tokens
+        day = today(self.clock())
+        for k in [k for k in t if k.startswith("day:") and k != day]:
+            del t[k]  # only today's count matters
+        t[day] = t.get(day, 0) + n
+        t["total"] = t.get("total", 0) + n
+        self.d.dirty = True
+
+    async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None,
+                      usage: dict) -> None:
+        d = self.d
+        job.status = "done"
+        job.intents = intent_ids
+        job.finished_at = self.clock()
+        job.last_error = None
+        s = d.state.sessions.get(job.session_id)
+        if packet is not None:
+            job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
+            if s is not None and not (job.kind == "learn" and packet.watermark_from < s.watermark):
+                s.watermark, s.wm_inode, s.wm_size = packet.watermark_to, packet.inode, packet.size
+        d.state.jobs_done += 1
+        await d.record_jobs([job], session=s)
+        d.wake_promoter()
+
+    async def _fail(self, job: Job, reason: str) -> None:
+        job.status = "failed"
+        job.last_error = reason
+        job.finished_at = self.clock()
+        self.d.state.jobs_failed += 1
+        log.warning("job failed", job=job.id, kind=job.kind, reason=reason)
+        await self.d.record_jobs([job])
+
+    async def _retry_or_fail(self, job: Job, reason: str, *, transient: bool,
+                             retry_after: float | None = None) -> None:
+        if not transient or job.attempts >= self.d.cfg.reflector.max_attempts:
+            await self._fail(job, f"{reason} (after {job.attempts} attempts)")
+            return
+        wait = backoff(job.attempts, self.d.cfg.reflector.backoff_base_s, self.rand)
+        if retry_after:
+            wait = max(wait, retry_after)
+        job.status = "pending"
+        job.last_error = reason
+        job.next_attempt_at = self.clock() + wait
+        log.info("job retry", job=job.id, attempt=job.attempts, wait_s=round(wait, 2), reason=reason)
+        await self.d.record_jobs([job])

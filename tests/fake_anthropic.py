@@ -1,0 +1,263 @@
+"""A fake Anthropic Messages API on loopback, for the real `anthropic` SDK to talk to.
+
+It is a real HTTP server (stdlib `http.server` in a thread). It records every request (headers
+and JSON body) and answers POST /v1/messages from a script queue: tool-use replies, error
+statuses (429/500/400...), a hang (so the client's timeout fires), malformed tool inputs; a
+configurable delay applies to every reply. It checks requests the way the real API would where
+our code depends on it (forced tool exists, strict-schema rules, cache breakpoints, tool_result
+pairing) and answers 400 otherwise. It ignores auth headers entirely (SDK 2.x sends
+`Authorization: Bearer`, older ones `x-api-key`).
+"""
+
+import itertools
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOOL_NAME = "propose_skill_changes"
+DEFAULT_USAGE = {"input_tokens": 1200, "output_tokens": 80,
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 900}
+_ids = itertools.count(1)
+
+# JSON-schema keywords strict tool use does not accept (per the structured-outputs docs).
+STRICT_UNSUPPORTED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                      "minLength", "maxLength", "maxItems", "uniqueItems", "patternProperties",
+                      "minProperties", "maxProperties")
+STRICT_MAX_UNIONS = 16
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+def tool_reply(tool_input, *, usage=None, stop_reason="tool_use", name=TOOL_NAME,
+               delay=None) -> dict:
+    """A 200 reply whose content is one tool_use block with `tool_input` (any JSON value)."""
+    return {"status": 200, "delay": delay, "body": {
+        "type": "message", "role": "assistant", "model": None,
+        "content": [{"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": name,
+                     "input": tool_input}],
+        "stop_reason": stop_reason, "stop_sequence": None,
+        "usage": dict(DEFAULT_USAGE if usage is None else usage)}}
+
+
+def text_reply(text: str, *, usage=None) -> dict:
+    """A 200 reply with only text (a model that ignored the forced tool)."""
+    return {"status": 200, "body": {
+        "type": "message", "role": "assistant", "model": None,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": dict(DEFAULT_USAGE if usage is None else usage)}}
+
+
+def error_reply(status: int, etype: str = "api_error", message: str = "fake error",
+                headers=None) -> dict:
+    return {"status": status, "headers": headers or {},
+            "body": {"type": "error", "error": {"type": etype, "message": message}}}
+
+
+def hang() -> dict:
+    """Never answer (until the server stops): the client's own timeout must fire."""
+    return {"hang": True}
+
+
+def strict_schema_problems(schema, where="input_schema") -> list[str]:
+    """What the API's strict mode would reject in a tool's input schema."""
+    problems: list[str] = []
+    unions = 0
+
+    def walk(node, at):
+        nonlocal unions
+        if not isinstance(node, dict):
+            return
+        for kw in STRICT_UNSUPPORTED:
+            if kw in node:
+                problems.append(f"{at}: `{kw}` is not supported in strict mode")
+        if node.get("minItems", 0) not in (0, 1):
+            problems.append(f"{at}: minItems other than 0 or 1")
+        if isinstance(node.get("type"), list) or "anyOf" in node:
+            unions += 1
+        if node.get("type") == "object" or "properties" in node:
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{at}: objects need additionalProperties: false")
+            props = node.get("properties", {})
+            if sorted(node.get("required", [])) != sorted(props):
+                problems.append(f"{at}: every property must be required")
+            for k, v in props.items():
+                walk(v, f"{at}.{k}")
+        if "items" in node:
+            walk(node["items"], f"{at}[]")
+        for sub in node.get("anyOf", []):
+            walk(sub, f"{at}|")
+
+    walk(schema, where)
+    if unions > STRICT_MAX_UNIONS:
+        problems.append(f"{where}: {unions} union-typed parameters (max {STRICT_MAX_UNIONS})")
+    return problems
+
+
+def request_problems(body: dict) -> list[str]:
+    """The subset of the real API's request validation our backend could trip over."""
+    problems = []
+    for k in ("model", "max_tokens", "messages"):
+        if k not in body:
+            problems.append(f"{k}: field required")
+    tools = body.get("tools") or []
+    names = {t.get("name") for t in tools}
+    for t in tools:
+        if t.get("strict"):
+            problems += strict_schema_problems(t.get("input_schema"), f"tools.{t.get('name')}")
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") == "tool" and choice.get("name") not in names:
+        problems.append("tool_choice: names a tool that is not defined")
+    breakpoints = 0
+    system = body.get("system")
+    blocks = list(system) if isinstance(system, list) else []
+    for m in body.get("messages", []):
+        if isinstance(m.get("content"), list):
+            blocks += m["content"]
+    blocks += tools
+    breakpoints = sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control"))
+    if breakpoints > 4:
+        problems.append("a maximum of 4 blocks with cache_control may be provided")
+    msgs = body.get("messages", [])
+    for i, m in enumerate(msgs):
+        want = "user" if i % 2 == 0 else "assistant"
+        if m.get("role") != want:
+            problems.append(f"messages.{i}: roles must alternate starting with user")
+        if isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if b.get("type") == "tool_result":
+                    prev = msgs[i - 1]["content"] if i and isinstance(msgs[i - 1].get("content"), list) else []
+                    ids = {p.get("id") for p in prev if p.get("type") == "tool_use"}
+                    if b.get("tool_use_id") not in ids:
+                        problems.append(f"messages.{i}: tool_result without a matching tool_use")
+    return problems
+
+
+class FakeAnthropic:
+    """Start with `with FakeAnthropic() as fake:`; point the SDK at `fake.base_url`."""
+
+    def __init__(self, *, delay: float = 0.0):
+        self.delay = delay
+        self.requests: list[Recorded] = []
+        self.script: deque = deque()
+        self.default = tool_reply({"proposals": []})
+        self._release = threading.Event()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def push(self, *replies: dict) -> "FakeAnthropic":
+        self.script.extend(replies)
+        return self
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def messages_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+
+    def _next(self) -> dict:
+        with self._lock:
+            return self.script.popleft() if self.script else self.default
+
+    def start(self) -> "FakeAnthropic":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # keep test output clean
+                pass
+
+            def _read_body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() == "chunked":
+                    out = b""
+                    while True:
+                        size = int(self.rfile.readline().strip().split(b";")[0], 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            return out
+                        out += self.rfile.read(size)
+                        self.rfile.readline()
+                return self.rfile.read(int(self.headers.get("content-length") or 0))
+
+            def _send(self, status: int, body: dict, headers=None):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("request-id", f"req_fake{next(_ids)}")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                raw = self._read_body()
+                rec = Recorded("POST", self.path, {k.lower(): v for k, v in self.headers.items()},
+                               raw)
+                with fake._lock:
+                    fake.requests.append(rec)
+                if self.path.split("?")[0] != "/v1/messages":
+                    return self._send(404, error_reply(404, "not_found_error")["body"])
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    return self._send(400, error_reply(400, "invalid_request_error",
+                                                       "body is not JSON")["body"])
+                problems = request_problems(body)
+                if problems:
+                    return self._send(400, error_reply(400, "invalid_request_error",
+                                                       "; ".join(problems))["body"])
+                reply = fake._next()
+                if reply.get("hang"):
+                    fake._release.wait(60)
+                    self.close_connection = True
+                    return
+                wait = reply.get("delay")
+                wait = fake.delay if wait is None else wait
+                if wait:
+                    fake._release.wait(wait)
+                out = json.loads(json.dumps(reply["body"]))
+                if out.get("type") == "message":
+                    out["id"] = f"msg_fake{next(_ids)}"
+                    out["model"] = out.get("model") or body.get("model")
+                try:
+                    self._send(reply.get("status", 200), out, reply.get("headers"))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread:
+            self._thread.join(5)
+
+    def __enter__(self) -> "FakeAnthropic":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,286 @@
+"""`autoharnessctl doctor`: one failing case per check (plain functions on plain inputs), each
+with its fix, and the all-pass case against a real daemon with the hooks installed into a temp
+CLAUDE_CONFIG_DIR and a fake `claude` on PATH."""
+
+import json
+import os
+import socket
+import subprocess
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+from autoharness.client import doctor, install
+from autoharness.protocol import PROTOCOL, VERSION
+from autoharness.protocol.config import ReflectorConfig
+from harness import BIN, CTL, HOOK, Daemon
+
+Usage = namedtuple("Usage", "total used free")
+
+
+def src(data=None, label="user settings", path="/x/settings.json", error=None):
+    return install.Source(label, path, data, error)
+
+
+def wired(hook_cmd=HOOK) -> dict:
+    return install.wire({}, hook_cmd)
+
+
+def fake_claude(bindir: Path) -> Path:
+    """An executable named `claude` that fails loudly if anything actually runs it."""
+    bindir.mkdir(exist_ok=True)
+    p = bindir / "claude"
+    p.write_text("#!/bin/sh\necho 'fake claude: not expected to run' >&2\nexit 3\n")
+    p.chmod(0o755)
+    return p
+
+
+def assert_fails(check: doctor.Check, name: str, *in_fix: str, in_detail: str = ""):
+    assert check.name == name and check.ok is False, check
+    assert check.fix, f"{name}: a failing check must say how to fix it"
+    for s in in_fix:
+        assert s in check.fix, (s, check.fix)
+    assert in_detail in check.detail, (in_detail, check.detail)
+
+
+# ---- one failing case per check ---------------------------------------------------------------
+
+
+def test_daemon_unreachable():
+    """No status: the daemon check fails and says how to start it."""
+    c = doctor.check_daemon(None, "daemon not running (no socket at /s): start it with "
+                            "`autoharnessctl service start` or `autoharnessd`")
+    assert_fails(c, "daemon", "autoharnessctl service start", "autoharnessd",
+                 in_detail="no socket at /s")
+    assert doctor.check_daemon({"pid": 1, "uptime_s": 2, "socket": "/s"}, None).ok
+
+
+def test_version_mismatch():
+    """A daemon of another version or protocol fails the version check: restart it."""
+    c = doctor.check_version({"version": "0.0.1", "protocol": PROTOCOL + 1})
+    assert_fails(c, "version", "autoharnessctl stop", in_detail="0.0.1")
+    assert doctor.check_version({"version": VERSION, "protocol": PROTOCOL}).ok
+
+
+@pytest.mark.parametrize("case", ["dir-open", "dir-foreign", "sock-open", "not-a-socket",
+                                  "sock-foreign"])
+def test_socket_permissions(short_tmp, case):
+    """The socket dir must be 0700 and ours, the socket 0600, ours, and a socket."""
+    d = short_tmp / "run"
+    d.mkdir(mode=0o700)
+    path = d / "autoharness.sock"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    os.chmod(path, 0o600)
+    uid = os.getuid()
+    try:
+        assert doctor.check_socket(str(path)).ok
+        if case == "dir-open":
+            os.chmod(d, 0o755)
+            assert_fails(doctor.check_socket(str(path)), "socket", f"chmod 700 {d}")
+        elif case == "dir-foreign":
+            assert_fails(doctor.check_socket(str(path), uid=uid + 1), "socket", "rm -r",
+                         in_detail="owned by uid")
+        elif case == "sock-open":
+            os.chmod(path, 0o666)
+            assert_fails(doctor.check_socket(str(path)), "socket", f"chmod 600 {path}")
+        elif case == "not-a-socket":
+            os.unlink(path)
+            path.write_text("")
+            assert_fails(doctor.check_socket(str(path)), "socket", "mv", in_detail="not a socket")
+        else:  # a socket in our own dir but owned by someone else
+            def foreign(p):
+                r = os.lstat(p)
+                if str(p) != str(path):
+                    return r
+                return os.stat_result((r.st_mode, r.st_ino, r.st_dev, r.st_nlink, uid + 1,
+                                       r.st_gid, r.st_size, 0, 0, 0))
+            assert_fails(doctor.check_socket(str(path), lstat=foreign), "socket", "rm",
+                         in_detail="owned by uid")
+    finally:
+        s.close()
+
+
+def test_hooks_not_installed():
+    """No autoharness hooks anywhere (and no plugin): fix is `autoharnessctl install`."""
+    c = doctor.check_hooks([src({"model": "opus"}), src(None, "project settings", "/p")],
+                           {"PATH": str(BIN)})
+    assert_fails(c, "hooks", "autoharnessctl install")
+
+
+def test_hooks_point_at_a_missing_executable():
+    """Hooks that run an autoharness-hook that no longer exists fail, naming the path."""
+    c = doctor.check_hooks([src(wired("/gone/venv/bin/autoharness-hook"))], {"PATH": str(BIN)})
+    assert_fails(c, "hooks", "autoharnessctl install --scope user",
+                 in_detail="/gone/venv/bin/autoharness-hook")
+
+
+def test_hooks_script_with_a_missing_interpreter(short_tmp):
+    """A hook script whose `#!` interpreter is gone (a moved venv) cannot run: it fails."""
+    script = short_tmp / "autoharness-hook"
+    script.write_text("#!/gone/venv/bin/python\n")
+    script.chmod(0o755)
+    c = doctor.check_hooks([src(wired(str(script)))], {"PATH": str(BIN)})
+    assert_fails(c, "hooks", "autoharnessctl install", in_detail="/gone/venv/bin/python")
+
+
+def test_hooks_incomplete_or_unguarded():
+    """A missing event or a missing child write guard is reported with the repair command."""
+    partial = wired()
+    del partial["hooks"]["SessionEnd"]
+    c = doctor.check_hooks([src(partial, "project settings", "/p/.claude/settings.json")],
+                           {"PATH": str(BIN)})
+    assert_fails(c, "hooks", "--scope project", in_detail="SessionEnd")
+    unguarded = wired()
+    unguarded["hooks"]["PreToolUse"] = [g for g in unguarded["hooks"]["PreToolUse"]
+                                        if not g.get("matcher")]
+    assert_fails(doctor.check_hooks([src(unguarded)], {"PATH": str(BIN)}), "hooks",
+                 in_detail="guard")
+
+
+def test_hooks_unreadable_settings():
+    """A malformed settings file fails the hooks check with the parse error."""
+    c = doctor.check_hooks([src(None, error="/x/settings.json is not valid JSON (line 2)")], {})
+    assert_fails(c, "hooks", "/x/settings.json", in_detail="not valid JSON")
+
+
+def test_hooks_plugin_without_the_hook_on_path(short_tmp):
+    """The plugin runs autoharness-hook from PATH: enabled but not on PATH fails."""
+    plugin = {"enabledPlugins": {"autoharness@autoharness": True}}
+    c = doctor.check_hooks([src(plugin)], {"PATH": str(short_tmp)})
+    assert_fails(c, "hooks", "PATH", in_detail="plugin")
+    assert doctor.check_hooks([src(plugin)], {"PATH": str(BIN)}).ok
+
+
+def test_duplicate_hook_groups():
+    """Two counting PreToolUse hooks (plugin + install, or two groups) fail: calls count twice."""
+    both = wired()
+    both["enabledPlugins"] = {"autoharness@market": True}
+    assert_fails(doctor.check_duplicates([src(both)]), "duplicates", "--remove", "/plugin",
+                 in_detail="2 counting")
+    assert_fails(doctor.check_duplicates([src(wired()), src(wired(), "project settings", "/p")]),
+                 "duplicates", "--scope project")
+    twice = wired()
+    twice["hooks"]["PreToolUse"].append({"hooks": [{"type": "command", "command": HOOK}]})
+    assert_fails(doctor.check_duplicates([src(twice)]), "duplicates")
+    assert doctor.check_duplicates([src(wired())]).ok
+
+
+def test_commands_missing_or_cli_not_on_path(short_tmp):
+    """/learn and /save-learnings must be installed, and `autoharnessctl` must be on PATH."""
+    cdir = short_tmp / "commands"
+    assert_fails(doctor.check_commands([str(cdir)], False, {"PATH": str(BIN)}), "commands",
+                 "autoharnessctl install")
+    cdir.mkdir()
+    for name in install.COMMANDS:
+        (cdir / name).write_bytes(install.command_text(name))
+    assert doctor.check_commands([str(cdir)], False, {"PATH": str(BIN)}).ok
+    assert_fails(doctor.check_commands([str(cdir)], False, {"PATH": str(short_tmp)}), "commands",
+                 "PATH", in_detail="not on PATH")
+
+
+def test_invalid_config():
+    """A config the daemon would refuse fails, naming the file to fix."""
+    c = doctor.check_config("/c/config.toml", "/c/config.toml: invalid config: `reflect_every` "
+                            "must be > 0 (got 0)")
+    assert_fails(c, "config", "/c/config.toml", in_detail="reflect_every")
+
+
+def test_no_reflector_backend(short_tmp):
+    """No API key and no `claude` on PATH fails; the daemon's own view wins when it has one."""
+    env = {"PATH": str(short_tmp / "empty")}
+    c = doctor.check_reflector(None, ReflectorConfig(), env, "/c/config.toml")
+    assert_fails(c, "reflector", "ANTHROPIC_API_KEY", "claude")
+    status = {"reflector": {"backend": "none", "reason": "no reflector backend: nope"}}
+    assert_fails(doctor.check_reflector(status, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"},
+                                        "/c"), "reflector", in_detail="nope")
+    assert doctor.check_reflector(None, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"}, "/c").ok
+    fake_claude(short_tmp / "bin")
+    assert doctor.check_reflector(None, ReflectorConfig(), {"PATH": str(short_tmp / "bin")},
+                                  "/c").ok
+
+
+def test_spool_backlog(short_tmp):
+    """Spooled events fail the check: replayed only when the daemon (re)starts."""
+    assert_fails(doctor.check_spool({"spool": {"pending": 3}}, "/s/spool.jsonl"), "spool",
+                 "autoharnessctl stop", in_detail="3 events")
+    spool = short_tmp / "spool.jsonl"
+    spool.write_text('{"a":1}\n{"b":2}\n')
+    assert_fails(doctor.check_spool(None, str(spool)), "spool", "autoharnessd",
+                 in_detail="2 events")
+    assert doctor.check_spool(None, str(short_tmp / "none.jsonl")).ok
+
+
+def test_quarantined_files(short_tmp):
+    """Quarantined files fail the check with where to look; from status or, when down, the dir."""
+    c = doctor.check_quarantine({"persistence": {"quarantined": ["/q/snapshot.json.1"]}}, "/q")
+    assert_fails(c, "quarantine", "/q", in_detail="snapshot.json.1")
+    q = short_tmp / "quarantine"
+    q.mkdir()
+    (q / "journal.jsonl.7").write_text("x")
+    assert_fails(doctor.check_quarantine(None, str(q)), "quarantine", in_detail="journal.jsonl.7")
+
+
+def test_failed_jobs():
+    """Failed jobs fail the check, showing the last error when the daemon reports one."""
+    c = doctor.check_jobs({"jobs": {"failed": 2, "done": 5, "last_error": "401 unauthorized"}})
+    assert_fails(c, "jobs", "autoharnessctl status", in_detail="401 unauthorized")
+    assert doctor.check_jobs({"jobs": {"failed": 0}}).ok
+
+
+def test_low_disk_space(short_tmp):
+    """Under 100 MB free for the state dir fails (a missing state dir is checked at its parent)."""
+    low = lambda p: Usage(10**9, 10**9, 50 * 2**20)  # noqa: E731
+    c = doctor.check_disk(str(short_tmp / "not" / "yet"), usage=low)
+    assert_fails(c, "disk", "AUTOHARNESS_HOME", in_detail="50 MB")
+    assert doctor.check_disk(str(short_tmp), usage=lambda p: Usage(1, 1, 200 * 2**20)).ok
+
+
+# ---- end to end -------------------------------------------------------------------------------
+
+
+def test_doctor_fails_without_daemon_and_hooks(home):
+    """Nothing installed, nothing running: exit 1; the JSON names the failing checks with fixes."""
+    r = subprocess.run([CTL, "doctor", "--json"], capture_output=True, text=True, timeout=60,
+                       cwd=home["tmp"])
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["ok"] is False
+    bad = {c["name"]: c for c in out["checks"] if not c["ok"]}
+    assert {"daemon", "hooks", "commands"} <= set(bad)
+    assert all(c["fix"] for c in bad.values())
+    human = subprocess.run([CTL, "doctor"], capture_output=True, text=True, timeout=60,
+                           cwd=home["tmp"])
+    assert human.returncode == 1
+    assert any(ln.startswith("FAIL  daemon: ") for ln in human.stdout.splitlines())
+    assert "      fix: " in human.stdout
+
+
+def test_doctor_all_pass(home):
+    """Real daemon, hooks and commands installed in the temp CLAUDE_CONFIG_DIR, a fake `claude`
+    on PATH (for the daemon and for doctor): every check passes, exit 0, in both formats."""
+    bindir = home["tmp"] / "bin"
+    fake_claude(bindir)
+    env = dict(os.environ, PATH=f"{bindir}:{BIN}:/usr/bin:/bin")
+    r = subprocess.run([CTL, "install"], capture_output=True, text=True, timeout=60,
+                       cwd=home["tmp"], env=env)
+    assert r.returncode == 0, r.stderr
+    d = Daemon(home["home"], env=env)
+    try:
+        r = subprocess.run([CTL, "doctor", "--json"], capture_output=True, text=True,
+                           timeout=60, cwd=home["tmp"], env=env)
+        out = json.loads(r.stdout)
+        assert [c for c in out["checks"] if not c["ok"]] == [] and out["ok"] is True
+        assert r.returncode == 0
+        names = {c["name"] for c in out["checks"]}
+        assert {"daemon", "version", "socket", "hooks", "duplicates", "reflector", "spool",
+                "quarantine", "jobs", "disk"} <= names
+        assert set(out["checks"][0]) == {"name", "ok", "detail", "fix"}
+        r = subprocess.run([CTL, "doctor"], capture_output=True, text=True, timeout=60,
+                           cwd=home["tmp"], env=env)
+        assert r.returncode == 0
+        assert all(ln.startswith("ok    ") for ln in r.stdout.splitlines()[:-1])
+        assert r.stdout.splitlines()[-1] == "all checks passed"
+    finally:
+        d.stop()

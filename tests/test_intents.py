@@ -1,0 +1,258 @@
+"""The durable intent queue: intake verdicts, durability, crash tolerance, idempotence."""
+
+import json
+import os
+import stat
+import threading
+
+import pytest
+
+from autoharness.daemon.intents import IntentQueue
+from autoharness.protocol.paths import intents_file
+from autoharness.daemon.proposals import Finding
+from autoharness.protocol import paths
+
+GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+WINDOW = (
+    '{"type":"user","message":{"content":"no, always run `make lint` before committing"}}\n'
+    '{"type":"assistant","message":{"content":[{"type":"text","text":"Understood:\\nI will run'
+    ' make lint first."}]}}\n'
+)
+
+
+def good(**over) -> dict:
+    p = {"action": "create", "skill": "lint-before-commit", "layer": "project",
+         "reason": "the user corrected the agent", "evidence": "always run `make lint` before committing",
+         "description": "Use when committing in this project.", "body": "Run `make lint` first.",
+         "old": None, "new": None, "path": None, "content": None}
+    p.update(over)
+    return p
+
+
+@pytest.fixture
+def queue(home):
+    q = IntentQueue()
+    q.load()
+    return q
+
+
+def intake(q, proposals, *, job="job-1", window=WINDOW, max_intents=3, redactor=None):
+    """Intake with capture's default redaction rules unless a redactor is given."""
+    return q.intake(job, "sess-1", "reflector", proposals, window, "/proj", max_intents,
+                    redactor=redactor)
+
+
+def findings(intent) -> list[str]:
+    return [f.code for f in intent.findings]
+
+
+def test_good_proposal_is_queued_and_survives_reload(queue):
+    """A well-formed, attributable proposal becomes a queued intent that a fresh queue reads back."""
+    [i] = intake(queue, [good()])
+    assert i.status == "queued" and i.findings == []
+    assert (i.source, i.job_id, i.session_id, i.project_root) == ("reflector", "job-1", "sess-1", "/proj")
+    assert i.proposal.skill == "lint-before-commit" and i.proposal.body == "Run `make lint` first."
+    again = IntentQueue()
+    report = again.load()
+    assert report.bad_lines == 0 and report.quarantined is None
+    assert again.get(i.id) == i
+    assert again.counts() == {"queued": 1, "landed": 0, "rejected": 0, "held": 0}
+
+
+def test_file_lives_in_state_dir_with_private_mode(queue):
+    """The queue file sits in the state dir and is readable by its owner only (0600)."""
+    intake(queue, [good()])
+    path = intents_file()
+    assert os.path.dirname(path) == paths.state_dir()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_update_is_durable_and_replaces_findings(queue):
+    """Status changes are appended durably; findings given to update replace the old ones."""
+    [i] = intake(queue, [good()])
+    queue.update(i.id, "held", [Finding(family="owned", code="human_skill", message="m")])
+    queue.update(i.id, "landed")
+    again = IntentQueue()
+    again.load()
+    got = again.get(i.id)
+    assert got.status == "landed"
+    assert findings(got) == ["human_skill"]  # update without findings keeps them
+    assert got.updated_at >= got.created_at
+    assert again.list("landed") == [got] and again.list("queued") == []
+    with pytest.raises(ValueError):
+        queue.update(i.id, "bogus")
+    with pytest.raises(KeyError):
+        queue.update("i-missing", "landed")
+
+
+def test_truncated_last_line_is_tolerated_and_quarantined(queue):
+    """A torn last append (crash mid-write) loses nothing already durable: the file is moved to
+    the quarantine dir, rewritten clean, and later appends and reloads work."""
+    [a] = intake(queue, [good()])
+    path = intents_file()
+    with open(path, "ab") as f:
+        f.write(b'{"op":"add","key":"job-2:abc","intent":{"id":"i-tor')  # no newline: torn
+    original = open(path, "rb").read()
+    q = IntentQueue()
+    report = q.load()
+    assert report.bad_lines == 1 and report.problems
+    assert report.quarantined and os.path.dirname(report.quarantined) == paths.quarantine_dir()
+    assert open(report.quarantined, "rb").read() == original
+    assert [i.id for i in q.list()] == [a.id]
+    [b] = intake(q, [good(skill="other-skill")], job="job-2")
+    again = IntentQueue()
+    assert again.load().bad_lines == 0
+    assert [i.id for i in again.list()] == [a.id, b.id]
+
+
+def test_garbage_in_the_middle_is_quarantined_not_fatal(queue):
+    """An unreadable line in the middle is reported and kept aside; the records around it load."""
+    [a] = intake(queue, [good()])
+    with open(intents_file(), "ab") as f:
+        f.write(b"\x00\xffnot json\n")
+    [b] = intake(queue, [good(skill="second-skill")], job="job-2")
+    q = IntentQueue()
+    report = q.load()
+    assert report.bad_lines == 1 and report.quarantined
+    assert [i.id for i in q.list()] == [a.id, b.id]
+
+
+def test_reintake_after_crash_adds_no_duplicates(queue):
+    """Re-running the same job (same id, same proposals) returns the recorded intents and writes
+    nothing, before and after a reload; the same proposal from another job is a new intent."""
+    first = intake(queue, [good(), good(skill="x-skill", evidence="nowhere")])
+    size = os.path.getsize(intents_file())
+    assert intake(queue, [good(), good(skill="x-skill", evidence="nowhere")]) == first
+    q = IntentQueue()
+    q.load()
+    assert q.intake("job-1", "sess-1", "reflector", [good(), good(skill="x-skill", evidence="nowhere")],
+                    WINDOW, "/proj", 3) == first
+    assert os.path.getsize(intents_file()) == size
+    assert len(q.list()) == 2
+    [other] = q.intake("job-9", "sess-1", "reflector", [good()], WINDOW, "/proj", 3)
+    assert other.id not in {i.id for i in first}
+    assert len(q.list()) == 3
+
+
+def test_same_proposal_twice_in_one_reply_is_one_intent(queue):
+    """A model repeating itself in one reply yields one intent, not two."""
+    assert len(intake(queue, [good(), good()])) == 1
+    assert len(queue.list()) == 1
+
+
+def test_evidence_not_in_window_is_unattributable(queue):
+    """Evidence that is not a verbatim quote of the window (or is empty) is rejected
+    `unattributable`; a quote of the JSON-decoded text (escapes undone, whitespace reflowed)
+    is accepted."""
+    made_up, empty, decoded = intake(queue, [
+        good(skill="a-skill", evidence="the user loves tabs"),
+        good(skill="b-skill", evidence="   "),
+        good(skill="c-skill", evidence="Understood: I will run  make lint first."),
+    ])
+    assert (made_up.status, findings(made_up)) == ("rejected", ["unattributable"])
+    assert (empty.status, findings(empty)) == ("rejected", ["unattributable"])
+    assert (decoded.status, decoded.findings) == ("queued", [])
+
+
+@pytest.mark.parametrize("raw", [
+    "just a string",
+    {"action": "create"},                           # no skill
+    {"action": "explode", "skill": "x"},            # unknown action
+    {"action": "create", "skill": "x", "evidence": "always run `make lint` before committing"},
+    {"action": "patch", "skill": 7},                 # wrong type
+])
+def test_malformed_proposals_are_recorded_as_schema_rejections(queue, raw):
+    """Every proposal is recorded: malformed ones become rejected intents with finding `schema`."""
+    [i] = intake(queue, [raw])
+    assert i.status == "rejected"
+    assert "schema" in findings(i)
+    assert i.proposal is not None or i.raw  # what was proposed stays readable for the operator
+
+
+def test_proposals_past_the_cap_are_over_limit(queue):
+    """Past `max_intents` per job, proposals are still recorded, as rejected `over_limit`."""
+    out = intake(queue, [good(skill=f"s-{n}") for n in range(5)], max_intents=3)
+    assert [i.status for i in out] == ["queued"] * 3 + ["rejected"] * 2
+    assert findings(out[3]) == ["over_limit"] and findings(out[4]) == ["over_limit"]
+
+
+def test_secret_is_rejected_and_stored_redacted(queue):
+    """A proposal carrying a secret is rejected `secret` at intake, and neither the queue file nor
+    the in-memory intent holds the secret (the same for a malformed proposal's raw text)."""
+    [i] = intake(queue, [good(body=f"export GITHUB_TOKEN={GH_TOKEN}")])
+    [bad] = intake(queue, [{"action": "create", "note": f"token {GH_TOKEN}"}], job="job-2")
+    assert i.status == "rejected" and "secret" in findings(i)
+    assert "[REDACTED:github_token]" in i.proposal.body
+    assert GH_TOKEN not in json.dumps([i.proposal.body, bad.raw])
+    assert "schema" in findings(bad) and "[REDACTED:github_token]" in bad.raw
+    assert GH_TOKEN.encode() not in open(intents_file(), "rb").read()
+
+
+def test_real_pii_is_rejected_but_placeholders_pass_unchanged(queue):
+    """Personal data is rejected like a secret; an obvious placeholder (user@example.com) is
+    neither rejected nor redacted, so a skill showing an example address can still land."""
+    real, placeholder = intake(queue, [
+        good(skill="mail-a", body="Send the report to jane.roe@acme-corp.io every Friday."),
+        good(skill="mail-b", body="Configure git with `git config user.email user@example.com`."),
+    ])
+    assert real.status == "rejected" and "secret" in findings(real)
+    assert "jane.roe@acme-corp.io" not in real.proposal.body
+    assert placeholder.status == "queued"
+    assert "user@example.com" in placeholder.proposal.body
+
+
+def test_quoting_the_redacted_window_is_not_a_secret(queue):
+    """Evidence that quotes a redaction marker from the (redacted) window is attributable and
+    not itself a secret hit."""
+    window = WINDOW + '{"type":"user","message":{"content":"use TOKEN=[REDACTED:github_token] here"}}\n'
+    [i] = intake(queue, [good(evidence="use TOKEN=[REDACTED:github_token] here")], window=window)
+    assert (i.status, i.findings) == ("queued", [])
+
+
+def test_plain_callable_redactor_is_accepted(queue):
+    """A `str -> str` callable works as the redactor: what it changes counts as a secret."""
+    [i] = intake(queue, [good(body="the word classified here")],
+                 redactor=lambda s: s.replace("classified", "[REDACTED:custom]"))
+    assert "custom" in i.findings[0].message
+    assert i.proposal.body == "the word [REDACTED:custom] here"
+    assert [f.code for f in i.findings] == ["secret"]
+
+
+def test_compact_folds_updates_and_keeps_state(queue):
+    """Compaction rewrites one record per intent (temp file + rename) with the same state, and
+    keeps idempotence keys so re-intake still adds nothing."""
+    out = intake(queue, [good(skill=f"s-{n}") for n in range(3)])
+    for i in out:
+        queue.update(i.id, "held")
+        queue.update(i.id, "landed")
+    before = {i.id: i for i in queue.list()}
+    queue.compact()
+    lines = open(intents_file(), "rb").read().splitlines()
+    assert len(lines) == 3
+    assert not [n for n in os.listdir(paths.state_dir()) if ".tmp" in n]
+    q = IntentQueue()
+    q.load()
+    assert {i.id: i for i in q.list()} == before
+    assert q.intake("job-1", "sess-1", "reflector", [good(skill=f"s-{n}") for n in range(3)],
+                    WINDOW, "/proj", 3) == list(before.values())
+    assert len(open(intents_file(), "rb").read().splitlines()) == 3
+
+
+def test_concurrent_intakes_are_all_recorded(queue):
+    """Intakes from several worker threads interleave safely: every intent is on disk once."""
+    def run(n):
+        intake(queue, [good(skill=f"t-{n}")], job=f"job-{n}")
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q = IntentQueue()
+    assert q.load().bad_lines == 0
+    assert sorted(i.job_id for i in q.list()) == sorted(f"job-{n}" for n in range(8))
+
+
+def test_unknown_source_is_refused(queue):
+    """Only reflector, learn and marker intents exist."""
+    with pytest.raises(ValueError):
+        queue.intake("job-1", "s", "robot", [good()], WINDOW, None, 3)
