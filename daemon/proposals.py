@@ -77,7 +77,7 @@ class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
     message: str = ""
 
 
-class Intent(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Intent(msgspec.Struct, kw_only=True):
     """A proposal in the durable queue, with where it came from and what became of it."""
 
     id: str

@@ -47,6 +47,7 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     next_attempt_at: float = 0.0
     usage: dict[str, int] = {}
     intents: list[str] = []
+    duplicates: int = 0  # proposals left out: their lesson was already queued from a marker
 
 
 class HookEvent(msgspec.Struct, kw_only=True):

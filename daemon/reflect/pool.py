@@ -20,6 +20,7 @@ from autoharness.daemon import store
 from autoharness.daemon.capture.packet import Packet, build_packet
 from autoharness.daemon.capture.window import tail_start
 from autoharness.daemon.learnings.markers import markers_in_text
+from autoharness.daemon.promote.evidence import decode_escapes, normalize
 from autoharness.daemon.reflect import backends
 from autoharness.daemon.reflect.prompt import build_request
 from autoharness.daemon.sessions import Job
@@ -54,6 +55,21 @@ def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> l
         if j.next_attempt_at <= now:
             out.append(j)
     return sorted(out, key=lambda j: (j.kind != "learn", j.created_at, j.id))
+
+
+def drop_saved_lessons(proposals: list[object], marker_texts: list[str]) -> tuple[list[object], int]:
+    """Leave out proposals whose evidence is a lesson already queued from a marker (one lesson,
+    one intent). Returns the rest and how many were left out."""
+    saved = [normalize(t) for t in marker_texts if t.strip()]
+    if not saved:
+        return list(proposals), 0
+    keep = []
+    for p in proposals:
+        ev = normalize(decode_escapes(p.get("evidence") or "")) if isinstance(p, dict) else ""
+        if ev and len(ev) >= 20 and any(ev in t or t in ev for t in saved):
+            continue
+        keep.append(p)
+    return keep, len(proposals) - len(keep)
 
 
 class ReflectorPool:
@@ -158,14 +174,17 @@ class ReflectorPool:
             return
         self._charge(result.usage)
         job.usage = dict(result.usage)
+        proposals, dups = drop_saved_lessons(result.proposals, self.queued_marker_texts())
+        if dups:  # the agent's own marker already carries this lesson as a `marker` intent
+            job.duplicates = dups
         source = "learn" if job.kind == "learn" else "reflector"
         await anyio.to_thread.run_sync(self._save_window, job.id, evidence_window)
         intents = await anyio.to_thread.run_sync(
-            lambda: d.intents.intake(job.id, job.session_id, source, result.proposals,
+            lambda: d.intents.intake(job.id, job.session_id, source, proposals,
                                      evidence_window, project_root, cfg.max_intents_per_job,
                                      d.redactor))
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
-                 intents=len(intents), tokens=result.tokens)
+                 intents=len(intents), duplicates=dups, tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, result.usage)
 
     def cut(self, job: Job) -> Packet | None:
@@ -188,17 +207,17 @@ class ReflectorPool:
         return build_packet(path, start, d.cfg.capture, d.redactor,
                             expect_inode=inode, expect_size=size)
 
+    def queued_marker_texts(self) -> list[str]:
+        return [i.proposal.evidence for i in self.d.intents.list()
+                if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
+
     def fresh_markers(self, window: str, project_root: str | None) -> list[str]:
         """Valid learning markers in the window not already queued as `marker` intents."""
         if "<!-- learning" not in window:
             return []
-        queued = {i.proposal.evidence for i in self.d.intents.list()
-                  if i.source == "marker" and i.proposal is not None}
-        out = []
-        for mk in markers_in_text(window):
-            if mk.raw not in queued:
-                out.append(mk.raw)
-        return out
+        queued = {normalize(t) for t in self.queued_marker_texts()}
+        return [mk.raw for mk in markers_in_text(decode_escapes(window))
+                if normalize(mk.raw) not in queued]
 
     def _save_window(self, job_id: str, text: str) -> None:
         store.ensure_private_dir(paths.windows_dir())
