@@ -9,7 +9,6 @@ reports a whole packet (window + digest + redaction) per file.
 """
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile

@@ -4,7 +4,6 @@ latency p50/p99; then checks no valid event was lost or rejected. Target ≥ 0.5
 """
 
 import argparse
-import asyncio
 import json
 import multiprocessing as mp
 import os

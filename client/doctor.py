@@ -303,8 +303,8 @@ def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk
     mb = free // (1024 * 1024)
     if free < min_free:
         return Check("disk", False, f"{mb} MB free for {state_dir} (need {min_free // 2**20} MB)",
-                     f"free space on that filesystem, or move autoharness's files with "
-                     f"AUTOHARNESS_HOME=DIR")
+                     "free space on that filesystem, or move autoharness's files with "
+                     "AUTOHARNESS_HOME=DIR")
     return Check("disk", True, f"{mb} MB free for {state_dir}")
 
 

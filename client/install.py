@@ -22,11 +22,11 @@ import stat
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 
+from autoharness.daemon.atomic import write_atomic
 from autoharness.protocol import paths
 
 HOOK = "autoharness-hook"
@@ -320,40 +320,17 @@ def _default_mode() -> int:
 
 
 def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` all at once (temp file, fsync, rename, fsync dir), keeping its mode.
+    """Replace `path` all at once, keeping its mode.
 
     A symlinked file (dotfile managers) is written through: the link stays a link.
     """
     target = os.path.realpath(path)
-    d = os.path.dirname(target)
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode)
         except FileNotFoundError:
             mode = _default_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=d)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, target)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_atomic(target, data, mode)
 
 
 def missing_dirs(path: str) -> list[str]:

@@ -9,7 +9,6 @@ import json
 import os
 import sys
 
-from autoharness.protocol import paths
 from autoharness.protocol import messages as m
 from autoharness.protocol.config import load as load_config
 from autoharness.client.conn import DaemonUnreachable, call

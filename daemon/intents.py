@@ -35,6 +35,7 @@ from autoharness.daemon.proposals import (
     proposal_from_obj,
 )
 from autoharness.protocol import paths
+from autoharness.daemon.atomic import fsync_dir, write_atomic
 
 RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
 _REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
@@ -220,11 +221,7 @@ class IntentQueue:
             os.makedirs(d, mode=0o700, exist_ok=True)
 
     def _fsync_dir(self) -> None:
-        fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
 
     def _append(self, records: list[dict]) -> None:
         if not records:
@@ -247,23 +244,10 @@ class IntentQueue:
     def _rewrite(self) -> None:
         """Write the current state as one `add` per intent: temp file, fsync, rename, fsync dir."""
         self._ensure_dir()
-        tmp = f"{self.path}.tmp-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for iid, intent in self._intents.items():
-                    rec = {"op": "add", "key": self._key_of[iid], "intent": intent}
-                    f.write(msgspec.json.encode(rec) + b"\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        self._fsync_dir()
+        data = b"".join(
+            msgspec.json.encode({"op": "add", "key": self._key_of[iid], "intent": intent}) + b"\n"
+            for iid, intent in self._intents.items())
+        write_atomic(self.path, data, 0o600)
         self._records = len(self._intents)
 
     def compact(self) -> None:

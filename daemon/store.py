@@ -11,6 +11,7 @@ import time
 
 import msgspec
 
+from autoharness.daemon.atomic import write_atomic
 from autoharness.daemon.sessions import Job, Session
 
 SCHEMA = 1
@@ -81,27 +82,8 @@ def check_private_dir(path: str) -> None:
 
 
 def write_private(path: str, data: bytes) -> None:
-    """Atomically replace `path` with `data`: temp file 0600, fsync, rename, fsync the dir."""
-    d = os.path.dirname(path)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(d)
-
-
-def fsync_dir(d: str) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """Atomically replace a state file (0600)."""
+    write_atomic(path, data, 0o600)
 
 
 def quarantine(path: str, qdir: str, *, copy: bool = False) -> str:

@@ -4,8 +4,6 @@ intents → promoter → skills; plus /learn, review mode, usage, SessionStart c
 import json
 import os
 import shutil
-import signal
-import time
 
 import pytest
 

@@ -70,7 +70,7 @@ def check_consistent(state: str, skill_roots) -> None:
 
 def _setup_and_op(env, action: str, name: str):
     """Prepare `name` for `action` with clean landings; return the operation to crash."""
-    pr, proj = env["pr"], str(env["proj"])
+    proj = str(env["proj"])
     if action != "create":
         land(env, intent("create", name, body="Old body.\n"))
     if action in ("remove_file", "add_file", "revert"):

@@ -14,13 +14,13 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable
 from datetime import datetime
 
 import msgspec
 
 from autoharness.protocol import paths
+from autoharness.daemon import atomic
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000
@@ -131,26 +131,9 @@ def _quarantine(path: str) -> None:
 
 
 def write_atomic(path: str, data: bytes, mode: int = 0o600, dir_mode: int = 0o700) -> None:
-    """Temp file in the same directory, fsync, rename, fsync the directory."""
-    d = os.path.dirname(path)
-    os.makedirs(d, mode=dir_mode, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Create the directory if needed, then replace `path` atomically."""
+    os.makedirs(os.path.dirname(path), mode=dir_mode, exist_ok=True)
+    atomic.write_atomic(path, data, mode)
 
 
 def _ensure_state_dir() -> None:

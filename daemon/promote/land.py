@@ -34,6 +34,7 @@ from contextlib import contextmanager
 
 import msgspec
 
+from autoharness.daemon.atomic import fsync_dir
 from autoharness.daemon.promote import skillfile, validate
 from autoharness.daemon.promote.validate import (
     PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, Plan, open_dir, read_nofollow,
@@ -533,12 +534,12 @@ class Promoter:
             meta = dict(rec["meta"], path=dest)
             _write_path(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
             os.rename(tmp, dest)  # fails rather than overwrite: archives are never replaced
-            _fsync_dir(os.path.dirname(dest))
+            fsync_dir(os.path.dirname(dest))
         root, name = os.path.split(target)
         if os.path.isdir(target) and not os.path.islink(target):
             _unlink_at(root, [name, SKILL_MD])  # the commit point: gone from discovery
             shutil.rmtree(target)
-            _fsync_dir(root)
+            fsync_dir(root)
 
     def _rollback(self, rec: dict) -> None:
         """Put back what a failed landing replaced, from the blobs it saved first."""
@@ -593,7 +594,7 @@ class Promoter:
 
     def _drop(self, rec: dict) -> None:
         _unlink(self._pending_path(rec))
-        _fsync_dir(self._p("pending"))
+        fsync_dir(self._p("pending"))
 
     def _put_blob(self, data: bytes) -> str:
         sha = _sha(data)
@@ -789,13 +790,6 @@ def _unlink(path: str) -> None:
     except FileNotFoundError:
         pass
 
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _all_files(d: str) -> list[str]:
