@@ -41,9 +41,10 @@ def start_daemon(env: dict) -> tuple[subprocess.Popen, str]:
     raise SystemExit("daemon did not start")
 
 
-def stop(p: subprocess.Popen, d: Path) -> None:
-    p.terminate()
-    p.wait(20)
+def stop(p: subprocess.Popen | None, d: Path) -> None:
+    if p is not None:
+        p.terminate()
+        p.wait(20)
     shutil.rmtree(d, ignore_errors=True)
 
 

@@ -47,10 +47,21 @@ def main() -> None:
             b.append(timed(bare, env, b""))
     finally:
         stop(p, d)
+    # daemon down: the hook spools the event and exits (autostart off for the measurement)
+    d, env = temp_home()
+    down, b2 = [], []
+    try:
+        for _ in range(args.n // 2):
+            down.append(timed(hook, env, PAYLOAD))
+            b2.append(timed(bare, env, b""))
+    finally:
+        stop(None, d)
     print(f"autoharness-hook PreToolUse: {summary(h)}")
     print(f"python -c pass (baseline):   {summary(b)}")
     ratio = statistics.median(h) / statistics.median(b)
     print(f"ratio (median hook / median baseline): {ratio:.2f}  (target ≤ 1.3)")
+    print(f"daemon down (spool + exit):  {summary(down)}; ratio to baseline "
+          f"{statistics.median(down) / statistics.median(b2):.2f}")
 
 
 if __name__ == "__main__":
