@@ -281,13 +281,15 @@ def check_jobs(status: dict | None) -> Check:
     if status is None:
         return _skipped("jobs")
     jobs = status.get("jobs") or {}
-    failed = int(jobs.get("failed") or 0)
+    # recent failures only: the lifetime counter would keep doctor failing forever
+    failed = int(jobs.get("failed_24h", jobs.get("failed")) or 0)
     if not failed:
         return Check("jobs", True, f"{jobs.get('done', 0)} done, {jobs.get('pending', 0)} "
-                     "pending, none failed")
-    last = jobs.get("last_error")
-    return Check("jobs", False, f"{failed} reflection jobs failed"
-                 + (f" (last: {last})" if last else ""),
+                     "pending, none failed in the last 24 h")
+    last = jobs.get("last_error") or {}
+    err = last.get("error") if isinstance(last, dict) else last
+    return Check("jobs", False, f"{failed} reflection jobs failed in the last 24 h"
+                 + (f" (last: {err})" if err else ""),
                  "see why in `autoharnessctl status --json` (jobs), fix the backend (key, "
                  "network, budget); queue a session again with `autoharnessctl flush SESSION_ID`")
 

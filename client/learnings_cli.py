@@ -91,11 +91,13 @@ def do_save(args) -> int:
     verb = "would save" if res.get("dry_run") else "saved"
     print(f"{verb} {len(res.get('saved', []))} markers "
           f"({len(res.get('skipped', []))} already saved)")
-    for key, label in (("journal", "journal"), ("wiki", "wiki"), ("drafts", "doc drafts"),
-                       ("intents", "skill intents")):
+    for key, label in (("journal", "journal"), ("wiki", "wiki"), ("drafts", "doc drafts")):
         items = res.get(key) or []
         if items:
             print(f"  {label}: " + ", ".join(str(i) for i in items))
+    if res.get("intents"):
+        print(f"  skill lessons queued for the promoter: {len(res['intents'])} "
+              "(see `autoharnessctl queue list`)")
     return 0
 
 

@@ -424,11 +424,15 @@ class Daemon:
     def status(self) -> dict:
         st = self.state
         jobs = {"pending": 0, "running": 0, "done": st.jobs_done, "failed": st.jobs_failed,
-                "by_kind": {}, "last_error": None, "waiting": self.pool.waiting_reason or None}
+                "failed_24h": 0, "by_kind": {}, "last_error": None,
+                "waiting": self.pool.waiting_reason or None}
         last_err_at = -1.0
+        day_ago = self.clock() - 86_400
         for j in st.jobs.values():
             if j.status in ("pending", "running"):
                 jobs[j.status] += 1
+            if j.status == "failed" and (j.finished_at or 0) >= day_ago:
+                jobs["failed_24h"] += 1
             jobs["by_kind"][j.kind] = jobs["by_kind"].get(j.kind, 0) + 1
             if j.last_error and (j.finished_at or j.created_at) > last_err_at:
                 last_err_at = j.finished_at or j.created_at
@@ -541,7 +545,7 @@ class Daemon:
         s = self.state.sessions.get(sid) if sid else None
         if s is None:
             s = sm.Session(session_id=sid or "learn-" + new_id())
-        text = req.text.strip()
+        text, _ = self.redactor.redact(req.text.strip())  # guidance goes to the model too
         if req.layer:
             text += f"\n(Target layer for this lesson: {req.layer}.)"
         job = sm.new_job(s, "learn", self.clock(), new_id, text=text, layer=req.layer)

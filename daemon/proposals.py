@@ -16,7 +16,7 @@ Action = Literal["create", "update", "patch", "add_file", "remove_file", "archiv
 Layer = Literal["project", "user"]
 
 
-class Proposal(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Proposal(msgspec.Struct, kw_only=True):
     action: str
     skill: str
     layer: str = "project"

@@ -42,8 +42,8 @@ class State(msgspec.Struct, kw_only=True):
     tokens: dict[str, int] = {}  # "total", and "day:YYYY-MM-DD"
     watcher: dict = {}
     markers: dict = {}
-    project_marks: dict[str, float] = {}
-    capture: dict = {}  # project root -> last SessionStart promoter summary
+    project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary
+    capture: dict = {}
 
 
 class JournalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -93,13 +93,17 @@ def _env_overrides(env: dict[str, str]) -> dict:
         if isinstance(default, msgspec.Struct):
             for sub in default.__struct_fields__:
                 key = f"AUTOHARNESS_{field}_{sub}".upper()
-                if key in env:
+                if key in env and f"{field}.{sub}" not in FILE_ONLY:
                     out.setdefault(field, {})[sub] = _env_value(env[key], getattr(default, sub))
         else:
             key = f"AUTOHARNESS_{field}".upper()
             if key in env:
                 out[field] = _env_value(env[key], default)
     return out
+
+
+# Lists of tables have no sensible one-line form: they are set in the file only.
+FILE_ONLY = {"redaction.extra_rules"}
 
 
 def _env_value(raw: str, default):
@@ -153,7 +157,7 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{path}: invalid config: {e}") from None
+        raise ConfigError(f"{path} (or an AUTOHARNESS_* variable): invalid config: {e}") from None
     for dotted in sorted(_POSITIVE):
         obj = cfg
         for part in dotted.split("."):

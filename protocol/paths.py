@@ -70,10 +70,6 @@ def spawn_lock_file() -> str:
     return os.path.join(state_dir(), "spawn.lock")
 
 
-def pause_file() -> str:
-    return os.path.join(state_dir(), "paused")
-
-
 def snapshot_file() -> str:
     return os.path.join(state_dir(), "snapshot.json")
 

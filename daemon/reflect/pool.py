@@ -149,8 +149,8 @@ class ReflectorPool:
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
-        if packet is not None and not packet.window.strip() and not job.text:
-            await self._finish(job, [], packet, {})  # nothing new was written
+        if not job.text and (packet is None or not packet.window.strip()):
+            await self._finish(job, [], packet, {})  # nothing (new) was written
             return
         cfg = d.cfg.reflector
         project_root = d.project_root_of(job)
@@ -192,9 +192,7 @@ class ReflectorPool:
         d = self.d
         path = job.transcript_path
         if not path:
-            if job.kind == "learn":
-                return None
-            raise FileNotFoundError("no transcript")
+            return None  # the hooks never named a transcript: only /learn text to go on
         s = d.state.sessions.get(job.session_id)
         start = max(job.window_start, s.watermark) if s else job.window_start
         inode = s.wm_inode if s and s.wm_inode else None
