@@ -38,6 +38,7 @@ log = structlog.get_logger("autoharness")
 _event_decoder = msgspec.json.Decoder(sm.HookEvent)
 _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 PROMOTER_SUMMARY_CHARS = 1_000
+PRELOAD_AFTER_S = 20.0
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
 
@@ -633,8 +634,18 @@ class Daemon:
         tg.start_soon(self.idle_loop)
         tg.start_soon(self.pool.run)
         tg.start_soon(self.promoter_loop)
+        tg.start_soon(self._preload_backend)
         if self.cfg.watch:
             tg.start_soon(self._watch)
+
+    async def _preload_backend(self) -> None:
+        """Pay the `anthropic` import (seconds of CPU) before the first job, but not right at
+        start: an autostarted daemon must first answer the SessionStart that woke it."""
+        await anyio.sleep(PRELOAD_AFTER_S)
+        if backends.choose_backend(self.cfg.reflector) == "anthropic":
+            from autoharness.daemon.reflect.backends import anthropic as sdk
+
+            await anyio.to_thread.run_sync(sdk.preload)
 
     async def _watch(self) -> None:
         try:

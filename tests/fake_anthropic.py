@@ -180,6 +180,9 @@ class FakeAnthropic:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes: with Nagle and the client's delayed ACK
+            # every reply would wait ~40 ms
+            disable_nagle_algorithm = True
 
             def log_message(self, *a):  # keep test output clean
                 pass
