@@ -12,7 +12,11 @@ START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
 
 
 class DaemonUnreachable(Exception):
-    pass
+    """The daemon could not be reached, or did not answer."""
+
+
+class DaemonNotRunning(DaemonUnreachable):
+    """Nothing listens at the socket: the request certainly was not delivered."""
 
 
 class DaemonError(Exception):
@@ -31,7 +35,7 @@ def call(req: m.Request, *, timeout: float = 10.0, sock_path: str | None = None)
         try:
             s.connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
-            raise DaemonUnreachable(f"daemon not running (no socket at {path}): {START_HINT}") from None
+            raise DaemonNotRunning(f"daemon not running (no socket at {path}): {START_HINT}") from None
         except OSError as e:
             raise DaemonUnreachable(f"cannot reach the daemon at {path}: {e}") from None
         try:

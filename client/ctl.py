@@ -183,6 +183,8 @@ def do_queue(args) -> int:
     else:
         codes = ", ".join(f"{f['family']}/{f['code']}" for f in out.get("findings", []))
         print(f"{args.id}: {out['status']}" + (f" ({codes})" if codes else ""))
+    if args.op == "approve" and out.get("status") != "landed":
+        return 1  # re-validation against today's tree said no
     return 0
 
 
@@ -272,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("replay", help="play a recorded transcript through the pipeline")
     s.add_argument("transcript", metavar="TRANSCRIPT")
-    s.add_argument("--session", metavar="ID", help="session id to use (default: the file's)")
+    s.add_argument("--session", metavar="ID", help="session id to use (default: replay-<hash>)")
     s.add_argument("--dry-run", action="store_true",
                    help="reflect offline and print the intents; nothing is queued or landed")
     s.add_argument("--project", metavar="DIR",

@@ -56,9 +56,20 @@ _DENY = json.dumps(
 # shell Claude Code starts anyway: no Python, no daemon round trip, and it never counts.
 CHILD_GUARD = (f': {GUARD_MARK}; [ "$AUTOHARNESS_CHILD_SESSION" = 1 ] && '
                f"printf '%s\\n' '{_DENY}'; exit 0")
-# The plugin cannot know where autoharness was pip-installed, so it runs the hook from PATH and
-# does nothing when it is missing: a hook must never fail a tool call.
-PLUGIN_HOOK = f"command -v {HOOK} >/dev/null 2>&1 && exec {HOOK}; exit 0"
+# The plugin cannot know where autoharness was pip-installed, so its hooks run a shim shipped in
+# the plugin (`hooks/run-hook`) that runs the hook from PATH and does nothing when it is missing:
+# a hook must never fail a tool call. Claude Code sets CLAUDE_PLUGIN_ROOT for plugin hooks.
+PLUGIN_SHIM = "hooks/run-hook"
+PLUGIN_HOOK = f'"${{CLAUDE_PLUGIN_ROOT}}/{PLUGIN_SHIM}"'
+PLUGIN_SHIM_TEXT = f"""#!/bin/sh
+# autoharness Claude Code plugin: run the installed `{HOOK}` (pip install autoharness)
+# with the hook event on stdin. Without it, succeed at once and print nothing: a hook must
+# never fail or slow a tool call. (Generated: autoharness.client.install.PLUGIN_SHIM_TEXT.)
+if command -v {HOOK} >/dev/null 2>&1; then
+    exec {HOOK}
+fi
+exit 0
+"""
 
 
 class InstallError(Exception):
@@ -143,7 +154,7 @@ def is_ours(cmd) -> bool:
     if GUARD_MARK in cmd:
         return True
     return any(os.path.basename(w) == HOOK or w.startswith("autoharness.client.hook")
-               for w in _words(cmd))
+               or w == PLUGIN_HOOK.strip('"') for w in _words(cmd))
 
 
 def is_counting(cmd) -> bool:

@@ -11,7 +11,7 @@ import sys
 
 from autoharness.protocol import messages as m
 from autoharness.protocol.config import load as load_config
-from autoharness.client.conn import DaemonUnreachable, call
+from autoharness.client.conn import DaemonNotRunning, call
 
 
 def _lookback() -> int:
@@ -36,15 +36,16 @@ def _print_report(markers, args, *, listing: bool) -> None:
 
 def do_report(args) -> int:
     from autoharness.daemon.learnings import service
-    from autoharness.daemon.learnings.markers import scan_file
+    from autoharness.daemon.learnings.markers import scan_file, slug_for
     from autoharness.daemon.learnings.save import pending
     from autoharness.daemon.learnings.state import load
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
     try:
         if args.transcript_path:
-            root = args.project or os.getcwd()
-            st = load(service.slug_of(root))
+            # The processed ids are the transcript's project's: its directory under projects/
+            # is the Claude Code slug, whatever directory this runs from.
+            st = load(slug_for(args.transcript_path))
             _print_report(pending(scan_file(args.transcript_path), st.processed_ids), args,
                           listing=True)
             return 0
@@ -53,7 +54,7 @@ def do_report(args) -> int:
             if not isinstance(payload, dict):
                 raise ValueError("hook input must be a JSON object")
             tp = payload.get("transcript_path")
-            slug = os.path.basename(os.path.dirname(tp)) if isinstance(tp, str) and tp else None
+            slug = slug_for(tp) if isinstance(tp, str) and tp else None
             cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
             slug = slug or service.slug_of(cwd)
         else:
@@ -66,25 +67,51 @@ def do_report(args) -> int:
     return 0
 
 
+def _redactor():
+    """The configured redactor, as the daemon would use it (extra rules, allow list)."""
+    from autoharness.daemon.capture.redact import redactor_for
+
+    return redactor_for(load_config().redaction)
+
+
+def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict | None:
+    """The save on the files themselves (no daemon); None after printing why it failed."""
+    from autoharness.daemon.intents import IntentQueue
+    from autoharness.daemon.learnings import service
+
+    import msgspec
+
+    try:
+        redactor = _redactor()
+    except Exception as e:  # fail closed: never write markers with weaker redaction
+        print(f"autoharnessctl learnings save: cannot load the redaction config: {e}",
+              file=sys.stderr)
+        return None
+    try:
+        queue = None
+        if not dry_run:
+            queue = IntentQueue()
+            queue.load()
+        return msgspec.to_builtins(service.save_project(
+            project, None, queue, lookback_days=_lookback(), transcripts=transcripts,
+            dry_run=dry_run, redactor=redactor))
+    except (OSError, ValueError) as e:
+        print(f"autoharnessctl learnings save: {e}", file=sys.stderr)
+        return None
+
+
 def do_save(args) -> int:
     project = os.path.abspath(args.project or os.getcwd())
     transcripts = [t for t in (args.transcripts or "").split(",") if t]
     try:
         res = call(m.Learnings(op="save", project=project, transcripts=transcripts,
                                dry_run=args.dry_run), timeout=120)
-    except DaemonUnreachable:
-        from autoharness.daemon.intents import IntentQueue
-        from autoharness.daemon.learnings import service
-
-        import msgspec
-
-        queue = None
-        if not args.dry_run:
-            queue = IntentQueue()
-            queue.load()
-        res = msgspec.to_builtins(service.save_project(
-            project, None, queue, lookback_days=_lookback(), transcripts=transcripts,
-            dry_run=args.dry_run))
+    except DaemonNotRunning:
+        # Only when nothing listens: a daemon that took the request but did not answer may
+        # still be saving, and an offline save beside it would race it (the error surfaces).
+        res = _save_offline(project, transcripts, args.dry_run)
+        if res is None:
+            return 1
     if args.json:
         print(json.dumps(res, indent=2))
         return 0

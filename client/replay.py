@@ -26,9 +26,7 @@ def session_id_for(path: str, given: str | None) -> str:
         if not valid_session_id(given):
             raise ValueError(f"invalid session id {given!r}")
         return given
-    stem = os.path.basename(path).removesuffix(".jsonl")
-    if valid_session_id(stem):
-        return stem
+    # never the file's own id: that is a real session the daemon may know
     return "replay-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:12]
 
 
@@ -111,7 +109,7 @@ def replay(args) -> int:
 
 def through_daemon(events: list[dict], sid: str, wait: float) -> list[dict]:
     for ev in events:
-        call(m.Hook(payload=msgspec.Raw(json.dumps(ev).encode()), ts=time.time()))
+        call(m.Hook(payload=msgspec.Raw(json.dumps(ev).encode()), ts=time.time(), replayed=True))
     end = time.monotonic() + wait
     while time.monotonic() < end:
         st = call(m.Status())

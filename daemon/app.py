@@ -21,6 +21,7 @@ from autoharness.daemon.core import Daemon
 from autoharness.daemon.server import Server
 
 log = structlog.get_logger("autoharness")
+SWITCH_INTERVAL_S = 0.0005
 START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
 
 
@@ -189,6 +190,9 @@ async def _signals(daemon: Daemon, *, task_status=anyio.TASK_STATUS_IGNORED) -> 
 
 
 def run() -> None:
+    # Worker threads (redaction, SDK replies, fsyncs) hold the GIL in long stretches; a shorter
+    # switch interval lets the event loop answer hooks between them.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     cfg = load_config()
     configure_logging(cfg.log_level)
     sock_path = paths.socket_path()
@@ -205,6 +209,7 @@ def run() -> None:
         daemon.persist_now()
         anyio.run(serve, daemon, sock)
     finally:
+        stop_children()
         daemon.persist_now()
         daemon.journal.close()
         if owned_socket:
@@ -215,6 +220,19 @@ def run() -> None:
                 pass
         os.close(lock_fd)
         log.info("stopped")
+
+
+def stop_children() -> None:
+    """Kill reflector children and drop API clients: a model call in flight must not hold the
+    exit up (its job is durable and runs again at the next start)."""
+    mods = sys.modules
+    try:
+        if "autoharness.daemon.reflect.backends.claude" in mods:
+            mods["autoharness.daemon.reflect.backends.claude"].terminate_all()
+        if "autoharness.daemon.reflect.backends.anthropic" in mods:
+            mods["autoharness.daemon.reflect.backends.anthropic"].close_clients()
+    except Exception:
+        log.exception("stopping reflector children failed")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,6 +254,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         pass
+    # State is persisted; don't wait for worker threads still inside a model call.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Everything here runs on the event loop and must not block: fsyncs and file reads
 """
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from autoharness.daemon.learnings.state import load as load_learning_state
 from autoharness.daemon.projects import ProjectSwitches
 from autoharness.daemon.promote import skillfile
 from autoharness.daemon.promote.land import Promoter
-from autoharness.daemon.proposals import Finding
+from autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
 from autoharness.daemon.reflect import backends
 from autoharness.daemon.reflect.pool import ReflectorPool, today
 from autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
@@ -38,6 +39,7 @@ log = structlog.get_logger("autoharness")
 _event_decoder = msgspec.json.Decoder(sm.HookEvent)
 _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 PROMOTER_SUMMARY_CHARS = 1_000
+SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 PRELOAD_AFTER_S = 20.0
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
@@ -60,6 +62,9 @@ class Daemon:
         self.spool_pending = 0
         self.stop_event = anyio.Event()
         self.stop_requested = False
+        self.persist_lock = anyio.Lock()
+        self.spool_lock = anyio.Lock()
+        self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.socket_path = paths.socket_path()
         self.jobs_changed = anyio.Event()
         self.child_dir = paths.reflector_dir()
@@ -75,8 +80,7 @@ class Daemon:
                                          [self.transcripts, self.markers], clock=clock)
         self.capture_stats = CaptureStats()
         self.use_queue: list[tuple[str, str, str | None]] = []
-        self.promoter_stats = {"landed": 0, "rejected": 0, "held": 0, "last_landing_at": None,
-                               "findings": {}}
+        self.last_landing_at: float | None = None
 
     # ---- startup / persistence ------------------------------------------------------------
 
@@ -93,7 +97,13 @@ class Daemon:
             elif rec.op == "session" and rec.session is not None:
                 self.state.sessions[rec.session.session_id] = rec.session
         for job in self.state.jobs.values():
-            if job.status == "running":  # interrupted by a crash or stop: run it again
+            if job.status != "running":
+                continue
+            if job.attempts >= self.cfg.reflector.max_attempts:  # it keeps taking us down
+                job.status, job.finished_at = "failed", self.clock()
+                job.last_error = f"interrupted {job.attempts} times"
+                self.state.jobs_failed += 1
+            else:  # interrupted by a crash or stop: run it again
                 job.status = "pending"
         report = self.intents.load()
         if report.quarantined:
@@ -115,7 +125,14 @@ class Daemon:
         self.dirty = True
 
     def snapshot_bytes(self) -> tuple[bytes, int]:
-        self.state.watcher = {"tails": self.watcher.to_state(), "index": self.transcripts.to_state()}
+        # The watcher's tables change in worker threads; copy them only between scans (if a
+        # scan is running, the previous copy stands: offsets a moment old are re-read safely).
+        if self.watcher.lock.acquire(blocking=False):
+            try:
+                self.state.watcher = {"tails": self.watcher.to_state(),
+                                      "index": self.transcripts.to_state()}
+            finally:
+                self.watcher.lock.release()
         self.state.markers = self.markers.to_state()
         self.state.capture = self.capture_stats.to_state()
         self.state.journal_seq = self.journal.seq
@@ -124,15 +141,22 @@ class Daemon:
         return store.encode_state(self.state), self.journal.seq
 
     async def persist(self) -> None:
-        """Write the snapshot if dirty; then the journal records it covers can go."""
-        if not self.dirty:
-            return
-        self.dirty = False
-        data, seq = self.snapshot_bytes()
-        await anyio.to_thread.run_sync(store.write_private, paths.snapshot_file(), data)
-        self.last_snapshot_at = self.clock()
-        if self.journal.seq == seq:
-            await anyio.to_thread.run_sync(self.journal.truncate)
+        """Write the snapshot if dirty; then the journal records it covers can go.
+
+        One at a time: two writers finishing out of order could put an older snapshot last.
+        """
+        async with self.persist_lock:
+            if not self.dirty:
+                return
+            self.dirty = False
+            try:
+                data, seq = self.snapshot_bytes()
+                await anyio.to_thread.run_sync(store.write_private, paths.snapshot_file(), data)
+                self.last_snapshot_at = self.clock()
+                await anyio.to_thread.run_sync(self.journal.truncate_if, seq)
+            except BaseException:
+                self.dirty = True
+                raise
 
     def persist_now(self) -> None:
         """Blocking persist for shutdown and startup, when nothing else runs."""
@@ -140,8 +164,7 @@ class Daemon:
         store.write_private(paths.snapshot_file(), data)
         self.last_snapshot_at = self.clock()
         self.dirty = False
-        if self.journal.seq == seq:
-            self.journal.truncate()
+        self.journal.truncate_if(seq)
 
     def _prune_jobs(self) -> None:
         finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
@@ -156,6 +179,11 @@ class Daemon:
         """Journal (fsync) new or changed jobs (and a moved watermark) before anyone is told."""
         if not jobs:
             return
+        # In the table first: a snapshot taken while the journal write runs then includes them,
+        # so truncating the journal after that snapshot can never lose them.
+        for job in jobs:
+            self.state.jobs[job.id] = job
+        self.dirty = True
 
         def write() -> None:
             for job in jobs:
@@ -164,26 +192,37 @@ class Daemon:
                 self.journal.append("session", session=session)
 
         await anyio.to_thread.run_sync(write)
-        for job in jobs:
-            self.state.jobs[job.id] = job
-        self.dirty = True
         self.jobs_changed.set()
 
     # ---- spool ----------------------------------------------------------------------------
 
     async def replay_spool(self) -> int:
-        """Process events the hook spooled while the daemon was down, then persist and drop them.
+        """Process events hooks spooled (daemon down, or too busy to accept), then drop them.
 
-        The spool is renamed first so hooks appending meanwhile start a new file; it is deleted
-        only after a snapshot that includes its effects is durable.
+        The spool is renamed first so hooks appending meanwhile start a new file; the renamed
+        file is deleted only after a snapshot that includes its effects (and names the file, so
+        a crash before the delete does not replay it twice) is durable.
         """
-        spool = paths.spool_file()
-        replaying = spool + ".replaying"
-        if not os.path.exists(replaying):
-            try:
-                os.replace(spool, replaying)
-            except FileNotFoundError:
-                return 0
+        async with self.spool_lock:
+            n = 0
+            spool = paths.spool_file()
+            replaying = spool + ".replaying"
+            while True:
+                if not os.path.exists(replaying):
+                    try:
+                        os.replace(spool, replaying)
+                    except FileNotFoundError:
+                        break
+                n += await self._replay_file(replaying)
+            if n:
+                log.info("spool replayed", events=n)
+            return n
+
+    async def _replay_file(self, replaying: str) -> int:
+        st = os.stat(replaying)
+        if self.state.spool_done == [st.st_ino, st.st_size]:
+            os.unlink(replaying)  # a snapshot already holds its effects
+            return 0
         data = await anyio.to_thread.run_sync(_read_file, replaying)
         n = 0
         for line in data.split(b"\n"):
@@ -197,13 +236,12 @@ class Daemon:
                 self.state.events.rejected += 1
                 continue
             if isinstance(req, m.Hook):
-                await self.cmd_hook(req, replay=True)
+                await self.cmd_hook(req, from_spool=True)
         self.state.events.spool_replayed += n
+        self.state.spool_done = [st.st_ino, st.st_size]
         self.dirty = True
         await self.persist()
         os.unlink(replaying)
-        if n:
-            log.info("spool replayed", events=n)
         return n
 
     # ---- request handlers -----------------------------------------------------------------
@@ -219,7 +257,7 @@ class Daemon:
         self.dirty = True
         return m.HookReply()
 
-    async def cmd_hook(self, req: m.Hook, *, replay: bool = False) -> m.Reply:
+    async def cmd_hook(self, req: m.Hook, *, from_spool: bool = False) -> m.Reply:
         ev_counts = self.state.events
         ev_counts.received += 1
         try:
@@ -235,17 +273,20 @@ class Daemon:
             ev_counts.unknown_kinds += 1
             self.dirty = True
             return m.HookReply()
-        now = req.ts if (replay and req.ts) else self.clock()
+        now = req.ts if (from_spool and req.ts) else self.clock()
         counting = self.counting(ev)
         jobs = sm.apply_event(self.state.sessions, ev, now=now, reflect_every=self.cfg.reflect_every,
                               make_id=new_id, counting=counting)
         self.dirty = True
-        await self.record_jobs(jobs)
+        # the counter reset travels with the job: a restart must not count the same work again
+        await self.record_jobs(jobs, session=self.state.sessions.get(ev.session_id))
         for job in jobs:
             log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
+        if req.replayed:  # a replayed session uses no skill and reads no context
+            return m.HookReply()
         if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read"):
             self.count_skill_use(ev)
-        if name == "SessionStart" and counting and not replay:
+        if name == "SessionStart" and counting and not from_spool:
             text = await anyio.to_thread.run_sync(self.session_start_context, ev)
             if text:
                 return m.HookReply(output=_session_start_output(text))
@@ -283,23 +324,25 @@ class Daemon:
             report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
             if report:
                 parts.append(("report", report))
-                sent.add("report")
+        now = self.clock()
         if root and "promoter" not in sent:
             summary = self.promoter_summary(root)
-            sent.add("promoter")
             if summary:
                 parts.append(("promoter", summary))
         if self.cfg.learnings.teach and (fresh or "rule" not in sent):
             parts.append(("rule", lctx.rule_text()))
-            sent.add("rule")
-        s.context_sent = sorted(sent)
+        text = lctx.session_start_context(parts)
+        # only what fitted the budget counts as delivered
+        delivered = {name for name, part in parts if part.splitlines()[0] in text}
+        if "promoter" in delivered:
+            self.state.project_marks[root] = now
+        s.context_sent = sorted(sent | delivered)
         self.dirty = True
-        return lctx.session_start_context(parts)
+        return text
 
     def promoter_summary(self, root: str) -> str:
         """What landed or was rejected for this project since its previous session start."""
         since = self.state.project_marks.get(root, 0.0)
-        self.state.project_marks[root] = self.clock()
         done = [i for i in self.intents.list()
                 if i.project_root == root and i.status in ("landed", "rejected", "held")
                 and i.updated_at > since and i.proposal is not None]
@@ -309,7 +352,11 @@ class Daemon:
         for i in done[-8:]:
             p = i.proposal
             why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
-            lines.append(f"  {i.status} {p.action} {p.skill} [{p.layer}]{why}")
+            # a model chose these words: only well-formed names reach the main session's context
+            name = p.skill if SKILL_NAME_RE.match(p.skill or "") else "(invalid name)"
+            action = p.action if p.action in ACTIONS else "(invalid action)"
+            layer = p.layer if p.layer in LAYERS else "?"
+            lines.append(f"  {i.status} {action} {name} [{layer}]{why}")
         if len(done) > 8:
             lines.append(f"  … and {len(done) - 8} more: autoharnessctl queue list")
         text = "\n".join(lines)
@@ -381,10 +428,24 @@ class Daemon:
     async def promoter_loop(self) -> None:
         while True:
             event = self.promoter_event = anyio.Event()
-            await anyio.to_thread.run_sync(self._record_uses)
-            for intent in self.intents.list("queued"):
-                await self.promote_one(intent)
+            try:
+                await anyio.to_thread.run_sync(self._record_uses)
+                for intent in self.intents.list("queued"):
+                    await self._promote_guarded(intent)
+            except Exception:
+                log.exception("promoter pass failed")
+                await anyio.sleep(1.0)
+                continue
             await event.wait()
+
+    async def _promote_guarded(self, intent) -> None:
+        """An intent that makes the promoter raise is rejected, not retried at every start."""
+        try:
+            await self.promote_one(intent)
+        except Exception as e:
+            log.exception("promotion failed", intent=intent.id)
+            finding = Finding(family="landing", code="internal", message=type(e).__name__)
+            await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
 
     def _window_for(self, intent) -> str | None:
         if intent.source == "marker" and intent.proposal is not None:
@@ -406,12 +467,8 @@ class Daemon:
             return out
 
         out = await anyio.to_thread.run_sync(work)
-        st = self.promoter_stats
-        st[out.status] = st.get(out.status, 0) + 1
-        for f in out.findings:
-            st["findings"][f.family] = st["findings"].get(f.family, 0) + 1
         if out.status == "landed":
-            st["last_landing_at"] = self.clock()
+            self.last_landing_at = self.clock()
             log.info("landed", intent=intent.id, skill=intent.proposal.skill if intent.proposal else None,
                      path=out.skill_path)
         else:
@@ -482,10 +539,23 @@ class Daemon:
                 "tokens_total": st.tokens.get("total", 0),
                 "daily_token_budget": rcfg.daily_token_budget or None,
             },
-            "promoter": {"mode": self.cfg.promoter.mode, **self.promoter_stats},
+            "promoter": self.promoter_status(),
             "learnings": lreport.status_json(
                 self.markers, lambda slug: set(load_learning_state(slug).processed_ids)),
         }
+
+    def promoter_status(self) -> dict:
+        """Outcomes as the durable queue records them (they survive restarts)."""
+        intents = self.intents.list()
+        findings: dict[str, int] = {}
+        counts = {"landed": 0, "rejected": 0, "held": 0}
+        for i in intents:
+            if i.status in counts:
+                counts[i.status] += 1
+            for f in i.findings:
+                findings[f.family] = findings.get(f.family, 0) + 1
+        return {"mode": self.cfg.promoter.mode, **counts, "last_landing_at": self.last_landing_at,
+                "findings": findings}
 
     async def cmd_flush(self, req: m.Flush) -> m.Reply:
         ids = list(self.state.sessions) if req.all else list(req.session_ids)
@@ -563,21 +633,26 @@ class Daemon:
                            "see `autoharnessctl queue list`")
         if req.op == "show":
             return m.Ok(data=msgspec.to_builtins(intent))
-        if intent.status != "held":
+        if req.op not in ("approve", "reject"):
+            return m.Error(code="bad_request", message=f"unknown queue op {req.op!r}")
+        if intent.status != "held" or intent.id in self.in_review:
             return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
-                           "only held intents can be approved or rejected")
-        if req.op == "approve":
-            out = await self.promote_one(intent, approve=True)
-            return m.Ok(data=msgspec.to_builtins(out))
-        if req.op == "reject":
+                           "only held intents can be approved or rejected, once")
+        self.in_review.add(intent.id)  # claimed before any await: one decision per intent
+        try:
+            if req.op == "approve":
+                out = await self.promote_one(intent, approve=True)
+                return m.Ok(data=msgspec.to_builtins(out))
             finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
             await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
-            self.promoter_stats["rejected"] += 1
             return m.Ok(data={"status": "rejected", "findings": [msgspec.to_builtins(finding)]})
-        return m.Error(code="bad_request", message=f"unknown queue op {req.op!r}")
+        finally:
+            self.in_review.discard(intent.id)
 
     async def cmd_skills(self, req: m.Skills) -> m.Reply:
         pr = self.promoter
+        if req.project:  # a subdirectory or linked worktree means its main worktree's skills
+            req.project = self.projects.root(req.project)
 
         def work():
             if req.op == "list":
@@ -621,7 +696,7 @@ class Daemon:
             res = await anyio.to_thread.run_sync(
                 lambda: lservice.save_project(req.project, self.markers, self.intents,
                                               lookback_days=lookback, transcripts=req.transcripts,
-                                              dry_run=req.dry_run))
+                                              dry_run=req.dry_run, redactor=self.redactor))
             self.dirty = True
             self.wake_promoter()
             return m.Ok(data=msgspec.to_builtins(res))
@@ -642,10 +717,13 @@ class Daemon:
         """Pay the `anthropic` import (seconds of CPU) before the first job, but not right at
         start: an autostarted daemon must first answer the SessionStart that woke it."""
         await anyio.sleep(PRELOAD_AFTER_S)
-        if backends.choose_backend(self.cfg.reflector) == "anthropic":
-            from autoharness.daemon.reflect.backends import anthropic as sdk
+        try:
+            if backends.choose_backend(self.cfg.reflector) == "anthropic":
+                from autoharness.daemon.reflect.backends import anthropic as sdk
 
-            await anyio.to_thread.run_sync(sdk.preload)
+                await anyio.to_thread.run_sync(sdk.preload)
+        except Exception:
+            log.exception("reflector preload failed")
 
     async def _watch(self) -> None:
         try:
@@ -674,16 +752,23 @@ class Daemon:
     async def idle_loop(self) -> None:
         while True:
             await anyio.sleep(min(60.0, self.cfg.idle_flush_after_s / 4))
-            await self.idle_check(self.last_growth)
+            try:
+                await self.idle_check(self.last_growth)
+            except Exception:  # every background loop has its own boundary
+                log.exception("idle check failed")
 
     async def persist_loop(self) -> None:
+        """Snapshot when dirty; pick up events hooks spooled while we were busy; compact."""
         while True:
             await anyio.sleep(self.cfg.persist_interval_s)
             try:
+                if os.path.exists(paths.spool_file()):
+                    await self.replay_spool()
                 await self.persist()
-            except OSError as e:
-                self.dirty = True
-                log.error("snapshot failed", error=str(e))
+                if self.intents.needs_compaction():
+                    await anyio.to_thread.run_sync(self.intents.compact)
+            except Exception as e:
+                log.error("persistence step failed", error=f"{type(e).__name__}: {e}")
 
     async def idle_check(self, last_growth: Callable[[sm.Session], float]) -> list[sm.Job]:
         ids = sm.idle_sessions(self.state.sessions, now=self.clock(),

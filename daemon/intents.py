@@ -135,17 +135,67 @@ def _judge(raw, index: int, window: str, max_intents: int, scan: _Scanner) -> tu
     return stored, None, findings
 
 
+@dataclass(frozen=True)
+class _State:
+    """One published, immutable view of the queue. Writers never mutate a published state: they
+    build the next one (copying what changes) and swap it in with one attribute assignment, so a
+    reader holds whatever state it picked up for as long as it likes, without a lock."""
+
+    intents: dict[str, Intent] = field(default_factory=dict)  # arrival order
+    key_of: dict[str, str] = field(default_factory=dict)  # intent id -> dedupe key
+    by_key: dict[str, str] = field(default_factory=dict)  # dedupe key -> intent id
+    records: int = 0  # records in the file, for needs_compaction
+
+
+def _dedupe_key(job_id: str | None, raw) -> str:
+    return f"{job_id or ''}:{hashlib.sha256(_canonical(raw).encode()).hexdigest()[:32]}"
+
+
+def _updated(cur: Intent, rec: dict) -> Intent:
+    """`cur` with an `update` record applied."""
+    changes = {"status": rec["status"], "updated_at": float(rec.get("updated_at") or 0)}
+    if rec.get("findings") is not None:
+        changes["findings"] = msgspec.convert(rec["findings"], list[Finding])
+    return msgspec.structs.replace(cur, **changes)
+
+
+def _replay(rec: dict, intents: dict, key_of: dict, by_key: dict,
+            report: LoadReport | None = None) -> None:
+    """Apply one file record to the (private, not yet published) dicts being built by `load`."""
+    op = rec["op"]
+    if op == "add":
+        intent = msgspec.convert(rec["intent"], Intent)
+        key = rec.get("key") or f"id:{intent.id}"
+        intents[intent.id] = intent
+        key_of[intent.id] = key
+        by_key[key] = intent.id
+    elif op == "update":
+        cur = intents.get(rec["id"])
+        if cur is None:
+            if report is not None:
+                report.problems.append(f"update for unknown intent {rec['id']!r} ignored")
+            return
+        intents[cur.id] = _updated(cur, rec)
+    else:
+        raise ValueError(f"unknown op {op!r}")
+
+
 class IntentQueue:
-    """In-memory view of the intent file. Thread-safe; every mutation is durable on return."""
+    """In-memory view of the intent file. Thread-safe; every mutation is durable on return.
+
+    Concurrency: writers (`intake`, `update`, `compact`, `load`) are serialised by a writer lock,
+    held over the durable append/rewrite (and its fsync) but never over judging a proposal.
+    Readers (`get`, `list`, `counts`, `needs_compaction`) take no lock at all: they read the
+    current immutable `_State`, which a writer replaces wholesale (copy-on-write) only after its
+    append is durable. So a reader never waits on a writer's I/O, and never sees an intent or a
+    status that a crash could still take back.
+    """
 
     def __init__(self, path: str | None = None, *, clock=time.time):
         self.path = path or paths.intents_file()
         self._clock = clock
-        self._lock = threading.RLock()
-        self._intents: dict[str, Intent] = {}
-        self._key_of: dict[str, str] = {}  # intent id -> dedupe key
-        self._by_key: dict[str, str] = {}  # dedupe key -> intent id
-        self._records = 0
+        self._write_lock = threading.RLock()
+        self._state = _State()  # swapped, never mutated; a reference read/write is atomic
         self._loaded = False
 
     # -- persistence -------------------------------------------------------------------------
@@ -153,56 +203,37 @@ class IntentQueue:
     def load(self) -> LoadReport:
         """Replay the file. Unreadable lines (a torn last append, garbage) are kept aside: the
         file is moved into the quarantine dir and a clean one is written from what was read."""
-        with self._lock:
-            self._intents.clear()
-            self._key_of.clear()
-            self._by_key.clear()
-            self._records = 0
+        with self._write_lock:
             report = LoadReport()
             try:
                 with open(self.path, "rb") as f:
                     data = f.read()
             except FileNotFoundError:
+                self._state = _State()
                 self._loaded = True
                 return report
+            intents: dict[str, Intent] = {}
+            key_of: dict[str, str] = {}
+            by_key: dict[str, str] = {}
+            records = 0
             for n, line in enumerate(data.split(b"\n"), 1):
                 if not line.strip():
                     continue
                 try:
-                    self._apply(msgspec.json.decode(line), report)
-                    self._records += 1
+                    _replay(msgspec.json.decode(line), intents, key_of, by_key, report)
+                    records += 1
                 except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
                         ValueError, AttributeError) as e:
                     report.bad_lines += 1
                     report.problems.append(f"line {n}: unreadable record ({type(e).__name__})")
+            self._state = _State(intents, key_of, by_key, records)
             self._loaded = True
             if report.bad_lines:
                 report.quarantined = self._quarantine()
-                self._rewrite()
-            report.records = self._records
-            report.intents = len(self._intents)
+                self._rewrite(self._state)
+            report.records = self._state.records
+            report.intents = len(self._state.intents)
             return report
-
-    def _apply(self, rec: dict, report: LoadReport | None = None) -> None:
-        op = rec["op"]
-        if op == "add":
-            intent = msgspec.convert(rec["intent"], Intent)
-            key = rec.get("key") or f"id:{intent.id}"
-            self._intents[intent.id] = intent
-            self._key_of[intent.id] = key
-            self._by_key[key] = intent.id
-        elif op == "update":
-            cur = self._intents.get(rec["id"])
-            if cur is None:
-                if report is not None:
-                    report.problems.append(f"update for unknown intent {rec['id']!r} ignored")
-                return
-            changes = {"status": rec["status"], "updated_at": float(rec.get("updated_at") or 0)}
-            if rec.get("findings") is not None:
-                changes["findings"] = msgspec.convert(rec["findings"], list[Finding])
-            self._intents[cur.id] = msgspec.structs.replace(cur, **changes)
-        else:
-            raise ValueError(f"unknown op {op!r}")
 
     def _quarantine(self) -> str:
         qdir = paths.quarantine_dir()
@@ -224,6 +255,7 @@ class IntentQueue:
         fsync_dir(os.path.dirname(os.path.abspath(self.path)))
 
     def _append(self, records: list[dict]) -> None:
+        """Append records and fsync them. Caller holds the writer lock and publishes after."""
         if not records:
             return
         data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
@@ -239,31 +271,34 @@ class IntentQueue:
             os.close(fd)
         if created:
             self._fsync_dir()  # the new file's name must survive a crash too
-        self._records += len(records)
 
-    def _rewrite(self) -> None:
-        """Write the current state as one `add` per intent: temp file, fsync, rename, fsync dir."""
+    def _rewrite(self, st: _State) -> None:
+        """Write `st` as one `add` per intent (temp file, fsync, rename, fsync dir) and publish
+        it with the new record count. Caller holds the writer lock."""
         self._ensure_dir()
         data = b"".join(
-            msgspec.json.encode({"op": "add", "key": self._key_of[iid], "intent": intent}) + b"\n"
-            for iid, intent in self._intents.items())
+            msgspec.json.encode({"op": "add", "key": st.key_of[iid], "intent": intent}) + b"\n"
+            for iid, intent in st.intents.items())
         write_atomic(self.path, data, 0o600)
-        self._records = len(self._intents)
+        self._state = _State(st.intents, st.key_of, st.by_key, len(st.intents))
 
     def compact(self) -> None:
         """Fold status updates into their intents; a crash mid-way leaves the old file intact."""
-        with self._lock:
-            self._require_loaded()
-            self._rewrite()
+        self._require_loaded()
+        with self._write_lock:
+            self._rewrite(self._state)
 
     def needs_compaction(self) -> bool:
         """Worth compacting: updates make up most of the file."""
-        with self._lock:
-            return self._records > 2 * len(self._intents) + 64
+        self._require_loaded()
+        st = self._state
+        return st.records > 2 * len(st.intents) + 64
 
     def _require_loaded(self) -> None:
         if not self._loaded:
-            self.load()
+            with self._write_lock:
+                if not self._loaded:  # another thread may have loaded while we waited
+                    self.load()
 
     # -- the queue -----------------------------------------------------------------------------
 
@@ -281,44 +316,63 @@ class IntentQueue:
             raise ValueError(f"source must be one of {SOURCES} (got {source!r})")
         scan = _Scanner(redactor)
         now = self._clock()
-        with self._lock:
-            self._require_loaded()
-            out: list[Intent] = []
-            new: list[tuple[str, Intent]] = []
-            batch: dict[str, Intent] = {}
-            for index, raw in enumerate(raw_proposals or ()):
-                key = f"{job_id or ''}:{hashlib.sha256(_canonical(raw).encode()).hexdigest()[:32]}"
-                seen = self._by_key.get(key)
-                if seen is not None:
-                    out.append(self._intents[seen])
-                    continue
-                if key in batch:  # the same proposal twice in one reply: one intent
+        self._require_loaded()
+        raws = list(raw_proposals or ())
+        keys = [_dedupe_key(job_id, raw) for raw in raws]
+        judged: dict[str, Intent] = {}  # key -> the new intent for it, judged without a lock
+
+        def judge_missing(known: dict[str, str]) -> None:
+            for index, (key, raw) in enumerate(zip(keys, raws)):
+                if key in known or key in judged:  # recorded already, or repeated in the reply
                     continue
                 proposal, raw_text, findings = _judge(raw, index, window, max_intents, scan)
-                intent = Intent(
+                judged[key] = Intent(
                     id="i-" + hashlib.sha256(key.encode()).hexdigest()[:16],
                     source=source, created_at=now, proposal=proposal, raw=raw_text,
                     job_id=job_id, session_id=session_id, project_root=project_root,
                     status="rejected" if findings else "queued", findings=findings,
                     updated_at=now,
                 )
-                batch[key] = intent
-                new.append((key, intent))
-                out.append(intent)
-            self._append([{"op": "add", "key": k, "intent": i} for k, i in new])
-            for k, i in new:
-                self._intents[i.id] = i
-                self._key_of[i.id] = k
-                self._by_key[k] = i.id
-            return out
+
+        while True:
+            judge_missing(self._state.by_key)  # the slow part: redaction, evidence, secrets
+            with self._write_lock:
+                st = self._state  # may be newer than what we judged against
+                if any(k not in st.by_key and k not in judged for k in keys):
+                    continue  # a reload dropped a key we skipped: judge it, outside the lock
+                out: list[Intent] = []
+                new: list[tuple[str, Intent]] = []
+                batch: set[str] = set()
+                for key in keys:
+                    seen = st.by_key.get(key)
+                    if seen is not None:  # a concurrent intake of the same job got there first
+                        out.append(st.intents[seen])
+                        continue
+                    if key in batch:  # the same proposal twice in one reply: one intent
+                        continue
+                    intent = judged[key]
+                    batch.add(key)
+                    new.append((key, intent))
+                    out.append(intent)
+                if not new:
+                    return out
+                self._append([{"op": "add", "key": k, "intent": i} for k, i in new])
+                intents, key_of, by_key = dict(st.intents), dict(st.key_of), dict(st.by_key)
+                for k, i in new:
+                    intents[i.id] = i
+                    key_of[i.id] = k
+                    by_key[k] = i.id
+                self._state = _State(intents, key_of, by_key, st.records + len(new))
+                return out
 
     def update(self, intent_id: str, status: str, findings: list[Finding] | None = None) -> Intent:
         """Move an intent to a new status (durably). `findings`, if given, replace the old ones."""
         if status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES} (got {status!r})")
-        with self._lock:
-            self._require_loaded()
-            cur = self._intents.get(intent_id)
+        self._require_loaded()
+        with self._write_lock:
+            st = self._state
+            cur = st.intents.get(intent_id)
             if cur is None:
                 raise KeyError(intent_id)
             rec = {"op": "update", "id": intent_id, "status": status,
@@ -326,24 +380,29 @@ class IntentQueue:
             if findings is not None:
                 rec["findings"] = list(findings)
             self._append([rec])
-            self._apply(msgspec.json.decode(msgspec.json.encode(rec)))
-            return self._intents[intent_id]
+            new = _updated(cur, msgspec.json.decode(msgspec.json.encode(rec)))
+            intents = dict(st.intents)
+            intents[intent_id] = new
+            # key_of / by_key do not change on update: share them with the old state.
+            self._state = _State(intents, st.key_of, st.by_key, st.records + 1)
+            return new
+
+    # Readers: no lock. Each reads `self._state` once and works on that immutable snapshot.
 
     def get(self, intent_id: str) -> Intent | None:
-        with self._lock:
-            self._require_loaded()
-            return self._intents.get(intent_id)
+        self._require_loaded()
+        return self._state.intents.get(intent_id)
 
     def list(self, status: str | None = None) -> list[Intent]:
         """Intents in arrival order, optionally only those with `status`."""
-        with self._lock:
-            self._require_loaded()
-            return [i for i in self._intents.values() if status is None or i.status == status]
+        self._require_loaded()
+        st = self._state
+        return [i for i in st.intents.values() if status is None or i.status == status]
 
     def counts(self) -> dict[str, int]:
-        with self._lock:
-            self._require_loaded()
-            c = dict.fromkeys(STATUSES, 0)
-            for i in self._intents.values():
-                c[i.status] = c.get(i.status, 0) + 1
-            return c
+        self._require_loaded()
+        st = self._state
+        c = dict.fromkeys(STATUSES, 0)
+        for i in st.intents.values():
+            c[i.status] = c.get(i.status, 0) + 1
+        return c

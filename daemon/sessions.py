@@ -43,6 +43,8 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     text: str | None = None  # /learn guidance
     layer: str | None = None
     window_end: int | None = None
+    wm_inode: int = 0  # the transcript's inode and size when the window was cut
+    wm_size: int = 0
     finished_at: float | None = None
     next_attempt_at: float = 0.0
     usage: dict[str, int] = {}

@@ -7,6 +7,7 @@ Startup = snapshot + journal records newer than it. A corrupt file is quarantine
 
 import os
 import stat
+import threading
 import time
 
 import msgspec
@@ -44,6 +45,7 @@ class State(msgspec.Struct, kw_only=True):
     markers: dict = {}
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary
     capture: dict = {}
+    spool_done: list[int] = []  # [inode, size] of a spool replay a snapshot already covers
 
 
 class JournalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -116,12 +118,14 @@ def encode_state(state: State) -> bytes:
 
 
 class Journal:
-    """Append-only JSONL; each append is fsynced before it returns."""
+    """Append-only JSONL; each append is fsynced before it returns. Thread-safe: appends come
+    from worker threads while the loop decides when a snapshot covers them."""
 
     def __init__(self, path: str):
         self.path = path
         self.seq = 0
         self._fd: int | None = None
+        self._lock = threading.Lock()
 
     def open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -132,18 +136,26 @@ class Journal:
             self._fd = None
 
     def append(self, op: str, *, job: Job | None = None, session: Session | None = None) -> int:
-        self.seq += 1
-        rec = JournalRecord(seq=self.seq, op=op, job=job, session=session, at=time.time())
-        assert self._fd is not None
-        os.write(self._fd, _encoder.encode(rec) + b"\n")
-        os.fsync(self._fd)
-        return self.seq
+        with self._lock:
+            self.seq += 1
+            rec = JournalRecord(seq=self.seq, op=op, job=job, session=session, at=time.time())
+            assert self._fd is not None
+            data = _encoder.encode(rec) + b"\n"
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+            return self.seq
 
-    def truncate(self) -> None:
-        """Drop every record: called only once a snapshot covering them is durable."""
-        assert self._fd is not None
-        os.ftruncate(self._fd, 0)
-        os.fsync(self._fd)
+    def truncate_if(self, seq: int) -> bool:
+        """Drop every record if none was appended after `seq` (a durable snapshot covers them)."""
+        with self._lock:
+            if self.seq != seq:
+                return False
+            assert self._fd is not None
+            os.ftruncate(self._fd, 0)
+            os.fsync(self._fd)
+            return True
 
     def replay(self, after_seq: int, qdir: str) -> tuple[list[JournalRecord], list[str]]:
         """Records newer than `after_seq`. A torn or garbage line is skipped and the file copied

@@ -16,6 +16,7 @@ anyio and watchfiles are imported inside `run()` only.
 """
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -213,6 +214,7 @@ class TranscriptWatcher:
         self.debounce_ms, self.step_ms = debounce_ms, step_ms
         self.rust_timeout_ms, self.force_polling = rust_timeout_ms, force_polling
         self._tails: dict[str, _Tail] = {}
+        self.lock = threading.Lock()
         # counters (status / benchmarks)
         self.bytes_read = 0
         self.bytes_fed = 0
@@ -243,9 +245,13 @@ class TranscriptWatcher:
     def scan_path(self, path: str | os.PathLike) -> bool:
         """Read what was appended to `path` since its offset (one bounded pass) and feed it.
 
-        Returns True when more complete data may remain (the pass hit its bound).
+        Returns True when more complete data may remain (the pass hit its bound). Holds `lock`:
+        the daemon copies the tables for its snapshot only between passes.
         """
-        path = os.fspath(path)
+        with self.lock:
+            return self._scan_path(os.fspath(path))
+
+    def _scan_path(self, path: str) -> bool:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:

@@ -20,6 +20,7 @@ class Hook(_Req, tag="hook"):
 
     payload: msgspec.Raw
     ts: float = 0.0
+    replayed: bool = False  # `autoharnessctl replay`: counts, but is no real session's use
 
 
 class Status(_Req, tag="status"):

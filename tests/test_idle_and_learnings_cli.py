@@ -1,11 +1,15 @@
 """Idle flush with an injected clock (in-process daemon core), and the offline learnings CLI."""
 
 import json
+import os
+import socket
+import subprocess
+import threading
 
 import msgspec
 import pytest
 
-from harness import Daemon, ctl, hook
+from harness import CTL, Daemon, ctl, hook
 from autoharness.daemon.core import Daemon as Core
 from autoharness.daemon.learnings.context import rule_text
 from autoharness.protocol import messages as m
@@ -120,3 +124,86 @@ def test_disabled_project_gets_no_context(home):
         assert out.returncode == 0 and out.stdout == b""
     finally:
         d.stop()
+
+
+def test_report_transcript_path_uses_the_transcripts_project(home):
+    """`report --transcript-path P` takes the processed ids of P's own project (the directory P
+    sits in under projects/), not of the directory the command runs from: after a save, the
+    saved marker is not listed again, wherever the report runs."""
+    project = home["tmp"] / "p4"
+    project.mkdir()
+    t = write_transcript(home, project)
+    elsewhere = home["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    r = ctl("learnings", "save", "--project", str(project))
+    assert r.returncode == 0 and "saved 1 markers" in r.stdout
+    for cwd in (elsewhere, project):
+        r = subprocess.run([CTL, "learnings", "report", "--transcript-path", str(t), "--json"],
+                           capture_output=True, text=True, timeout=60, cwd=cwd)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["unprocessed"] == 0, (cwd, r.stdout)
+
+
+def test_save_does_not_go_offline_when_the_daemon_took_the_request(home):
+    """A daemon that accepts the request but does not answer may still be saving: `learnings
+    save` reports the error (exit 1) and does not run a second, offline save beside it. Only a
+    daemon that is not running at all (no socket) makes it save offline."""
+    project = home["tmp"] / "p5"
+    project.mkdir()
+    write_transcript(home, project)
+    sock_path = paths.socket_path()
+    os.makedirs(os.path.dirname(sock_path), mode=0o700, exist_ok=True)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(sock_path)
+    srv.listen(4)
+    got = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                got.append(conn.recv(65536))  # take the request, then hang up unanswered
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        r = ctl("learnings", "save", "--project", str(project), timeout=60)
+    finally:
+        srv.close()
+        os.unlink(sock_path)
+    assert got and got[0], "the request never reached the socket"
+    assert r.returncode == 1 and "did not answer" in r.stderr, (r.stdout, r.stderr)
+    assert not (project / ".claude").exists()
+    r = ctl("learnings", "save", "--project", str(project))  # no socket: offline
+    assert r.returncode == 0 and "saved 1 markers" in r.stdout
+
+
+def test_offline_save_refuses_a_dot_claude_outside_the_project(home):
+    """Offline, a `.claude` symlinked out of the project is a clear error (exit 1), no
+    traceback, and nothing is written through the link."""
+    project = home["tmp"] / "p6"
+    project.mkdir()
+    outside = home["tmp"] / "outside"
+    outside.mkdir()
+    (project / ".claude").symlink_to(outside)
+    write_transcript(home, project)
+    r = ctl("learnings", "save", "--project", str(project))
+    assert r.returncode == 1 and "outside the project" in r.stderr
+    assert "Traceback" not in r.stderr and list(outside.iterdir()) == []
+
+
+def test_offline_save_redacts_with_the_configured_rules(home):
+    """The offline save redacts marker text with the configured redaction (an extra rule from
+    config.toml here) before writing the journal and wiki."""
+    (home["home"] / "config.toml").write_text(
+        '[[redaction.extra_rules]]\nkind = "codename"\npattern = "Bluebird"\n')
+    project = home["tmp"] / "p7"
+    project.mkdir()
+    write_transcript(home, project, MARKER.replace("the locale", "the Bluebird locale"))
+    r = ctl("learnings", "save", "--project", str(project))
+    assert r.returncode == 0, r.stderr
+    text = "".join(p.read_text() for p in (project / ".claude").rglob("*.md"))
+    assert "locale" in text and "Bluebird" not in text and "[REDACTED:" in text

@@ -357,12 +357,52 @@ def test_plugin_layout_matches_package_data():
                for h in g["hooks"])
 
 
-def test_plugin_hook_command_is_silent_without_autoharness():
-    """The plugin's hook command exits 0 with no output when autoharness-hook is not on PATH
-    (a hook must never fail Claude Code's tool call)."""
-    r = subprocess.run(["/bin/sh", "-c", install.PLUGIN_HOOK], input=b"{}", capture_output=True,
-                       env={"PATH": "/nonexistent"})
-    assert r.returncode == 0 and r.stdout == b"" and r.stderr == b""
+def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
+    """The plugin's counting hooks run `${CLAUDE_PLUGIN_ROOT}/hooks/run-hook` (issue 7 item 2);
+    the shim is in the repository, executable, and is exactly what install.py generates; the
+    child write guard stays inline as the installer writes it."""
+    shim = REPO / install.PLUGIN_SHIM
+    assert shim.read_text() == install.PLUGIN_SHIM_TEXT
+    assert os.access(shim, os.X_OK) and shim.stat().st_mode & 0o111 == 0o111
+    hooks = install.plugin_hooks()["hooks"]
+    cmds = [h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]]
+    assert sum(c == '"${CLAUDE_PLUGIN_ROOT}/hooks/run-hook"' for c in cmds) == 4
+    assert [c for c in cmds if "CLAUDE_PLUGIN_ROOT" not in c] == [install.CHILD_GUARD]
+    assert [g for g in hooks["PreToolUse"] if "matcher" not in g] == [
+        {"hooks": [{"type": "command", "command": install.PLUGIN_HOOK, "async": True,
+                    "timeout": install.ASYNC_TIMEOUT}]}]
+
+
+def run_plugin_hook(path_dirs, stdin=b'{"hook_event_name":"PreToolUse"}'):
+    """The plugin hook command as Claude Code runs it: through sh, CLAUDE_PLUGIN_ROOT set."""
+    return subprocess.run(["/bin/sh", "-c", install.PLUGIN_HOOK], input=stdin,
+                          capture_output=True, timeout=30,
+                          env={"PATH": os.pathsep.join(map(str, path_dirs)),
+                               "CLAUDE_PLUGIN_ROOT": str(REPO)})
+
+
+def test_plugin_shim_is_silent_without_autoharness(short_tmp):
+    """Without `autoharness-hook` on PATH the shim exits 0 and prints nothing (a hook must
+    never fail Claude Code's tool call)."""
+    empty = short_tmp / "empty-bin"
+    empty.mkdir()
+    for dirs in ([empty], [empty, "/usr/bin", "/bin"]):
+        r = run_plugin_hook(dirs)
+        assert (r.returncode, r.stdout, r.stderr) == (0, b"", b""), r
+
+
+def test_plugin_shim_runs_autoharness_hook_from_path(short_tmp):
+    """With an `autoharness-hook` on PATH the shim execs it: the event reaches its stdin and
+    its output and exit status pass straight through."""
+    bindir = short_tmp / "fake-bin"
+    bindir.mkdir()
+    fake = bindir / "autoharness-hook"
+    fake.write_text("#!/bin/sh\nprintf 'fake-hook saw: '\ncat\nprintf '\\nto-stderr' >&2\n"
+                    "exit 3\n")
+    fake.chmod(0o755)
+    r = run_plugin_hook([bindir, "/usr/bin", "/bin"], stdin=b'{"x":1}')
+    assert r.stdout == b'fake-hook saw: {"x":1}' and r.stderr == b"\nto-stderr"
+    assert r.returncode == 3  # exec'd: the shim adds nothing of its own
 
 
 def test_commands_reference_the_cli():

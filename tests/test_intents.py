@@ -4,9 +4,11 @@ import json
 import os
 import stat
 import threading
+import time
 
 import pytest
 
+from autoharness.daemon import intents as intents_mod
 from autoharness.daemon.intents import IntentQueue
 from autoharness.protocol.paths import intents_file
 from autoharness.daemon.proposals import Finding
@@ -256,3 +258,141 @@ def test_unknown_source_is_refused(queue):
     """Only reflector, learn and marker intents exist."""
     with pytest.raises(ValueError):
         queue.intake("job-1", "s", "robot", [good()], WINDOW, None, 3)
+
+
+STALL = 5.0  # how long a stalled writer waits before giving up (bounds a failing test's run)
+
+
+@pytest.fixture
+def stalled_fsync(monkeypatch):
+    """`os.fsync` as the intents module calls it stalls in any thread but this test's own until
+    `release` is set; `entered` says a writer is inside it."""
+    real = intents_mod.os.fsync
+    me = threading.current_thread()
+    entered, release = threading.Event(), threading.Event()
+
+    def fsync(fd):
+        if threading.current_thread() is not me:
+            entered.set()
+            release.wait(STALL)
+        return real(fd)
+
+    monkeypatch.setattr(intents_mod.os, "fsync", fsync)
+    yield entered, release
+    release.set()
+
+
+def test_readers_are_not_blocked_by_a_writer_in_fsync(queue, stalled_fsync):
+    """The event loop's reads (list, counts, get, needs_compaction) return while a worker's
+    update is stuck in its fsync, and show the old state: the update is not visible until it is
+    durable. Once the fsync finishes, the update is visible."""
+    entered, release = stalled_fsync
+    [i] = intake(queue, [good()])
+    done, result = threading.Event(), {}
+
+    def writer():
+        result["intent"] = queue.update(i.id, "landed")
+        done.set()
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    try:
+        assert entered.wait(STALL), "the writer never reached its fsync"
+        start = time.monotonic()
+        listed, counts, got = queue.list(), queue.counts(), queue.get(i.id)
+        queue.needs_compaction()
+        elapsed = time.monotonic() - start
+        assert not done.is_set(), "the reads waited for the writer's fsync"
+        assert elapsed < 1.0
+        assert [x.status for x in listed] == ["queued"] and got.status == "queued"
+        assert counts["queued"] == 1 and counts["landed"] == 0
+    finally:
+        release.set()
+        t.join(STALL)
+    assert done.is_set() and result["intent"].status == "landed"
+    assert queue.get(i.id).status == "landed" and queue.counts()["landed"] == 1
+
+
+def test_intake_is_invisible_to_readers_until_durable(queue, stalled_fsync):
+    """A new intent shows up in reads only after its append is fsynced; reads made while the
+    intake is in its fsync return at once with the earlier intents."""
+    entered, release = stalled_fsync
+    [a] = intake(queue, [good()])
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault(
+        "b", intake(queue, [good(skill="second-skill")], job="job-2")), daemon=True)
+    t.start()
+    try:
+        assert entered.wait(STALL)
+        assert [x.id for x in queue.list()] == [a.id]
+        assert queue.counts()["queued"] == 1
+        assert t.is_alive()
+    finally:
+        release.set()
+        t.join(STALL)
+    [b] = out["b"]
+    assert [x.id for x in queue.list()] == [a.id, b.id]
+
+
+def test_judging_holds_no_lock(queue):
+    """Redaction and evidence matching run outside the writer lock: while one intake is in the
+    middle of judging, another thread's update lands and reads return."""
+    [a] = intake(queue, [good()])
+    judging, go = threading.Event(), threading.Event()
+
+    def slow_redactor(text):
+        if not go.is_set():
+            judging.set()
+            go.wait(STALL)
+            go.set()
+        return text
+
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("b", intake(
+        queue, [good(skill="slow-skill")], job="job-2", redactor=slow_redactor)), daemon=True)
+    t.start()
+    try:
+        assert judging.wait(STALL)
+        assert queue.update(a.id, "held").status == "held"
+        assert [x.id for x in queue.list()] == [a.id]
+        assert t.is_alive(), "the update waited for the other intake's judging"
+    finally:
+        go.set()
+        t.join(STALL)
+    [b] = out["b"]
+    assert b.status == "queued"
+    q = IntentQueue()
+    q.load()
+    assert [(x.id, x.status) for x in q.list()] == [(a.id, "held"), (b.id, "queued")]
+
+
+def test_concurrent_reintake_of_one_job_records_it_once(queue):
+    """Two workers judging the same job at the same time (a retried job racing its first run):
+    one appends, the other returns the intents the first recorded; the file holds one record."""
+    barrier = threading.Barrier(2, timeout=STALL)
+    local = threading.local()
+
+    def meet_once(text):
+        if not getattr(local, "met", False):
+            local.met = True
+            barrier.wait()  # both threads are judging at once
+        return text
+
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(intake(queue, [good(), good(skill="x-skill")], redactor=meet_once))
+        except threading.BrokenBarrierError as e:  # the two never judged at the same time
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(STALL * 2)
+    assert not errors
+    assert len(results) == 2 and results[0] == results[1] and len(results[0]) == 2
+    assert len(queue.list()) == 2
+    with open(intents_file(), "rb") as f:
+        assert len(f.read().splitlines()) == 2

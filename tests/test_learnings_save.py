@@ -443,3 +443,129 @@ def test_partial_save_can_keep_the_cutoff(home, project):
                     advance_time=False)
     after = st.load(SLUG)
     assert after.last_processed_at == 0.0 and len(after.processed_ids) == 2
+
+
+# -- review fixes: redaction, real intent ids, a symlinked .claude ------------------------------
+
+GH_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def secret_markers():
+    """A pattern marker with a token in its body and a breaking decision with a key in it."""
+    text = (marker("token-setup", "pattern", f"Export GITHUB_TOKEN={GH_TOKEN} before pushing.")
+            + "\n" + marker("aws-keys", "decision", "Rotated AKIA" + "Z7QX2LMN4PR8TV6W today.",
+                            "breaking"))
+    return mk.markers_in_text(text, timestamp="2026-03-01T10:00:00Z", transcript="/x/s.jsonl")
+
+
+def all_text(root: Path) -> str:
+    return "".join(p.read_text() for p in root.rglob("*") if p.is_file())
+
+
+def test_marker_secrets_are_redacted_before_anything_is_written(home, project):
+    """Marker bodies holding a secret reach the journal, wiki, doc drafts and the intent
+    redacted (`[REDACTED:<kind>]`), while ids stay those of the marker as written: the state
+    records them and a second save finds nothing to do."""
+    ms = secret_markers()
+    q = Queue()
+    res = sv.save_markers(str(project), ms, st.LearningState(SLUG), queue_intent=q, now=NOW)
+    written = all_text(project / ".claude")
+    assert GH_TOKEN not in written and "Z7QX2LMN4PR8TV6W" not in written
+    assert "[REDACTED:github_token]" in written and "[REDACTED:aws_access_key]" in written
+    assert res.drafts and res.journal and len(res.wiki) == 2
+    (intent,) = q.intents.values()
+    for text in (intent.proposal.evidence, intent.proposal.body, intent.proposal.description):
+        assert GH_TOKEN not in text
+    assert "[REDACTED:github_token]" in intent.proposal.evidence
+    assert intent.id == f"marker-{ms[0].id}"
+    assert set(st.load(SLUG).processed_ids) == {m.id for m in ms}  # original ids
+    before = tree(project)
+    again = sv.save_markers(str(project), ms, st.LearningState(SLUG), queue_intent=q, now=NOW)
+    assert again.saved == [] and tree(project) == before
+
+
+def test_save_markers_uses_the_given_redactor(home, project):
+    """A configured redactor (here a plain `str -> str`) is what redacts the marker text."""
+    ms = mk.markers_in_text(marker("codename", "decision", "Project Bluebird ships in May."))
+    sv.save_markers(str(project), ms, st.LearningState(SLUG), queue_intent=None, now=NOW,
+                    redactor=lambda s: s.replace("Bluebird", "[REDACTED:codename]"))
+    text = all_text(project / ".claude")
+    assert "Bluebird" not in text and "[REDACTED:codename]" in text
+
+
+def write_project_transcript(home, project, text):
+    from autoharness.protocol import paths
+
+    slug = paths.project_slug(str(project))
+    d = home["claude"] / "projects" / slug
+    d.mkdir(parents=True, exist_ok=True)
+    t = d / "s-review.jsonl"
+    t.write_text(json.dumps(assistant(text_blocks("ok " + text))) + "\n")
+    return slug
+
+
+def test_save_project_reports_the_queue_ids_and_redacts_at_intake(home, project):
+    """`save_project` reports the ids the intent queue stored (not `marker-<id>`), the intent
+    built from a secret-bearing marker is queued redacted (not rejected), and the redactor given
+    to `save_project` also judges the intents at the queue's door."""
+    from autoharness.daemon.capture.redact import default_redactor
+    from autoharness.daemon.intents import IntentQueue
+    from autoharness.daemon.learnings import service
+
+    write_project_transcript(home, project, marker(
+        "token-setup", "pattern", f"Export GITHUB_TOKEN={GH_TOKEN} before pushing.") + "\n"
+        + marker("retry-backoff", "convention", "Retries use jittered backoff."))
+    queue = IntentQueue()
+    queue.load()
+    seen = []
+    default = default_redactor()
+
+    def spy(text):
+        seen.append(text)
+        return default.redact(text)[0]
+
+    res = service.save_project(str(project), None, queue, lookback_days=30, redactor=spy)
+    stored = queue.list()
+    assert sorted(res.intents) == sorted(i.id for i in stored) and len(stored) == 2
+    assert all(i.startswith("i-") for i in res.intents)
+    assert [i.status for i in stored] == ["queued", "queued"]
+    assert all(GH_TOKEN not in i.proposal.evidence for i in stored)
+    assert any(s.startswith("Use when working on") for s in seen)  # intake used it too
+    assert GH_TOKEN not in all_text(project / ".claude")
+
+
+def test_save_markers_reports_ids_returned_by_the_callback(home, project):
+    """A queue callback returning the stored id(s) is what `SaveResult.intents` reports; one
+    returning None reports the intent's own `marker-<id>`."""
+    ms = fixture_markers()
+    res = sv.save_markers(str(project), ms, st.LearningState(SLUG),
+                          queue_intent=lambda intent: ["i-" + intent.id[-16:]], now=NOW)
+    assert sorted(res.intents) == sorted(f"i-{m.id}" for m in ms if m.kind in sv.INTENT_KINDS)
+    other = project.parent / "p2"
+    other.mkdir()
+    res = sv.save_markers(str(other), ms, st.LearningState("-other"), queue_intent=Queue(),
+                          now=NOW)
+    assert sorted(res.intents) == sorted(f"marker-{m.id}" for m in ms
+                                         if m.kind in sv.INTENT_KINDS)
+
+
+def test_save_refuses_a_dot_claude_symlinked_out_of_the_project(home, project, short_tmp):
+    """A `<project>/.claude` that is itself a symlink leading outside the project is refused
+    with a clear error: nothing is written there and no marker is recorded as saved."""
+    elsewhere = short_tmp / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".claude").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="outside the project"):
+        sv.save_markers(str(project), fixture_markers(), st.LearningState(SLUG),
+                        queue_intent=None, now=NOW)
+    assert list(elsewhere.iterdir()) == []
+    assert not Path(st.state_file(SLUG)).exists()
+
+
+def test_save_accepts_a_dot_claude_symlinked_inside_the_project(home, project):
+    """A `.claude` symlink that resolves inside the project (e.g. to a tracked dir) is fine."""
+    (project / "dot-claude").mkdir()
+    (project / ".claude").symlink_to(project / "dot-claude")
+    res = sv.save_markers(str(project), fixture_markers(), st.LearningState(SLUG),
+                          queue_intent=None, now=NOW)
+    assert res.journal and list((project / "dot-claude" / "journal").glob("*.md"))

@@ -35,7 +35,7 @@ class SaveResult(msgspec.Struct, kw_only=True):
     journal: list[str] = []  # files written (or that would be), relative to the project root
     wiki: list[str] = []
     drafts: list[str] = []
-    intents: list[str] = []  # intent ids queued (or that would be)
+    intents: list[str] = []  # ids the queue stored the intents under (dry run: marker-<id>)
     dry_run: bool = False
 
 
@@ -56,7 +56,11 @@ def _write(path: str, text: str) -> None:
 
 
 class _Project:
-    """Paths under `<root>/.claude/`, refusing anything that would resolve outside it."""
+    """Paths under `<root>/.claude/`, refusing anything that would resolve outside it.
+
+    `.claude` itself must resolve inside the project (like the promoter's project skills dir):
+    a `.claude` symlinked elsewhere would otherwise carry every write out of the project.
+    """
 
     def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
@@ -64,10 +68,15 @@ class _Project:
 
     def path(self, *parts: str) -> str:
         p = os.path.join(self.claude, *parts)
+        real_root = os.path.realpath(self.root)
         real_base = os.path.realpath(self.claude)
+        if os.path.commonpath([real_root, real_base]) != real_root or real_base == real_root:
+            raise ValueError(f"refusing to write to {self.claude}: it resolves to {real_base}, "
+                             f"outside the project {self.root} (a symlink?); nothing was saved")
         real = os.path.realpath(p)
         if os.path.commonpath([real_base, real]) != real_base:
-            raise ValueError(f"refusing to write outside {self.claude}: {p}")
+            raise ValueError(f"refusing to write outside {self.claude}: {p} resolves to {real} "
+                             "(a symlink?); nothing more was saved")
         return p
 
     def rel(self, path: str) -> str:
@@ -270,8 +279,11 @@ def _proposal(m: Marker, current: str | None) -> tuple[Proposal | None, str | No
             current.replace(old, new, 1))
 
 
+QueueIntent = Callable[[Intent], Iterable[str] | str | None]
+
+
 def _queue_intents(proj: _Project, todo: list[Marker], state: SaveState, now: float,
-                   queue_intent: Callable[[Intent], None] | None, dry: bool) -> list[str]:
+                   queue_intent: QueueIntent | None, dry: bool) -> list[str]:
     queued = []
     texts: dict[str, str | None] = {}  # a skill's text as earlier intents of this run leave it
     for m in todo:
@@ -286,12 +298,17 @@ def _queue_intents(proj: _Project, todo: list[Marker], state: SaveState, now: fl
             continue
         intent = Intent(id=f"marker-{m.id}", source="marker", created_at=now, proposal=proposal,
                         session_id=m.session_id or None, project_root=proj.root)
+        ids = [intent.id]
         if not dry:
             if queue_intent is None:
                 continue
-            queue_intent(intent)
+            got = queue_intent(intent)
             state.note_intents([m.id])
-        queued.append(intent.id)
+            if isinstance(got, str):
+                ids = [got]
+            elif got is not None:
+                ids = list(got) or ids
+        queued += ids
     return queued
 
 
@@ -303,21 +320,50 @@ def pending(markers: Iterable[Marker], processed_ids) -> list[Marker]:
     return sorted(ms, key=lambda m: m.timestamp)
 
 
+def _redact_text(redactor, text: str) -> str:
+    """`text` through capture's Redactor (`redact` -> (text, counts)) or a `str -> str`."""
+    if not text:
+        return text
+    fn = getattr(redactor, "redact", redactor)
+    out = fn(text)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def redact_marker(m: Marker, redactor) -> Marker:
+    """The marker with its body and raw text redacted. Ids (and so dedup, anchors and state)
+    stay those of the marker as written."""
+    body, raw = _redact_text(redactor, m.body), _redact_text(redactor, m.raw)
+    if body == m.body and raw == m.raw:
+        return m
+    return msgspec.structs.replace(m, body=body, raw=raw)
+
+
 def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState, *,
-                 queue_intent: Callable[[Intent], None] | None, dry_run: bool = False,
-                 now: float | None = None, advance_time: bool = True) -> SaveResult:
+                 queue_intent: QueueIntent | None, dry_run: bool = False,
+                 now: float | None = None, advance_time: bool = True,
+                 redactor=None) -> SaveResult:
     """Save the unprocessed `markers` of a project; see the module docstring for guarantees.
 
-    `queue_intent` must be durable before it returns and should ignore an intent id it already
-    holds (ids are `marker-<marker id>`). With `queue_intent=None` no intent is queued (the
-    markers are still recorded as saved). `dry_run` writes and queues nothing and reports what
-    would be done. `advance_time=False` records the ids but leaves `last_processed_at`: for a
-    save limited to some transcripts, whose cutoff must not hide the others' markers from the
+    `queue_intent` must be durable before it returns and should ignore an intent it already
+    holds (the intent's id, `marker-<marker id>`, is stable per marker). It may return the
+    id(s) the queue stored it under, which `SaveResult.intents` then reports; returning None
+    reports the intent's own id. With `queue_intent=None` no intent is queued (the markers are
+    still recorded as saved). `dry_run` writes and queues nothing and reports what would be
+    done. `advance_time=False` records the ids but leaves `last_processed_at`: for a save
+    limited to some transcripts, whose cutoff must not hide the others' markers from the
     offline `--previous-transcripts` scan.
+
+    Marker text is redacted with `redactor` (capture's Redactor or a `str -> str`; default:
+    the packaged rules) before anything is written or queued: the journal, wiki and drafts
+    under `.claude/` are often committed.
     """
+    if redactor is None:
+        from autoharness.daemon.capture.redact import default_redactor
+
+        redactor = default_redactor()
     now = time.time() if now is None else now
     markers = list(markers)
-    todo = pending(markers, state.processed_ids)
+    todo = [redact_marker(m, redactor) for m in pending(markers, state.processed_ids)]
     skipped = [m.id for m in dedupe(markers) if is_processed(m, state.processed_ids)]
     proj = _Project(project_root)
     result = SaveResult(dry_run=dry_run, skipped=skipped, saved=[m.id for m in todo])

@@ -37,19 +37,31 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
 
 
 def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,
-                 transcripts: list[str] = (), dry_run: bool = False) -> SaveResult:
-    """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers."""
+                 transcripts: list[str] = (), dry_run: bool = False,
+                 redactor=None) -> SaveResult:
+    """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers.
+
+    `redactor` (capture's Redactor, default: the packaged rules; the daemon passes the one of
+    its `redaction` config) redacts the marker text before it is written or queued, and judges
+    the intents at the queue's door. `SaveResult.intents` names the ids the queue stored.
+    """
+    if redactor is None:
+        from autoharness.daemon.capture.redact import default_redactor  # only a save needs it
+
+        redactor = default_redactor()
     slug = slug_of(project_root)
     markers = project_markers(slug, indexer, lookback_days=lookback_days, transcripts=transcripts)
     ls = LearningState(slug)
 
-    def queue_intent(intent) -> None:
-        queue.intake(intent.id, intent.session_id, "marker",
-                     [msgspec.to_builtins(intent.proposal)], intent.proposal.evidence,
-                     intent.project_root, 1)
+    def queue_intent(intent) -> list[str]:
+        # The marker intent's id is the job id: re-intake returns the intent already stored.
+        stored = queue.intake(intent.id, intent.session_id, "marker",
+                              [msgspec.to_builtins(intent.proposal)], intent.proposal.evidence,
+                              intent.project_root, 1, redactor=redactor)
+        return [i.id for i in stored]
 
     res = save_markers(project_root, markers, ls, queue_intent=queue_intent if queue else None,
-                       dry_run=dry_run, advance_time=not transcripts)
+                       dry_run=dry_run, advance_time=not transcripts, redactor=redactor)
     if indexer is not None and not dry_run:
         indexer.forget(slug, res.saved)
     return res

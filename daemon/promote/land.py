@@ -46,6 +46,8 @@ from autoharness.protocol.config import PromoterConfig
 PROVENANCE = f"{PROVENANCE_DIR}/{PROVENANCE_FILE}"
 EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
 LAYERS = ("project", "user")
+# `show` returns SKILL.md whole; a bigger (hand-written) one is shown empty, not loaded.
+MAX_SHOW_BYTES = 1024 * 1024
 
 
 class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -105,7 +107,7 @@ class Promoter:
         self.cfg = cfg
         self.clock = clock
         self._redactor = redactor
-        self.state = os.path.join(paths.state_dir(), "promote")
+        self.state = validate.promote_state_dir()
         self._thread_lock = threading.Lock()
         self._uses_lock = threading.Lock()
 
@@ -139,8 +141,7 @@ class Promoter:
                              for m in problems])
         root, anchor = self._layer_root(p.layer, project_root)
         if root is None:
-            return _reject(_shape_finding("no_project_root",
-                                          "project layer without a project root"))
+            return _reject(_no_project_root(project_root))
         if isinstance(window, bytes):
             window = window.decode("utf-8", "replace")
         with self._locked():
@@ -163,7 +164,8 @@ class Promoter:
 
     def _shape(self, p: Proposal, root: str, anchor: str | None) -> tuple[Plan, list[Finding]]:
         """The skill as it will be after the action, built from the live tree (read only)."""
-        plan = Plan(action=p.action, layer=p.layer, name=p.skill, root=root, anchor=anchor)
+        plan = Plan(action=p.action, layer=p.layer, name=p.skill, root=root, anchor=anchor,
+                    state=self.state)
         if not validate.name_is_contained(p.skill):
             return plan, []  # contained() reports it; nothing may be read through this name
         plan.exists = os.path.lexists(plan.skill_dir)
@@ -171,7 +173,7 @@ class Promoter:
         live_md = read_nofollow(plan.skill_dir, SKILL_MD) if plan.exists else None
         out: list[Finding] = []
         if p.action == "create":
-            if plan.exists and validate.is_owned(plan.skill_dir):
+            if plan.exists and self._owned(plan.skill_dir):
                 out.append(_shape_finding("exists", f"{p.skill} exists: update or patch it"))
             fields = {"name": p.skill, "description": p.description}
             plan.skill_md = skillfile.render(fields, p.body)
@@ -216,7 +218,7 @@ class Promoter:
                 return found
             layer, root, anchor = found
             target = os.path.join(root, name)
-            if not validate.is_owned(target):
+            if not self._owned(target):
                 return _reject(Finding(family="owned", code="not_owned",
                                        message=f"{name} was not created by autoharness"))
             versions = [e for e in self._history(target) if e.get("files")]
@@ -230,7 +232,7 @@ class Promoter:
             files = {rel: self._get_blob(sha).decode() for rel, sha in chosen["files"].items()}
             live = validate.scan_tree(target)[0]
             plan = Plan(action="revert", layer=layer, name=name, root=root, anchor=anchor,
-                        exists=True, skill_md=files.pop(SKILL_MD), live=live,
+                        state=self.state, exists=True, skill_md=files.pop(SKILL_MD), live=live,
                         writes={rel: text for rel, text in files.items()
                                 if read_nofollow(target, rel) != text.encode()},
                         removes=sorted(r for r in live if r != SKILL_MD and r not in files))
@@ -259,11 +261,21 @@ class Promoter:
                          if not rel.startswith(PROVENANCE_DIR + "/")}
             except UnicodeDecodeError:
                 return _reject(_shape_finding("binary", "archived skill holds a non-text file"))
-            target = meta["target"]
-            plan = Plan(action="restore", layer=meta["layer"], name=name,
-                        root=os.path.dirname(target), anchor=meta["anchor"],
-                        exists=os.path.lexists(target), skill_md=texts.pop(SKILL_MD, ""),
-                        writes=texts)
+            # Where the layer resolves *now*, checked like a create: the archive's recorded
+            # target is only a claim, and the path to it may have been re-pointed since
+            # (a `.claude` swapped for a symlink, a project deleted, a config dir moved).
+            root, anchor = self._layer_root(meta["layer"], meta["anchor"])
+            if root is None:
+                return _reject(_no_project_root(meta["anchor"]))
+            target = os.path.join(root, name)
+            if target != meta["target"]:
+                return _reject(Finding(
+                    family="contained", code="symlink",
+                    message=f"the {meta['layer']} skills dir no longer resolves to where "
+                            f"{name} was archived from"))
+            plan = Plan(action="restore", layer=meta["layer"], name=name, root=root,
+                        anchor=anchor, state=self.state, exists=os.path.lexists(target),
+                        skill_md=texts.pop(SKILL_MD, ""), writes=texts)
             findings = []
             if plan.exists:
                 findings.append(_shape_finding("exists", f"{target} exists: move it first"))
@@ -271,10 +283,8 @@ class Promoter:
                                        redactor=self.redactor)
             if findings:
                 return _reject(*findings)
-            try:
-                prov = json.loads(files.get(PROVENANCE) or b"{}")
-            except ValueError:
-                prov = {}  # the restore entry starts a fresh record rather than fail
+            # Not of our shape: the restore entry starts a fresh record rather than fail.
+            prov = validate.parse_provenance(files.get(PROVENANCE) or b"") or {}
             evidence = {rel: data for rel, data in files.items()
                         if rel.startswith(EVIDENCE_DIR + "/")}
             origin = {"source": "operator", "reason": f"restore archive {meta['landing']}"}
@@ -293,9 +303,11 @@ class Promoter:
         out = []
         uses = self._uses()
         for layer, root, _ in self._roots(project_root):
-            if not os.path.isdir(root):
+            try:
+                names = sorted(os.listdir(root))
+            except OSError:  # missing, not a directory, unreadable
                 continue
-            for name in sorted(os.listdir(root)):
+            for name in names:
                 d = os.path.join(root, name)
                 if os.path.isfile(os.path.join(d, SKILL_MD)):
                     out.append(self._info(layer, d, uses))
@@ -315,8 +327,8 @@ class Promoter:
             return None
         layer, root, _ = found
         d = os.path.join(root, name)
-        prov = validate.read_provenance(d) if validate.is_owned(d) else None
-        data = read_nofollow(d, SKILL_MD) or b""
+        prov = validate.read_provenance(d) if self._owned(d) else None
+        data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
         return SkillView(info=self._info(layer, d, self._uses()),
                          skill_md=data.decode("utf-8", "replace"),
                          files=sorted(validate.scan_tree(d)[0]),
@@ -344,7 +356,7 @@ class Promoter:
             return None
         with self._uses_lock:
             uses = self._uses()
-            uses[d] = uses.get(d, 0) + 1
+            uses[d] = uses.get(d, 0) + 1  # _uses() holds ints only
             os.makedirs(self.state, mode=0o700, exist_ok=True)
             _write_path(self._p("uses.json"), json.dumps(uses).encode())
         return d
@@ -384,7 +396,8 @@ class Promoter:
             return Recovered(landing=rec["id"], intent_id=rec["history"].get("intent"),
                              target=rec["target"], result=r)
 
-        if rec["op"] == "write" and not self._looks_like_ours(rec):
+        looks_ours = self._looks_like_ours if rec["op"] == "write" else self._archive_is_ours
+        if not looks_ours(rec):
             self._drop(rec)
             return result("abandoned")
         try:
@@ -403,13 +416,36 @@ class Promoter:
         # Every file we were changing is still either its old or its new self, and no
         # symlink was planted meanwhile; otherwise someone else has touched it since.
         target = rec["target"]
-        if os.path.islink(target) or validate.scan_tree(target)[1]:
+        if not _root_intact(rec) or os.path.islink(target) or validate.scan_tree(target)[1]:
             return False
         for rel, new, prev in rec["writes"]:
             data = read_nofollow(target, rel)
             if (None if data is None else _sha(data)) not in (new, prev):
                 return False
         return True
+
+    def _archive_is_ours(self, rec: dict) -> bool:
+        """Whether an interrupted archive may still remove what sits at its target.
+
+        Before the archive copy exists, the skill must be the owned one the archive was
+        planned on (same SKILL.md); once it exists, every file left at the target must be in
+        the copy, so removing them loses nothing. Anything else is someone else's now."""
+        target, dest = rec["target"], rec["archive_to"]
+        if not os.path.lexists(target):
+            return os.path.isdir(dest)  # only the history entry is missing
+        if (not _root_intact(rec) or os.path.islink(target) or not os.path.isdir(target)
+                or validate.scan_tree(target)[1]):
+            return False
+        if os.path.isdir(dest):
+            copy = os.path.join(dest, "skill")
+            return all(read_nofollow(target, rel) == read_nofollow(copy, rel)
+                       for rel in _all_files(target))
+        md = read_nofollow(target, SKILL_MD)
+        return (md is not None and _sha(md) == rec["history"]["previous"]
+                and self._owned(target))
+
+    def _owned(self, skill_dir: str) -> bool:
+        return validate.is_owned(skill_dir, self.state)
 
     # -- landing ---------------------------------------------------------------------------
 
@@ -465,8 +501,9 @@ class Promoter:
                  "files": manifest}
         if to is not None:
             entry["to"] = to
-        return {"id": landing, "op": "write", "target": target, "created_dir": not plan.exists,
-                "writes": writes, "removes": removes, "history": entry}
+        return {"id": landing, "op": "write", "target": target, "anchor": plan.anchor,
+                "created_dir": not plan.exists, "writes": writes, "removes": removes,
+                "history": entry}
 
     def _archive_record(self, plan: Plan, origin: dict) -> dict:
         target = plan.skill_dir
@@ -483,8 +520,8 @@ class Promoter:
                  "previous": _sha_or_none(prev_md), "files": {}, "archive": dest}
         meta = {"name": plan.name, "layer": plan.layer, "target": target, "anchor": plan.anchor,
                 "archived_at": now, "landing": landing, "version": version}
-        return {"id": landing, "op": "archive", "target": target, "archive_to": dest,
-                "meta": meta, "history": entry}
+        return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
+                "archive_to": dest, "meta": meta, "history": entry}
 
     def _run(self, rec: dict) -> Outcome:
         """Journal the record, then apply it; an I/O failure is rolled back and reported."""
@@ -512,6 +549,9 @@ class Promoter:
 
     def _apply_writes(self, rec: dict) -> None:
         root, name = os.path.split(rec["target"])
+        if not _root_intact(rec):
+            # Never recreate a deleted project, nor write through a re-pointed path.
+            raise OSError(f"{root} is gone or no longer resolves to itself")
         os.makedirs(root, exist_ok=True)
         for rel, _prev in rec["removes"]:
             _unlink_at(root, [name, *rel.split("/")])
@@ -552,6 +592,8 @@ class Promoter:
                           ignore_errors=True)
             shutil.rmtree(dest, ignore_errors=True)
             return
+        if not _root_intact(rec):
+            return  # the path now leads elsewhere: touch nothing through it
         if rec["created_dir"]:
             if os.path.isdir(target) and not os.path.islink(target):
                 shutil.rmtree(target)
@@ -611,14 +653,10 @@ class Promoter:
         return data
 
     def _history_path(self, target: str) -> str:
-        return self._p("history", _sha(target.encode())[:32] + ".json")
+        return validate.history_path(self.state, target)
 
     def _history(self, target: str) -> list[dict]:
-        try:
-            with open(self._history_path(target), "rb") as f:
-                return json.load(f)["entries"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return []
+        return validate.read_history(self.state, target)
 
     def _append_history(self, entry: dict) -> None:
         path = self._history_path(entry["target"])
@@ -643,23 +681,36 @@ class Promoter:
     def _archives(self) -> list[dict]:
         out = []
         base = self._p("archive")
-        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-            for entry in sorted(os.listdir(os.path.join(base, name))):
+        try:
+            names = sorted(os.listdir(base))
+        except OSError:
+            return out
+        for name in names:
+            try:
+                entries = sorted(os.listdir(os.path.join(base, name)))
+            except OSError:
+                continue
+            for entry in entries:
                 if entry.startswith(TMP_PREFIX):
                     continue
                 try:
                     with open(os.path.join(base, name, entry, "meta.json"), "rb") as f:
-                        out.append(json.load(f))
-                except (OSError, ValueError):
+                        meta = json.load(f)
+                except (OSError, ValueError, RecursionError):
                     continue
+                if _meta_ok(meta):
+                    out.append(meta)
         return out
 
     def _uses(self) -> dict[str, int]:
         try:
             with open(self._p("uses.json"), "rb") as f:
-                return json.load(f)
-        except (OSError, ValueError):
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError):
             return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if type(v) is int}
 
     def _sweep_state(self) -> None:
         for sub in ("", "pending", "blobs", "history"):
@@ -676,10 +727,11 @@ class Promoter:
     # -- layers ----------------------------------------------------------------------------
 
     def _layer_root(self, layer: str, project_root: str | None) -> tuple[str | None, str | None]:
-        """(resolved skills dir, anchor it must stay inside) for a layer."""
+        """(resolved skills dir, anchor it must stay inside) for a layer; (None, None) for the
+        project layer without a project root that is an existing directory."""
         if layer == "user":
             return os.path.realpath(paths.user_skills_dir()), None
-        if not project_root:
+        if not project_root or not os.path.isdir(project_root):
             return None, None
         return os.path.realpath(paths.project_skills_dir(project_root)), project_root
 
@@ -705,7 +757,7 @@ class Promoter:
         return hits[0]
 
     def _info(self, layer: str, d: str, uses: dict[str, int]) -> SkillInfo:
-        prov = validate.read_provenance(d) if validate.is_owned(d) else None
+        prov = validate.read_provenance(d) if self._owned(d) else None
         landings = (prov or {}).get("landings") or []
         try:
             mtime = os.stat(os.path.join(d, SKILL_MD)).st_mtime
@@ -728,6 +780,34 @@ def _landing_id(now: float) -> str:
 
 def _same_dir(a: str | None, b: str | None) -> bool:
     return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)
+
+
+def _no_project_root(project_root: str | None) -> Finding:
+    if not project_root:
+        return _shape_finding("no_project_root", "project layer without a project root")
+    return _shape_finding("no_project_root",
+                          f"the project root {project_root} is not an existing directory")
+
+
+def _root_intact(rec: dict) -> bool:
+    """The landing's layer root is where it was planned: its project (if any) still exists,
+    and the skills dir (resolved when planned) still resolves to itself — no component on
+    the way was deleted, or swapped for a symlink, since."""
+    anchor = rec.get("anchor")
+    if anchor is not None and not os.path.isdir(anchor):
+        return False
+    root = os.path.dirname(rec["target"])
+    return os.path.realpath(root) == root
+
+
+def _meta_ok(meta) -> bool:
+    return (isinstance(meta, dict)
+            and all(isinstance(meta.get(k), str) for k in ("name", "layer", "target", "landing",
+                                                           "path"))
+            and meta["layer"] in LAYERS
+            and (meta.get("anchor") is None or isinstance(meta.get("anchor"), str))
+            and (meta.get("version") is None or type(meta.get("version")) is int)
+            and type(meta.get("archived_at")) in (int, float))
 
 
 def _occurrences(text: str, sub: str) -> int:

@@ -5,6 +5,7 @@ every finding is returned, so an operator sees all that is wrong at once. Checks
 filesystem but never write it; nothing here follows a symlink below the layer root.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -14,11 +15,14 @@ from dataclasses import dataclass, field
 from autoharness.daemon.promote import guard, skillfile
 from autoharness.daemon.promote.evidence import evidence_in_window
 from autoharness.daemon.proposals import Finding, Proposal
+from autoharness.protocol import paths
 
 SKILL_MD = "SKILL.md"
 # autoharness's own files inside a skill: provenance record and evidence quotes.
 PROVENANCE_DIR = ".autoharness"
 PROVENANCE_FILE = "provenance.json"
+# Far above what years of landings write; a bigger file is not one of ours.
+MAX_PROVENANCE_BYTES = 4 * 1024 * 1024
 SUPPORT_DIRS = ("references", "scripts", "templates", "assets")
 # Temp files of atomic writes; recover() sweeps whatever a crash left with this prefix.
 TMP_PREFIX = ".ah-tmp-"
@@ -56,6 +60,7 @@ class Plan:
     writes: dict[str, str] = field(default_factory=dict)  # supporting file → new text
     removes: list[str] = field(default_factory=list)
     live: dict[str, int] = field(default_factory=dict)  # files there now → size
+    state: str | None = None  # the promoter's state dir (landing records); None: the default
 
     @property
     def skill_dir(self) -> str:
@@ -264,7 +269,7 @@ def scan_tree(skill_dir: str) -> tuple[dict[str, int], list[str]]:
 def owned(plan: Plan, texts: dict[str, str], home: str) -> list[Finding]:
     """autoharness changes only what it created; user-layer skills carry no home paths."""
     out = []
-    if plan.exists and not is_owned(plan.skill_dir):
+    if plan.exists and not is_owned(plan.skill_dir, plan.state):
         out.append(Finding(family="owned", code="not_owned",
                            message=f"{plan.name} exists and was not created by autoharness"))
     if plan.layer == "user":
@@ -277,21 +282,94 @@ def owned(plan: Plan, texts: dict[str, str], home: str) -> list[Finding]:
 
 
 def read_provenance(skill_dir: str) -> dict | None:
-    """The skill's provenance record, or None when absent or unreadable."""
-    data = read_nofollow(skill_dir, f"{PROVENANCE_DIR}/{PROVENANCE_FILE}")
-    if data is None:
-        return None
+    """The skill's provenance record, or None when absent, unreadable or not of our shape.
+
+    The file sits in the skill tree, where a repository or a user can put anything: it is
+    read without following symlinks, bounded in size, and never raises.
+    """
+    data = read_nofollow(skill_dir, f"{PROVENANCE_DIR}/{PROVENANCE_FILE}",
+                         limit=MAX_PROVENANCE_BYTES)
+    return None if data is None else parse_provenance(data)
+
+
+def parse_provenance(data: bytes) -> dict | None:
+    """A provenance record from its bytes, or None unless it has exactly our shape:
+    {"target": str, "landings": [landing, ...]} with at least one well-typed landing."""
     try:
         rec = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # garbage, bad UTF-8, huge ints, deep nesting
         return None
-    return rec if isinstance(rec, dict) else None
+    if not isinstance(rec, dict) or not isinstance(rec.get("target"), str):
+        return None
+    landings = rec.get("landings")
+    if not isinstance(landings, list) or not landings:
+        return None
+    return rec if all(_landing_ok(x) for x in landings) else None
 
 
-def is_owned(skill_dir: str) -> bool:
-    """Created by autoharness *at this path*: a copied or moved skill dir is not adopted."""
+def _landing_ok(x) -> bool:
+    return (isinstance(x, dict) and isinstance(x.get("landing"), str)
+            and isinstance(x.get("action"), str) and _is_int(x.get("version"))
+            and isinstance(x.get("at"), (int, float)) and not isinstance(x.get("at"), bool)
+            and all(x.get(k) is None or isinstance(x.get(k), str)
+                    for k in ("skill_md", "previous", "evidence")))
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def promote_state_dir() -> str:
+    """Where the promoter keeps its landing records (DESIGN.md §3, §11)."""
+    return os.path.join(paths.state_dir(), "promote")
+
+
+def history_path(state: str, target: str) -> str:
+    """The file holding every landing recorded for the skill directory `target`."""
+    return os.path.join(state, "history",
+                        # fsencode: a directory name need not be UTF-8 (same bytes otherwise)
+                        hashlib.sha256(os.fsencode(target)).hexdigest()[:32] + ".json")
+
+
+def read_history(state: str, target: str) -> list[dict]:
+    """The landings autoharness recorded for `target` (oldest first); [] when there are none
+    or the file is not of our shape."""
+    try:
+        with open(history_path(state, target), "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not isinstance(data, dict) or data.get("target") != target:
+        return []
+    entries = data.get("entries")
+    if not isinstance(entries, list) or not all(_entry_ok(e) for e in entries):
+        return []
+    return entries
+
+
+def _entry_ok(e) -> bool:
+    return (isinstance(e, dict) and isinstance(e.get("landing"), str)
+            and isinstance(e.get("action"), str) and _is_int(e.get("version"))
+            and isinstance(e.get("files"), dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in e["files"].items()))
+
+
+def is_owned(skill_dir: str, state: str | None = None) -> bool:
+    """Landed by autoharness *at this path*, by autoharness's own records (DESIGN.md §11).
+
+    The provenance file alone proves nothing — a repository can ship one — so it must name
+    this path *and* share a landing (id and SKILL.md hash) with the landing records in the
+    state dir. A copied or moved skill dir is not adopted, and nothing sitting where
+    autoharness last archived a skill is ours until a restore records it again.
+    """
     rec = read_provenance(skill_dir)
-    return rec is not None and rec.get("target") == skill_dir
+    if rec is None or rec["target"] != skill_dir:
+        return False
+    entries = read_history(state or promote_state_dir(), skill_dir)
+    if not entries or entries[-1]["action"] == "archive":
+        return False
+    claimed = {(x["landing"], x["skill_md"]) for x in rec["landings"] if x["skill_md"]}
+    return any((e["landing"], e["files"].get(SKILL_MD)) in claimed for e in entries)
 
 
 # -- reading without following symlinks ----------------------------------------------------
@@ -320,8 +398,9 @@ def open_dir(base: str, parts: list[str], *, create: bool = False) -> int:
     return fd
 
 
-def read_nofollow(base: str, rel: str) -> bytes | None:
-    """The bytes of base/rel, or None when missing, not a regular file, or behind a symlink."""
+def read_nofollow(base: str, rel: str, *, limit: int | None = None) -> bytes | None:
+    """The bytes of base/rel, or None when missing, not a regular file, behind a symlink,
+    or (given `limit`) larger than `limit` bytes."""
     parts = rel.split("/")
     try:
         dfd = open_dir(base, parts[:-1])
@@ -334,8 +413,16 @@ def read_nofollow(base: str, rel: str) -> bytes | None:
         return None
     finally:
         os.close(dfd)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    # O_NONBLOCK above and this check: a planted FIFO, device or directory must not hang,
+    # feed or fail us (a directory opens fine but cannot be read as a file).
+    if not stat.S_ISREG(st.st_mode) or (limit is not None and st.st_size > limit):
+        os.close(fd)
+        return None
     with os.fdopen(fd, "rb") as f:
-        # O_NONBLOCK above and this check: a planted FIFO or device must not hang or feed us.
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return f.read()
+        data = f.read() if limit is None else f.read(limit + 1)
+    return None if limit is not None and len(data) > limit else data

@@ -116,10 +116,14 @@ class ReflectorPool:
 
     async def _guarded(self, job: Job) -> None:
         try:
-            await self.run_job(job)
-        except Exception as e:  # a bug in one job must not stop the pool
-            log.exception("job crashed", job=job.id)
-            await self._retry_or_fail(job, f"internal error: {type(e).__name__}", transient=True)
+            try:
+                await self.run_job(job)
+            except Exception as e:  # a bug in one job must not stop the pool
+                log.exception("job crashed", job=job.id)
+                await self._retry_or_fail(job, f"internal error: {type(e).__name__}",
+                                          transient=True)
+        except Exception:
+            log.exception("job bookkeeping failed", job=job.id)
         finally:
             self.running.pop(job.id, None)
             self.d.jobs_changed.set()
@@ -146,6 +150,10 @@ class ReflectorPool:
         if packet is not None:
             d.capture_stats.add(packet)
             d.dirty = True
+            # the window is fixed now: a crash after intake still knows where it ended
+            job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
+            job.wm_inode, job.wm_size = packet.inode, packet.size
+            await d.record_jobs([job])
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
@@ -244,8 +252,10 @@ class ReflectorPool:
         s = d.state.sessions.get(job.session_id)
         if packet is not None:
             job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
-            if s is not None and not (job.kind == "learn" and packet.watermark_from < s.watermark):
-                s.watermark, s.wm_inode, s.wm_size = packet.watermark_to, packet.inode, packet.size
+            job.wm_inode, job.wm_size = packet.inode, packet.size
+        if s is not None and job.window_end is not None and not (
+                job.kind == "learn" and job.window_start < s.watermark):
+            s.watermark, s.wm_inode, s.wm_size = job.window_end, job.wm_inode, job.wm_size
         d.state.jobs_done += 1
         await d.record_jobs([job], session=s)
         d.wake_promoter()
