@@ -143,9 +143,21 @@ def release_spawn_lock() -> None:
             pass
 
 
+def tighten_state_files(state_dir: str) -> None:
+    """State files are 0600: one loosened by hand (or an old umask) is fixed, and said so."""
+    for name in os.listdir(state_dir):
+        path = os.path.join(state_dir, name)
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and st.st_uid == os.getuid():
+            os.chmod(path, 0o600)
+            log.warning("state file was open to others; now 0600", file=path,
+                        mode=f"{st.st_mode & 0o777:o}")
+
+
 def prepare_dirs(sock_path: str) -> None:
     try:
         store.ensure_private_dir(paths.state_dir())
+        tighten_state_files(paths.state_dir())
         sock_dir = os.path.dirname(sock_path)
         if os.environ.get("AUTOHARNESS_SOCKET"):
             store.check_private_dir(sock_dir)  # an explicit socket's directory must already be safe

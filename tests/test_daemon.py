@@ -542,3 +542,17 @@ def test_hook_import_boundary(home):
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names == {"os", "sys"}
+
+
+def test_loosened_state_files_are_tightened_at_start(home):
+    """A state file someone made world-readable is set back to 0600 when the daemon starts."""
+    state = home["home"] / "state"
+    state.mkdir(mode=0o700)
+    journal = state / "journal.jsonl"
+    journal.write_bytes(b"")
+    os.chmod(journal, 0o644)
+    d = Daemon(home["home"])
+    try:
+        assert journal.stat().st_mode & 0o777 == 0o600
+    finally:
+        d.stop()

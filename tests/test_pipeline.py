@@ -4,12 +4,13 @@ intents → promoter → skills; plus /learn, review mode, usage, SessionStart c
 import json
 import os
 import shutil
+import time
 
 import pytest
 
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, error_reply, tool_reply
-from harness import Daemon, ctl, hook, wait_for
+from harness import Daemon, ctl, frame, hook, send_raw, wait_for
 from autoharness.daemon.promote import skillfile
 from autoharness.protocol.paths import project_slug
 
@@ -199,7 +200,10 @@ def test_hooks_stay_fast_while_a_reflection_is_in_flight(make_env, fake):
     e = make_env()
     e.work()
     wait_for(lambda: fake.messages_requests, timeout=30, what="model call")
-    hook(e.ev("PreToolUse", tool_name="Read", tool_input={"file_path": "/x"}))
+    ev = json.dumps(e.ev("PreToolUse", tool_name="Read", tool_input={"file_path": "/x"}))
+    body = b'{"type":"hook","v":1,"payload":%b}' % ev.encode()
+    reply = send_raw(e.daemon.sock, frame(body), timeout=10)
+    assert b'"hook_reply"' in reply  # answered while the model call is still out
     st = e.status()
     assert st["jobs"]["running"] == 1
     assert st["sessions"][0]["activity"] == 1
@@ -396,3 +400,19 @@ def test_capture_prints_the_redacted_packet(make_env):
     e.daemon.stop()
     r = ctl("capture", "--transcript", str(e.transcript))
     assert r.returncode == 0 and GH_TOKEN not in r.stdout and "--- window ---" in r.stdout
+
+
+def test_job_waits_for_the_transcript_to_settle(make_env, fake):
+    """Claude Code writes the last assistant record after Stop: a record appended just after
+    the Stop is still inside that job's window (the job waits for the file to settle)."""
+    late = "The fix was to clear the stale pid file before starting the server."
+    fake.push(tool_reply({"proposals": [proposal(skill="stale-pid-file", evidence=late)]}))
+    e = make_env()
+    e.work()
+    time.sleep(0.2)
+    with open(e.transcript, "a") as f:
+        f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": late}]}}) + "\n")
+    wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="job")
+    assert late in fake.messages_requests[0].body.decode()
+    assert e.status()["intents"]["landed"] == 1

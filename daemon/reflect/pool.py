@@ -28,6 +28,9 @@ from autoharness.daemon.sessions import Job
 log = structlog.get_logger("autoharness")
 
 MAX_BACKOFF_S = 3600.0
+SETTLE_S = 0.5
+SETTLE_POLL_S = 0.1
+SETTLE_MAX_S = 5.0
 IDLE_POLL_S = 30.0
 
 
@@ -139,6 +142,8 @@ class ReflectorPool:
         if done_before:  # intake happened before a crash: don't ask the model twice
             await self._finish(job, [i.id for i in done_before], None, {})
             return
+        if job.transcript_path:
+            await self.wait_settled(job.transcript_path)
         try:
             packet = await anyio.to_thread.run_sync(self.cut, job)
         except FileNotFoundError:
@@ -194,6 +199,22 @@ class ReflectorPool:
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), duplicates=dups, tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, result.usage)
+
+    async def wait_settled(self, path: str) -> None:
+        """Claude Code writes the transcript after Stop: give the last records a moment to land
+        (no growth for SETTLE_S, at most SETTLE_MAX_S) so the window does not end short."""
+        last, quiet, waited = -1, 0.0, 0.0
+        while waited < SETTLE_MAX_S:
+            try:
+                size = (await anyio.to_thread.run_sync(os.stat, path)).st_size
+            except OSError:
+                return
+            quiet = quiet + SETTLE_POLL_S if size == last else 0.0
+            if quiet >= SETTLE_S:
+                return
+            last = size
+            await anyio.sleep(SETTLE_POLL_S)
+            waited += SETTLE_POLL_S
 
     def cut(self, job: Job) -> Packet | None:
         """The job's packet, from where the session's previous job stopped (blocking I/O)."""
