@@ -6,6 +6,7 @@ worktree's `.git` file points into the main repository's `.git/worktrees/<name>`
 """
 
 import os
+import time
 import tomllib
 
 SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
@@ -51,12 +52,16 @@ def _main_worktree(d: str, dotgit: str) -> str | None:
 class ProjectSwitches:
     """`<project>/.claude/autoharness.toml` with `enabled = false` turns counting off there.
 
-    Read per event, so cached by (mtime, size): a stat per event, a parse only on change.
+    Asked on every event, so a file is looked at (stat) at most every `recheck_s` and parsed
+    only when its (mtime, size) changed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, recheck_s: float = 2.0, clock=time.monotonic) -> None:
         self._cache: dict[str, tuple[tuple[float, int] | None, dict]] = {}
+        self._checked: dict[str, float] = {}
         self._roots: dict[str, str] = {}
+        self.recheck_s = recheck_s
+        self.clock = clock
 
     def root(self, cwd: str) -> str:
         r = self._roots.get(cwd)
@@ -67,6 +72,11 @@ class ProjectSwitches:
         return r
 
     def settings(self, root: str) -> dict:
+        now = self.clock()
+        cached = self._cache.get(root)
+        if cached is not None and now - self._checked.get(root, -1e18) < self.recheck_s:
+            return cached[1]
+        self._checked[root] = now
         path = os.path.join(root, SWITCH_FILE)
         try:
             st = os.stat(path)

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from harness import Daemon, ctl, hook, pre_tool
+from harness import Daemon, ctl, hook, pre_tool, wait_for
 from autoharness.daemon.projects import ProjectSwitches, project_root
 
 
@@ -39,8 +39,11 @@ def test_project_switch_counts_nothing(daemon, short_tmp):
     assert activity(daemon, "p-off") is None
     assert activity(daemon, "p-on") == 1
     (off / ".claude" / "autoharness.toml").write_text("enabled = true\n")
-    hook(pre_tool("p-off", cwd=str(off)))
-    assert activity(daemon, "p-off") == 1
+
+    def counted_again():  # the switch file is re-read within a couple of seconds
+        hook(pre_tool("p-off", cwd=str(off)))
+        return activity(daemon, "p-off")
+    wait_for(counted_again, what="re-enabled project counting")
 
 
 def test_pause_and_resume(daemon):
@@ -76,3 +79,17 @@ def test_switch_file_garbage_means_enabled(short_tmp):
     (short_tmp / ".claude").mkdir()
     (short_tmp / ".claude" / "autoharness.toml").write_bytes(b"\xff not toml")
     assert ProjectSwitches().enabled(str(short_tmp))
+
+
+def test_switch_file_is_rechecked_on_a_clock(short_tmp):
+    """The switch file is stat'ed at most every recheck_s (injected clock), then re-read."""
+    now = [0.0]
+    sw = ProjectSwitches(recheck_s=2.0, clock=lambda: now[0])
+    (short_tmp / ".claude").mkdir()
+    f = short_tmp / ".claude" / "autoharness.toml"
+    assert sw.enabled(str(short_tmp))
+    f.write_text("enabled = false\n")
+    now[0] = 1.0
+    assert sw.enabled(str(short_tmp))  # not looked at again yet
+    now[0] = 2.5
+    assert not sw.enabled(str(short_tmp))
