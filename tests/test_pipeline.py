@@ -4,6 +4,7 @@ intents → promoter → skills; plus /learn, review mode, usage, SessionStart c
 import json
 import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -403,16 +404,28 @@ def test_capture_prints_the_redacted_packet(make_env):
 
 
 def test_job_waits_for_the_transcript_to_settle(make_env, fake):
-    """Claude Code writes the last assistant record after Stop: a record appended just after
-    the Stop is still inside that job's window (the job waits for the file to settle)."""
+    """Claude Code is still writing the transcript when Stop arrives: the job waits until the
+    file has been quiet for a moment, so the records written after the Stop are in its window."""
     late = "The fix was to clear the stale pid file before starting the server."
     fake.push(tool_reply({"proposals": [proposal(skill="stale-pid-file", evidence=late)]}))
     e = make_env()
-    e.work()
-    time.sleep(0.2)
-    with open(e.transcript, "a") as f:
-        f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": late}]}}) + "\n")
+
+    def append(text):
+        with open(e.transcript, "a") as f:
+            f.write(json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
+                {"type": "text", "text": text}]}}) + "\n")
+
+    def writer():  # records keep coming in for a while after the Stop, then the last one
+        for i in range(6):
+            append(f"still writing {i}")
+            time.sleep(0.2)
+        append(late)
+
+    e.work(stop=False)
+    t = threading.Thread(target=writer)
+    t.start()
+    hook(e.ev("Stop"))
+    t.join()
     wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="job")
     assert late in fake.messages_requests[0].body.decode()
     assert e.status()["intents"]["landed"] == 1

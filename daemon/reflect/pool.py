@@ -28,7 +28,7 @@ from autoharness.daemon.sessions import Job
 log = structlog.get_logger("autoharness")
 
 MAX_BACKOFF_S = 3600.0
-SETTLE_S = 0.5
+SETTLE_S = 1.0
 SETTLE_POLL_S = 0.1
 SETTLE_MAX_S = 5.0
 IDLE_POLL_S = 30.0
@@ -202,19 +202,20 @@ class ReflectorPool:
 
     async def wait_settled(self, path: str) -> None:
         """Claude Code writes the transcript after Stop: give the last records a moment to land
-        (no growth for SETTLE_S, at most SETTLE_MAX_S) so the window does not end short."""
-        last, quiet, waited = -1, 0.0, 0.0
+        (unmodified for SETTLE_S, waiting at most SETTLE_MAX_S) so the window does not end
+        short. A file already quiet costs one stat."""
+        waited = 0.0
         while waited < SETTLE_MAX_S:
             try:
-                size = (await anyio.to_thread.run_sync(os.stat, path)).st_size
+                st = await anyio.to_thread.run_sync(os.stat, path)
             except OSError:
                 return
-            quiet = quiet + SETTLE_POLL_S if size == last else 0.0
-            if quiet >= SETTLE_S:
+            quiet_for = time.time() - st.st_mtime  # file times are wall-clock times
+            if quiet_for >= SETTLE_S:
                 return
-            last = size
-            await anyio.sleep(SETTLE_POLL_S)
-            waited += SETTLE_POLL_S
+            step = min(SETTLE_POLL_S, SETTLE_S - quiet_for)
+            await anyio.sleep(step)
+            waited += step
 
     def cut(self, job: Job) -> Packet | None:
         """The job's packet, from where the session's previous job stopped (blocking I/O)."""
