@@ -56,3 +56,13 @@ def pct(xs: list[float], q: float) -> float:
 def summary(xs: list[float]) -> str:
     return (f"median {statistics.median(xs) * 1e3:.2f} ms, p95 {pct(xs, 0.95) * 1e3:.2f} ms, "
             f"spread (p5–p95) {pct(xs, 0.05) * 1e3:.2f}–{pct(xs, 0.95) * 1e3:.2f} ms, n={len(xs)}")
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        c = s.recv(n - len(buf))
+        if not c:
+            raise ConnectionError("closed")
+        buf += c
+    return buf

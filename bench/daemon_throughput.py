@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from _common import BIN, pct, start_daemon, stop, temp_home
+from _common import BIN, pct, recv_exact, start_daemon, stop, temp_home
 
 EVENT = json.dumps({"session_id": "bench-{i}", "hook_event_name": "PreToolUse",
                     "cwd": "/tmp/proj", "tool_name": "Bash", "tool_input": {"command": "ls"}})
@@ -22,16 +22,6 @@ EVENT = json.dumps({"session_id": "bench-{i}", "hook_event_name": "PreToolUse",
 def envelope(i: int) -> bytes:
     body = b'{"type":"hook","v":1,"ts":0,"payload":%b}' % EVENT.replace("{i}", str(i % 64)).encode()
     return len(body).to_bytes(4, "big") + body
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        c = s.recv(n - len(buf))
-        if not c:
-            raise ConnectionError("closed")
-        buf += c
-    return buf
 
 
 def client(path: str, seconds: float, worker: int, out: mp.Queue) -> None:

@@ -29,7 +29,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from _common import pct, start_daemon, stop, summary, temp_home
+from _common import pct, recv_exact, start_daemon, stop, summary, temp_home
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -50,16 +50,6 @@ def frame(obj: dict) -> bytes:
 
 def hook_frame(event: dict) -> bytes:
     return frame({"type": "hook", "v": 1, "ts": 0, "payload": event})
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        c = s.recv(n - len(buf))
-        if not c:
-            raise ConnectionError("closed")
-        buf += c
-    return buf
 
 
 def rpc(path: str, msg: bytes, timeout: float = 30.0) -> bytes:

@@ -128,7 +128,7 @@ def test_crash_at_every_step_then_recover(env, action):
     assert n > 5  # the walk really crossed the landing's steps
 
 
-def _crash_on_skill_md_replace(env, it):
+def _crash_on_skill_md_replace(env, it, project=None):
     """Promote `it` in a process that dies exactly when SKILL.md is about to be replaced."""
     real = os.replace
 
@@ -140,7 +140,7 @@ def _crash_on_skill_md_replace(env, it):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(os, "replace", replace)
         with pytest.raises(Crash):
-            Promoter(PromoterConfig()).promote(it, WINDOW, str(env["proj"]))
+            Promoter(PromoterConfig()).promote(it, WINDOW, str(project or env["proj"]))
 
 
 def test_recover_completes_an_interrupted_landing_and_reports_it(env):

@@ -14,12 +14,9 @@ from autoharness.daemon.promote import validate
 from autoharness.daemon.promote.land import Promoter
 from autoharness.daemon.promote.validate import SKILL_MD
 from autoharness.protocol.config import PromoterConfig
+from test_promote_crash import Crash, _crash_on_skill_md_replace
 from test_promote_validate import (WINDOW, assert_rejected_without_writes, env,  # noqa: F401
                                    hand_written, intent, land, tree_digest)
-
-
-class Crash(BaseException):
-    """Stands in for the process dying: no `except OSError` catches it."""
 
 
 def _sha(data: bytes) -> str:
@@ -107,17 +104,7 @@ def test_recovery_does_not_recreate_a_project_deleted_after_a_crash(env):
     completed: recover() leaves no `<gone>/.claude/skills/...` behind and nothing pending."""
     proj2 = env["proj"].parent / "proj2"
     proj2.mkdir()
-    real = os.replace
-
-    def replace(src, dst, **kw):
-        if dst == SKILL_MD:
-            raise Crash
-        return real(src, dst, **kw)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "replace", replace)
-        with pytest.raises(Crash):
-            Promoter(PromoterConfig()).promote(intent("create", "doomed"), WINDOW, str(proj2))
+    _crash_on_skill_md_replace(env, intent("create", "doomed"), proj2)
     shutil.rmtree(proj2)
     [rec] = Promoter(PromoterConfig()).recover()
     assert rec.result in ("abandoned", "rolled_back")
@@ -332,10 +319,8 @@ def test_archive_recovery_leaves_a_replaced_skill_alone(env, crash_at, monkeypat
     assert [h["action"] for h in env["pr"].history("arch", str(env["proj"]))] == ["create"]
 
 
-def test_archive_recovery_keeps_a_file_added_after_the_copy(env):
-    """After the archive copy was made, a file the user added to the skill before the
-    restart is not in the copy: recover() abandons rather than delete it."""
-    land(env, intent("create", "arch2"))
+def _crash_archive_after_copy(env, name):
+    """Archive `name` in a process that dies once the copy is made, before SKILL.md goes."""
     real = land_mod._unlink_at
 
     def unlink_at(base, parts):
@@ -346,8 +331,14 @@ def test_archive_recovery_keeps_a_file_added_after_the_copy(env):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(land_mod, "_unlink_at", unlink_at)
         with pytest.raises(Crash):
-            Promoter(PromoterConfig()).promote(intent("archive", "arch2"), WINDOW,
-                                               str(env["proj"]))
+            Promoter(PromoterConfig()).promote(intent("archive", name), WINDOW, str(env["proj"]))
+
+
+def test_archive_recovery_keeps_a_file_added_after_the_copy(env):
+    """After the archive copy was made, a file the user added to the skill before the
+    restart is not in the copy: recover() abandons rather than delete it."""
+    land(env, intent("create", "arch2"))
+    _crash_archive_after_copy(env, "arch2")
     (env["skills"] / "arch2" / "references").mkdir()
     (env["skills"] / "arch2" / "references" / "mine.md").write_text("keep me\n")
     [rec] = Promoter(PromoterConfig()).recover()
@@ -359,18 +350,7 @@ def test_archive_recovery_still_completes_an_untouched_archive(env):
     """The check does not get in the way: an archive crashed at either point with the skill
     untouched is completed by recover()."""
     land(env, intent("create", "arch3"))
-    real = land_mod._unlink_at
-
-    def unlink_at(base, parts):
-        if parts[-1] == SKILL_MD:
-            raise Crash
-        return real(base, parts)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(land_mod, "_unlink_at", unlink_at)
-        with pytest.raises(Crash):
-            Promoter(PromoterConfig()).promote(intent("archive", "arch3"), WINDOW,
-                                               str(env["proj"]))
+    _crash_archive_after_copy(env, "arch3")
     [rec] = Promoter(PromoterConfig()).recover()
     assert rec.result == "completed"
     assert not (env["skills"] / "arch3").exists()
