@@ -41,6 +41,8 @@ _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 PROMOTER_SUMMARY_CHARS = 1_000
 SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 PRELOAD_AFTER_S = 20.0
+WINDOW_KEEP_S = 7 * 86_400
+WINDOW_PRUNE_EVERY_S = 3_600.0
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
 
@@ -64,7 +66,8 @@ class Daemon:
         self.stop_requested = False
         self.persist_lock = anyio.Lock()
         self.spool_lock = anyio.Lock()
-        self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
+        self.in_review: set[str] = set()
+        self.windows_pruned_at = 0.0  # held intents an operator is approving/rejecting
         self.socket_path = paths.socket_path()
         self.jobs_changed = anyio.Event()
         self.child_dir = paths.reflector_dir()
@@ -767,8 +770,33 @@ class Daemon:
                 await self.persist()
                 if self.intents.needs_compaction():
                     await anyio.to_thread.run_sync(self.intents.compact)
+                if self.clock() - self.windows_pruned_at > WINDOW_PRUNE_EVERY_S:
+                    self.windows_pruned_at = self.clock()
+                    await anyio.to_thread.run_sync(self.prune_windows)
             except Exception as e:
                 log.error("persistence step failed", error=f"{type(e).__name__}: {e}")
+
+    def prune_windows(self) -> int:
+        """Drop stored job windows no intent still needs (none queued or held) once they are
+        older than WINDOW_KEEP_S; they exist only so the promoter can re-check evidence."""
+        needed = {i.job_id for i in self.intents.list() if i.status in ("queued", "held")}
+        d = paths.windows_dir()
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for name in names:
+            path = os.path.join(d, name)
+            if name.removesuffix(".txt") in needed:
+                continue
+            try:
+                if self.clock() - os.lstat(path).st_mtime > WINDOW_KEEP_S:
+                    os.unlink(path)
+                    removed += 1
+            except OSError:
+                continue
+        return removed
 
     async def idle_check(self, last_growth: Callable[[sm.Session], float]) -> list[sm.Job]:
         ids = sm.idle_sessions(self.state.sessions, now=self.clock(),

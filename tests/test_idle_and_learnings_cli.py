@@ -207,3 +207,29 @@ def test_offline_save_redacts_with_the_configured_rules(home):
     assert r.returncode == 0, r.stderr
     text = "".join(p.read_text() for p in (project / ".claude").rglob("*.md"))
     assert "locale" in text and "Bluebird" not in text and "[REDACTED:" in text
+
+
+@pytest.mark.anyio
+async def test_old_job_windows_are_pruned_unless_an_intent_needs_them(home):
+    """Stored windows older than a week go, except those of jobs with queued or held intents."""
+    import os
+
+    now = [10 * 86_400.0]
+    core = Core(load_config(), clock=lambda: now[0])
+    core.load()
+    try:
+        os.makedirs(paths.windows_dir(), mode=0o700)
+        window = "the user said: run the linter before pushing"
+        core.intents.intake("jobheld", "s", "reflector", [{
+            "action": "create", "skill": "lint-first", "layer": "project", "reason": "r",
+            "evidence": "run the linter before pushing", "description": "Use when pushing.",
+            "body": "Lint first."}], window, None, 3)
+        for job_id in ("jobheld", "jobdone"):
+            p = os.path.join(paths.windows_dir(), f"{job_id}.txt")
+            with open(p, "w") as f:
+                f.write(window)
+            os.utime(p, (0, 0))  # written long ago
+        assert core.prune_windows() == 1
+        assert sorted(os.listdir(paths.windows_dir())) == ["jobheld.txt"]
+    finally:
+        core.journal.close()
