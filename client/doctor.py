@@ -251,8 +251,8 @@ def check_spool(status: dict | None, spool_file: str) -> Check:
     if status is not None:
         n = int((status.get("spool") or {}).get("pending") or 0)
         if n:
-            return Check("spool", False, f"{n} events wait in {spool_file}; the daemon replays "
-                         "the spool only when it starts", f"{RESTART_HINT} to replay them")
+            return Check("spool", False, f"{n} events wait in {spool_file}; a healthy daemon "
+                         "replays them within seconds", f"if they stay, {RESTART_HINT}")
         return Check("spool", True, "empty")
     n = _count_lines(spool_file)
     if n:
