@@ -1,6 +1,5 @@
 """Blocking RPC client for `autoharnessctl`: one request, one reply."""
 
-import os
 import socket
 
 import msgspec
@@ -54,7 +53,3 @@ def call(req: m.Request, *, timeout: float = 10.0, sock_path: str | None = None)
     if isinstance(reply, m.HookReply):
         return reply.output
     return reply.data
-
-
-def socket_exists() -> bool:
-    return os.path.exists(paths.socket_path())

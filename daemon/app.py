@@ -22,7 +22,6 @@ from autoharness.daemon.server import Server
 
 log = structlog.get_logger("autoharness")
 SWITCH_INTERVAL_S = 0.0005
-START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
 
 
 class StartupError(Exception):

@@ -24,7 +24,7 @@ from autoharness.daemon.intents import IntentQueue
 from autoharness.daemon.learnings import context as lctx
 from autoharness.daemon.learnings import report as lreport
 from autoharness.daemon.learnings import service as lservice
-from autoharness.daemon.learnings.markers import MarkerIndexer
+from autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
 from autoharness.daemon.learnings.state import load as load_learning_state
 from autoharness.daemon.projects import ProjectSwitches
 from autoharness.daemon.promote import skillfile
@@ -61,7 +61,6 @@ class Daemon:
         self.quarantined: list[str] = []
         self.dirty = False
         self.last_snapshot_at: float | None = None
-        self.spool_pending = 0
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.persist_lock = anyio.Lock()
@@ -255,7 +254,7 @@ class Daemon:
             return m.Error(code="unsupported", message=f"request {type(req).__name__} not supported")
         return await handler(req)
 
-    def reject(self, why: str) -> m.HookReply:
+    def _rejected(self) -> m.HookReply:
         self.state.events.rejected += 1
         self.dirty = True
         return m.HookReply()
@@ -266,9 +265,9 @@ class Daemon:
         try:
             ev = _event_decoder.decode(req.payload)
         except (msgspec.DecodeError, msgspec.ValidationError):
-            return self.reject("malformed")
+            return self._rejected()  # malformed or wrongly typed
         if not sm.valid_session_id(ev.session_id):
-            return self.reject("session_id")
+            return self._rejected()  # a session id we will not key state on
         name = ev.hook_event_name
         if name in sm.KNOWN_EVENTS:
             ev_counts.by_kind[name] = ev_counts.by_kind.get(name, 0) + 1
@@ -321,7 +320,10 @@ class Daemon:
         fresh = source != "resume"
         parts: list[tuple[str, str]] = []
         root = self.projects.root(s.cwd) if s.cwd else None
-        slug = _slug_of_transcript(ev.transcript_path) or (lservice.slug_of(root) if root else None)
+        if ev.transcript_path:
+            slug = slug_for(ev.transcript_path)
+        else:
+            slug = lservice.slug_of(root) if root else None
         if slug and (fresh or "report" not in sent):
             processed = set(load_learning_state(slug).processed_ids)
             report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
@@ -818,13 +820,6 @@ def _session_start_output(text: str) -> str:
     return msgspec.json.encode({
         "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
     }).decode()
-
-
-def _slug_of_transcript(path: str | None) -> str | None:
-    """Claude Code's project slug: the transcript's directory under projects/."""
-    if not path:
-        return None
-    return os.path.basename(os.path.dirname(path)) or None
 
 
 def _is_within(path: str, parent: str) -> bool:

@@ -57,8 +57,8 @@ class ProjectSwitches:
     """
 
     def __init__(self, *, recheck_s: float = 2.0, clock=time.monotonic) -> None:
-        self._cache: dict[str, tuple[tuple[float, int] | None, dict]] = {}
-        self._checked: dict[str, float] = {}
+        # root -> (when last checked, (mtime, size) of the file or None, parsed settings)
+        self._cache: dict[str, tuple[float, tuple[float, int] | None, dict]] = {}
         self._roots: dict[str, str] = {}
         self.recheck_s = recheck_s
         self.clock = clock
@@ -74,26 +74,25 @@ class ProjectSwitches:
     def settings(self, root: str) -> dict:
         now = self.clock()
         cached = self._cache.get(root)
-        if cached is not None and now - self._checked.get(root, -1e18) < self.recheck_s:
-            return cached[1]
-        self._checked[root] = now
+        if cached is not None and now - cached[0] < self.recheck_s:
+            return cached[2]
         path = os.path.join(root, SWITCH_FILE)
         try:
             st = os.stat(path)
             key = (st.st_mtime, st.st_size)
         except OSError:
             key = None
-        cached = self._cache.get(root)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        data: dict = {}
-        if key is not None:
-            try:
-                with open(path, "rb") as f:
-                    data = tomllib.load(f)
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                data = {}
-        self._cache[root] = (key, data)
+        if cached is not None and cached[1] == key:
+            data = cached[2]
+        else:
+            data = {}
+            if key is not None:
+                try:
+                    with open(path, "rb") as f:
+                        data = tomllib.load(f)
+                except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                    data = {}
+        self._cache[root] = (now, key, data)
         return data
 
     def enabled(self, cwd: str | None) -> bool:

@@ -12,8 +12,6 @@ import msgspec
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
-JOB_KINDS = ("threshold", "session_end", "idle", "flush", "learn")
-JOB_STATUSES = ("pending", "running", "done", "failed")
 
 
 class Session(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -47,11 +47,10 @@ def backoff(attempt: int, base: float, rand: Callable[[], float]) -> float:
 def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> list[Job]:
     """Pending jobs that may start now: /learn first, then oldest; at most one per session and
     only the session's oldest pending job (its windows must follow each other)."""
-    pending = sorted((j for j in jobs if j.status == "pending"),
-                     key=lambda j: (j.kind != "learn", j.created_at, j.id))
+    pending = sorted((j for j in jobs if j.status == "pending"), key=lambda j: (j.created_at, j.id))
     seen: set[str] = set(busy_sessions)
     out = []
-    for j in sorted(pending, key=lambda j: (j.created_at, j.id)):
+    for j in pending:
         if j.session_id in seen:
             continue
         seen.add(j.session_id)
@@ -89,8 +88,9 @@ class ReflectorPool:
     def blocked_reason(self) -> str:
         """Why no job may start at all right now ("" when they may)."""
         cfg = self.d.cfg.reflector
-        if backends.choose_backend(cfg) == "none":
-            return backends.available(cfg)["reason"]
+        avail = backends.available(cfg)
+        if avail["backend"] == "none":
+            return avail["reason"]
         budget = cfg.daily_token_budget
         if budget and self.d.state.tokens.get(today(self.clock()), 0) >= budget:
             return f"daily token budget of {budget} reached: jobs wait until tomorrow"
