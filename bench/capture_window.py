@@ -15,12 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoharness.daemon.capture.packet import build_packet
-from autoharness.daemon.capture.redact import default_redactor
-from autoharness.daemon.capture.window import cut_window
-from autoharness.protocol.config import CaptureConfig
+from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.capture.window import cut_window
+from claude_autoharness.protocol.config import CaptureConfig
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 TAIL = 150_000
 
 

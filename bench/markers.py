@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoharness.daemon.learnings.markers import MarkerIndexer, scan_file
+from claude_autoharness.daemon.learnings.markers import MarkerIndexer, scan_file
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 MARKER_EVERY = 200 * 1024
 FILES = 10
 READ_CHUNK = 1024 * 1024  # watcher-sized reads; 8 MiB allocations cost page faults

@@ -14,9 +14,9 @@ import statistics
 import time
 from pathlib import Path
 
-from autoharness.daemon.capture.redact import Redactor, default_redactor, load_rule_data
+from claude_autoharness.daemon.capture.redact import Redactor, default_redactor, load_rule_data
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
 
 def corpus_text() -> str:

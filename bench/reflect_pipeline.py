@@ -33,10 +33,10 @@ from _common import pct, recv_exact, start_daemon, stop, summary, temp_home
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from autoharness.protocol.paths import project_slug
+from claude_autoharness.protocol.paths import project_slug
 from fake_anthropic import FakeAnthropic, tool_reply
 
-DEFAULT_TRANSCRIPT = REPO.parent / "shared" / "corpus" / "real" / "spotter" / "short.jsonl"
+DEFAULT_TRANSCRIPT = REPO / "tests" / "corpus" / "spotter" / "short.jsonl"
 MODEL_DELAY_S = 0.2
 GAP_S = 0.5  # excluded between the busy phase and the second idle phase
 

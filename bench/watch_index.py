@@ -24,9 +24,9 @@ from pathlib import Path
 
 import anyio
 
-from autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
+from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "real"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 
 
 def corpus_lines() -> list[bytes]:

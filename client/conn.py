@@ -4,8 +4,8 @@ import socket
 
 import msgspec
 
-from autoharness.protocol import framing, paths
-from autoharness.protocol import messages as m
+from claude_autoharness.protocol import framing, paths
+from claude_autoharness.protocol import messages as m
 
 START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
 

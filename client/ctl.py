@@ -6,10 +6,10 @@ import os
 import sys
 import time
 
-from autoharness.protocol import PROTOCOL, VERSION
-from autoharness.protocol import messages as m
-from autoharness.client.conn import DaemonError, DaemonUnreachable, call
-from autoharness.client import doctor, install, learnings_cli, service
+from claude_autoharness.protocol import PROTOCOL, VERSION
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.client import doctor, install, learnings_cli, service
 
 
 class CtlError(Exception):
@@ -122,7 +122,7 @@ def do_capture(args) -> int:
     if args.json:
         _print_json(data)
     else:
-        from autoharness.daemon.capture.packet import Packet, format_packet
+        from claude_autoharness.daemon.capture.packet import Packet, format_packet
         import msgspec
 
         print(format_packet(msgspec.convert(data, Packet)))
@@ -132,9 +132,9 @@ def do_capture(args) -> int:
 def _offline_packet(path: str, start: int) -> dict:
     import msgspec
 
-    from autoharness.daemon.capture.packet import build_packet
-    from autoharness.daemon.core import make_redactor
-    from autoharness.protocol.config import load as load_config
+    from claude_autoharness.daemon.capture.packet import build_packet
+    from claude_autoharness.daemon.core import make_redactor
+    from claude_autoharness.protocol.config import load as load_config
 
     cfg = load_config()
     try:
@@ -210,7 +210,7 @@ def do_skills(args) -> int:
 
 
 def do_replay(args) -> int:
-    from autoharness.client.replay import replay
+    from claude_autoharness.client.replay import replay
 
     return replay(args)
 

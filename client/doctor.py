@@ -14,10 +14,10 @@ import stat
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from autoharness.client import install
-from autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
-from autoharness.protocol import PROTOCOL, VERSION, paths
-from autoharness.protocol import messages as m
+from claude_autoharness.client import install
+from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
+from claude_autoharness.protocol import PROTOCOL, VERSION, paths
+from claude_autoharness.protocol import messages as m
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl service start` "
@@ -132,7 +132,7 @@ def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
             if not shutil.which(install.HOOK, path=path_env):
                 problems.append((f"the plugin runs `{install.HOOK}` from PATH, which has none",
                                  "install autoharness so its scripts are on PATH (e.g. "
-                                 "`pipx install autoharness`)"))
+                                 "`pipx install claude-autoharness`)"))
         ours = [(ev, cmd) for ev, _, cmd in install.iter_entries(src.data) if install.is_ours(cmd)]
         if not ours:
             continue
@@ -190,7 +190,7 @@ def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]
         here = install.find_script("autoharnessctl")
         where = f"add {os.path.dirname(here)} to PATH" if here else "put autoharnessctl on PATH"
         return Check("commands", False, "the slash commands run `autoharnessctl`, which is not "
-                     "on PATH", f"{where} (or `pipx install autoharness`)")
+                     "on PATH", f"{where} (or `pipx install claude-autoharness`)")
     return Check("commands", True, "installed in " + (", ".join(have) or "the plugin"))
 
 
@@ -205,7 +205,7 @@ def check_config(config_file: str, error: str | None) -> Check:
 def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
     """(backend, reason) from this process's view, when the daemon cannot tell us."""
     try:
-        from autoharness.daemon.reflect.backends.base import available
+        from claude_autoharness.daemon.reflect.backends.base import available
     except ImportError:
         available = None
     if available is not None:
@@ -323,13 +323,13 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     cfg_file = paths.config_file()
     cfg, cfg_error = None, None
     try:
-        from autoharness.protocol.config import ConfigError, load
+        from claude_autoharness.protocol.config import ConfigError, load
 
         cfg = load(cfg_file, dict(env))
     except ConfigError as e:
         cfg_error = str(e)
     if cfg is None:
-        from autoharness.protocol.config import Config
+        from claude_autoharness.protocol.config import Config
 
         cfg = Config()
     sources = install.settings_sources(project)

@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
-from autoharness.daemon.atomic import write_atomic
-from autoharness.protocol import paths
+from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.protocol import paths
 
 HOOK = "autoharness-hook"
 PLUGIN = "autoharness"
@@ -62,9 +62,9 @@ CHILD_GUARD = (f': {GUARD_MARK}; [ "$AUTOHARNESS_CHILD_SESSION" = 1 ] && '
 PLUGIN_SHIM = "hooks/run-hook"
 PLUGIN_HOOK = f'"${{CLAUDE_PLUGIN_ROOT}}/{PLUGIN_SHIM}"'
 PLUGIN_SHIM_TEXT = f"""#!/bin/sh
-# autoharness Claude Code plugin: run the installed `{HOOK}` (pip install autoharness)
+# autoharness Claude Code plugin: run the installed `{HOOK}` (pip install claude-autoharness)
 # with the hook event on stdin. Without it, succeed at once and print nothing: a hook must
-# never fail or slow a tool call. (Generated: autoharness.client.install.PLUGIN_SHIM_TEXT.)
+# never fail or slow a tool call. (Generated: claude_autoharness.client.install.PLUGIN_SHIM_TEXT.)
 if command -v {HOOK} >/dev/null 2>&1; then
     exec {HOOK}
 fi
@@ -104,7 +104,7 @@ def plugin_hooks() -> dict:
     """The Claude Code plugin's `hooks/hooks.json` (the top-level copy must equal this)."""
     return {
         "description": "autoharness: report hook events to the local autoharness daemon "
-                       "(needs `autoharness-hook` on PATH: pip install autoharness)",
+                       "(needs `autoharness-hook` on PATH: pip install claude-autoharness)",
         "hooks": hook_groups(PLUGIN_HOOK),
     }
 
@@ -114,7 +114,7 @@ def dumps(data) -> str:
 
 
 def command_text(name: str) -> bytes:
-    return (resources.files("autoharness.client") / "commands" / name).read_bytes()
+    return (resources.files("claude_autoharness.client") / "commands" / name).read_bytes()
 
 
 def find_script(name: str) -> str | None:
@@ -133,7 +133,7 @@ def hook_path() -> str:
         raise InstallError(
             f"cannot find the `{HOOK}` script next to this Python "
             f"({os.path.dirname(sys.executable)}) or on PATH: reinstall autoharness "
-            "(`pip install --force-reinstall autoharness`), then rerun this command")
+            "(`pip install --force-reinstall claude-autoharness`), then rerun this command")
     return p
 
 
@@ -153,7 +153,7 @@ def is_ours(cmd) -> bool:
         return False
     if GUARD_MARK in cmd:
         return True
-    return any(os.path.basename(w) == HOOK or w.startswith("autoharness.client.hook")
+    return any(os.path.basename(w) == HOOK or w.startswith("claude_autoharness.client.hook")
                or w == PLUGIN_HOOK.strip('"') for w in _words(cmd))
 
 

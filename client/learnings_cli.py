@@ -9,9 +9,9 @@ import json
 import os
 import sys
 
-from autoharness.protocol import messages as m
-from autoharness.protocol.config import load as load_config
-from autoharness.client.conn import DaemonNotRunning, call
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import load as load_config
+from claude_autoharness.client.conn import DaemonNotRunning, call
 
 
 def _lookback() -> int:
@@ -22,7 +22,7 @@ def _lookback() -> int:
 
 
 def _print_report(markers, args, *, listing: bool) -> None:
-    from autoharness.daemon.learnings import report as rp
+    from claude_autoharness.daemon.learnings import report as rp
 
     if args.json:
         print(json.dumps(rp.report_json(markers), indent=2))
@@ -35,10 +35,10 @@ def _print_report(markers, args, *, listing: bool) -> None:
 
 
 def do_report(args) -> int:
-    from autoharness.daemon.learnings import service
-    from autoharness.daemon.learnings.markers import scan_file, slug_for
-    from autoharness.daemon.learnings.save import pending
-    from autoharness.daemon.learnings.state import load
+    from claude_autoharness.daemon.learnings import service
+    from claude_autoharness.daemon.learnings.markers import scan_file, slug_for
+    from claude_autoharness.daemon.learnings.save import pending
+    from claude_autoharness.daemon.learnings.state import load
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
     try:
@@ -69,15 +69,15 @@ def do_report(args) -> int:
 
 def _redactor():
     """The configured redactor, as the daemon would use it (extra rules, allow list)."""
-    from autoharness.daemon.capture.redact import redactor_for
+    from claude_autoharness.daemon.capture.redact import redactor_for
 
     return redactor_for(load_config().redaction)
 
 
 def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict | None:
     """The save on the files themselves (no daemon); None after printing why it failed."""
-    from autoharness.daemon.intents import IntentQueue
-    from autoharness.daemon.learnings import service
+    from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.learnings import service
 
     import msgspec
 
@@ -129,7 +129,7 @@ def do_save(args) -> int:
 
 
 def do_rule(args) -> int:
-    from autoharness.daemon.learnings.context import rule_text
+    from claude_autoharness.daemon.learnings.context import rule_text
 
     print(rule_text())
     return 0

@@ -15,12 +15,12 @@ import time
 
 import msgspec
 
-from autoharness.protocol import messages as m
-from autoharness.client.conn import call
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.client.conn import call
 
 
 def session_id_for(path: str, given: str | None) -> str:
-    from autoharness.daemon.sessions import valid_session_id
+    from claude_autoharness.daemon.sessions import valid_session_id
 
     if given:
         if not valid_session_id(given):
@@ -121,13 +121,13 @@ def through_daemon(events: list[dict], sid: str, wait: float) -> list[dict]:
 
 def dry_run(events: list[dict], path: str) -> list[dict]:
     """The pipeline's own parts, in-process: nothing reaches the daemon or the skill tree."""
-    from autoharness.daemon import sessions as sm
-    from autoharness.daemon.capture.packet import build_packet
-    from autoharness.daemon.core import make_redactor, new_id
-    from autoharness.daemon.intents import IntentQueue
-    from autoharness.daemon.reflect import backends
-    from autoharness.daemon.reflect.prompt import build_request
-    from autoharness.protocol.config import load as load_config
+    from claude_autoharness.daemon import sessions as sm
+    from claude_autoharness.daemon.capture.packet import build_packet
+    from claude_autoharness.daemon.core import make_redactor, new_id
+    from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.reflect import backends
+    from claude_autoharness.daemon.reflect.prompt import build_request
+    from claude_autoharness.protocol.config import load as load_config
 
     cfg = load_config()
     redactor = make_redactor(cfg)

@@ -18,10 +18,10 @@ import sys
 import time
 from importlib import resources
 
-from autoharness.client import install
-from autoharness.client.conn import DaemonError, DaemonUnreachable, call
-from autoharness.protocol import messages as m
-from autoharness.protocol import paths
+from claude_autoharness.client import install
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
 
 UNIT = "autoharness.service"
 SOCKET_UNIT = "autoharness.socket"
@@ -40,14 +40,14 @@ class ServiceError(Exception):
 
 
 def template(name: str) -> str:
-    return (resources.files("autoharness.client") / "templates" / name).read_text()
+    return (resources.files("claude_autoharness.client") / "templates" / name).read_text()
 
 
 def daemon_path() -> str:
     p = install.find_script("autoharnessd")
     if not p:
         raise ServiceError("cannot find the `autoharnessd` script of this installation: "
-                           "reinstall autoharness (`pip install --force-reinstall autoharness`)")
+                           "reinstall autoharness (`pip install --force-reinstall claude-autoharness`)")
     return p
 
 

@@ -1,3 +1,3 @@
-from autoharness.daemon.app import main
+from claude_autoharness.daemon.app import main
 
 main()

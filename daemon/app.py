@@ -14,11 +14,11 @@ import sys
 import anyio
 import structlog
 
-from autoharness.protocol import VERSION, paths
-from autoharness.protocol.config import ConfigError, load as load_config
-from autoharness.daemon import store
-from autoharness.daemon.core import Daemon
-from autoharness.daemon.server import Server
+from claude_autoharness.protocol import VERSION, paths
+from claude_autoharness.protocol.config import ConfigError, load as load_config
+from claude_autoharness.daemon import store
+from claude_autoharness.daemon.core import Daemon
+from claude_autoharness.daemon.server import Server
 
 log = structlog.get_logger("autoharness")
 SWITCH_INTERVAL_S = 0.0005
@@ -238,10 +238,10 @@ def stop_children() -> None:
     exit up (its job is durable and runs again at the next start)."""
     mods = sys.modules
     try:
-        if "autoharness.daemon.reflect.backends.claude" in mods:
-            mods["autoharness.daemon.reflect.backends.claude"].terminate_all()
-        if "autoharness.daemon.reflect.backends.anthropic" in mods:
-            mods["autoharness.daemon.reflect.backends.anthropic"].close_clients()
+        if "claude_autoharness.daemon.reflect.backends.claude" in mods:
+            mods["claude_autoharness.daemon.reflect.backends.claude"].terminate_all()
+        if "claude_autoharness.daemon.reflect.backends.anthropic" in mods:
+            mods["claude_autoharness.daemon.reflect.backends.anthropic"].close_clients()
     except Exception:
         log.exception("stopping reflector children failed")
 

@@ -13,26 +13,26 @@ import anyio
 import msgspec
 import structlog
 
-from autoharness.protocol import PROTOCOL, VERSION, paths
-from autoharness.protocol import messages as m
-from autoharness.protocol.config import Config, ConfigError, load as load_config
-from autoharness.daemon import sessions as sm
-from autoharness.daemon import store
-from autoharness.daemon.capture.packet import CaptureStats, build_packet
-from autoharness.daemon.capture.redact import redactor_for
-from autoharness.daemon.intents import IntentQueue
-from autoharness.daemon.learnings import context as lctx
-from autoharness.daemon.learnings import report as lreport
-from autoharness.daemon.learnings import service as lservice
-from autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
-from autoharness.daemon.learnings.state import load as load_learning_state
-from autoharness.daemon.projects import ProjectSwitches
-from autoharness.daemon.promote import skillfile
-from autoharness.daemon.promote.land import Promoter
-from autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
-from autoharness.daemon.reflect import backends
-from autoharness.daemon.reflect.pool import ReflectorPool, today
-from autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
+from claude_autoharness.protocol import PROTOCOL, VERSION, paths
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import Config, ConfigError, load as load_config
+from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon import store
+from claude_autoharness.daemon.capture.packet import CaptureStats, build_packet
+from claude_autoharness.daemon.capture.redact import redactor_for
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.learnings import context as lctx
+from claude_autoharness.daemon.learnings import report as lreport
+from claude_autoharness.daemon.learnings import service as lservice
+from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
+from claude_autoharness.daemon.learnings.state import load as load_learning_state
+from claude_autoharness.daemon.projects import ProjectSwitches
+from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
+from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
+from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 
 log = structlog.get_logger("autoharness")
 
@@ -724,7 +724,7 @@ class Daemon:
         await anyio.sleep(PRELOAD_AFTER_S)
         try:
             if backends.choose_backend(self.cfg.reflector) == "anthropic":
-                from autoharness.daemon.reflect.backends import anthropic as sdk
+                from claude_autoharness.daemon.reflect.backends import anthropic as sdk
 
                 await anyio.to_thread.run_sync(sdk.preload)
         except Exception:

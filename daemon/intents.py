@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from autoharness.daemon.proposals import (
+from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
     Finding,
@@ -34,8 +34,8 @@ from autoharness.daemon.proposals import (
     Proposal,
     proposal_from_obj,
 )
-from autoharness.protocol import paths
-from autoharness.daemon.atomic import fsync_dir, write_atomic
+from claude_autoharness.protocol import paths
+from claude_autoharness.daemon.atomic import fsync_dir, write_atomic
 
 RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
 _REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
@@ -64,7 +64,7 @@ class _Scanner:
 
     def __init__(self, redactor=None):
         if redactor is None:
-            from autoharness.daemon.capture.redact import default_redactor
+            from claude_autoharness.daemon.capture.redact import default_redactor
 
             redactor = default_redactor()
         self._r = redactor
@@ -111,7 +111,7 @@ def _scan_proposal(p: Proposal, scan: _Scanner) -> tuple[Proposal, Counter]:
 
 def _judge(raw, index: int, window: str, max_intents: int, scan: _Scanner) -> tuple:
     """(proposal or None, raw text or None, findings) for one raw proposal."""
-    from autoharness.daemon.promote.evidence import evidence_in_window
+    from claude_autoharness.daemon.promote.evidence import evidence_in_window
 
     proposal, problems = proposal_from_obj(raw)
     findings: list[Finding] = []

@@ -15,8 +15,8 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from autoharness.protocol import framing
-from autoharness.protocol import messages as m
+from claude_autoharness.protocol import framing
+from claude_autoharness.protocol import messages as m
 
 log = structlog.get_logger("autoharness")
 

@@ -12,8 +12,8 @@ import time
 
 import msgspec
 
-from autoharness.daemon.atomic import write_atomic
-from autoharness.daemon.sessions import Job, Session
+from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.sessions import Job, Session
 
 SCHEMA = 1
 

@@ -1,6 +1,6 @@
 """The contract shared by the daemon and its clients (stdlib + msgspec only).
 
-This module itself imports nothing: the hook client imports `autoharness.protocol.paths`
+This module itself imports nothing: the hook client imports `claude_autoharness.protocol.paths`
 on every tool call and must not pay for msgspec.
 """
 

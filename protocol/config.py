@@ -10,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from autoharness.protocol import paths
+from claude_autoharness.protocol import paths
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from autoharness.protocol import PROTOCOL
+from claude_autoharness.protocol import PROTOCOL
 
 
 class _Req(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

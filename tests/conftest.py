@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
-REAL = CORPUS / "real"
+CORPUS = REPO / "tests" / "corpus"
+REAL = CORPUS
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 import json
 import os
 
-from autoharness.daemon.capture.digest import build_digest
-from autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.capture.digest import build_digest
+from claude_autoharness.daemon.capture.redact import default_redactor
 
 from conftest import REAL, copy_corpus
 

@@ -5,10 +5,10 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from autoharness.daemon.capture.redact import (
+from claude_autoharness.daemon.capture.redact import (
     Redactor, default_redactor, is_placeholder, load_rule_data, luhn_ok, redactor_for,
 )
-from autoharness.protocol.config import RedactionConfig
+from claude_autoharness.protocol.config import RedactionConfig
 
 from conftest import REAL
 

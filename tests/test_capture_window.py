@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from autoharness.daemon.capture import window as wmod
-from autoharness.daemon.capture.digest import build_digest
-from autoharness.daemon.capture.packet import build_packet
-from autoharness.daemon.capture.redact import default_redactor
-from autoharness.daemon.capture.window import cut_window
-from autoharness.protocol.config import CaptureConfig
+from claude_autoharness.daemon.capture import window as wmod
+from claude_autoharness.daemon.capture.digest import build_digest
+from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.capture.window import cut_window
+from claude_autoharness.protocol.config import CaptureConfig
 
 from conftest import REAL, copy_corpus
 
@@ -229,7 +229,7 @@ def test_packet_is_redacted_window_plus_digest(short_tmp):
     to JSON, renders for a person, and feeds the capture status counters."""
     import msgspec
 
-    from autoharness.daemon.capture.packet import CaptureStats, Packet, format_packet
+    from claude_autoharness.daemon.capture.packet import CaptureStats, Packet, format_packet
 
     token = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
     path = short_tmp / "t.jsonl"
@@ -261,7 +261,7 @@ def test_packet_is_redacted_window_plus_digest(short_tmp):
 def test_tail_start_is_a_line_start_near_the_end(short_tmp):
     """tail_start gives a record boundary about n bytes before EOF (0 for a short file), so a
     "recent past" window never begins mid-record."""
-    from autoharness.daemon.capture.window import tail_start
+    from claude_autoharness.daemon.capture.window import tail_start
 
     path = copy_corpus("spotter/subagent.jsonl", short_tmp)
     data = path.read_bytes()

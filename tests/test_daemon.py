@@ -198,7 +198,7 @@ def daemons_for(home) -> list[int]:
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         except OSError:
             continue
-        if b"autoharness.daemon" in cmd and mark in env:
+        if b"claude_autoharness.daemon" in cmd and mark in env:
             out.append(int(pid))
     return out
 
@@ -516,9 +516,9 @@ def test_hook_import_boundary(home):
         return {line.split("|")[-1].strip()
                 for line in r.stderr.decode().splitlines() if line.startswith("import time:")}
 
-    # The baseline includes importing autoharness.protocol.paths (os and sys only, checked below),
+    # The baseline includes importing claude_autoharness.protocol.paths (os and sys only, checked below),
     # so an editable install's import finder does not count against the hook.
-    baseline = imported(["-c", "import autoharness.protocol.paths"])
+    baseline = imported(["-c", "import claude_autoharness.protocol.paths"])
     for up in (False, True):
         d = Daemon(home["home"]) if up else None
         try:
@@ -537,7 +537,7 @@ def test_hook_import_boundary(home):
         for name in banned + (() if editable else ("re",)):
             assert name not in mods, (name, up)
     import ast
-    import autoharness.protocol.paths as p
+    import claude_autoharness.protocol.paths as p
     tree = ast.parse(open(p.__file__).read())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

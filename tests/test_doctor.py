@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autoharness.client import doctor, install
-from autoharness.protocol import PROTOCOL, VERSION
-from autoharness.protocol.config import ReflectorConfig
+from claude_autoharness.client import doctor, install
+from claude_autoharness.protocol import PROTOCOL, VERSION
+from claude_autoharness.protocol.config import ReflectorConfig
 from harness import BIN, CTL, HOOK, Daemon
 
 Usage = namedtuple("Usage", "total used free")

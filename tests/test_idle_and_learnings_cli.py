@@ -10,11 +10,11 @@ import msgspec
 import pytest
 
 from harness import CTL, Daemon, ctl, hook
-from autoharness.daemon.core import Daemon as Core
-from autoharness.daemon.learnings.context import rule_text
-from autoharness.protocol import messages as m
-from autoharness.protocol import paths
-from autoharness.protocol.config import load as load_config
+from claude_autoharness.daemon.core import Daemon as Core
+from claude_autoharness.daemon.learnings.context import rule_text
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import load as load_config
 
 MARKER = ("<!-- learning\ntopic: cache-keys\nkind: bug-fix\ndoc-impact: docs\n"
           "body: Cache keys must include the locale, because two users saw each other's pages.\n-->")

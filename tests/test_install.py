@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autoharness.client import install
-from autoharness.protocol import VERSION
+from claude_autoharness.client import install
+from claude_autoharness.protocol import VERSION
 from conftest import REPO
 from harness import CTL, HOOK, Daemon, pre_tool, wait_for
 
@@ -128,7 +128,7 @@ def test_stale_entries_are_replaced(home):
     stale["hooks"]["PostToolUse"].append(
         {"hooks": [{"type": "command", "command": "'/old dir/bin/autoharness-hook'"}]})
     stale["hooks"]["Notification"] = [
-        {"hooks": [{"type": "command", "command": "python -m autoharness.client.hook"}]}]
+        {"hooks": [{"type": "command", "command": "python -m claude_autoharness.client.hook"}]}]
     write_json(settings_file(home), stale)
     r = run("install", cwd=home["tmp"])
     assert r.returncode == 0, r.stderr

@@ -4,9 +4,9 @@ from importlib import resources
 
 import pytest
 
-from autoharness.daemon.learnings import markers as mk
-from autoharness.daemon.learnings.context import BUDGET, rule_text, session_start_context
-from autoharness.daemon.learnings.report import session_start_report
+from claude_autoharness.daemon.learnings import markers as mk
+from claude_autoharness.daemon.learnings.context import BUDGET, rule_text, session_start_context
+from claude_autoharness.daemon.learnings.report import session_start_report
 
 
 def long_report():
@@ -37,7 +37,7 @@ def test_rule_is_short_and_complete():
 
 def test_rule_text_is_the_packaged_file():
     """`rule_text()` (what is injected and what `learnings rule` prints) is the package data."""
-    shipped = resources.files("autoharness.daemon.learnings").joinpath("rule.md").read_text()
+    shipped = resources.files("claude_autoharness.daemon.learnings").joinpath("rule.md").read_text()
     assert rule_text() == shipped.strip()
 
 

@@ -7,7 +7,7 @@ import json
 import msgspec
 import pytest
 
-from autoharness.daemon.learnings import markers as mk
+from claude_autoharness.daemon.learnings import markers as mk
 from conftest import REAL, copy_corpus
 
 SHORT = REAL / "spotter" / "short.jsonl"

@@ -4,8 +4,8 @@
 import json
 import os
 
-from autoharness.daemon.learnings import markers as mk
-from autoharness.daemon.learnings import report as rp
+from claude_autoharness.daemon.learnings import markers as mk
+from claude_autoharness.daemon.learnings import report as rp
 from conftest import copy_corpus
 from test_learnings_markers import assistant, fixture_bytes, marker, text_blocks
 

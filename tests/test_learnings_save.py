@@ -10,11 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from autoharness.daemon.learnings import markers as mk
-from autoharness.daemon.learnings import save as sv
-from autoharness.daemon.learnings import state as st
-from autoharness.daemon.learnings.report import session_start_report
-from autoharness.daemon.proposals import check_shape
+from claude_autoharness.daemon.learnings import markers as mk
+from claude_autoharness.daemon.learnings import save as sv
+from claude_autoharness.daemon.learnings import state as st
+from claude_autoharness.daemon.learnings.report import session_start_report
+from claude_autoharness.daemon.proposals import check_shape
 from conftest import REAL, copy_corpus
 from test_learnings_markers import (REAL_A, REAL_B, REAL_C, REAL_D, REAL_E, assistant,
                                     fixture_bytes, marker, text_blocks)
@@ -286,7 +286,7 @@ def test_crash_at_every_step_then_rerun_completes_without_duplicates(home, short
 
 CHILD = """
 import os, signal, sys, json
-from autoharness.daemon.learnings import markers as mk, save as sv, state as st
+from claude_autoharness.daemon.learnings import markers as mk, save as sv, state as st
 kill_at = int(sys.argv[3])
 n = [0]
 real = sv._write
@@ -494,7 +494,7 @@ def test_save_markers_uses_the_given_redactor(home, project):
 
 
 def write_project_transcript(home, project, text):
-    from autoharness.protocol import paths
+    from claude_autoharness.protocol import paths
 
     slug = paths.project_slug(str(project))
     d = home["claude"] / "projects" / slug
@@ -508,9 +508,9 @@ def test_save_project_reports_the_queue_ids_and_redacts_at_intake(home, project)
     """`save_project` reports the ids the intent queue stored (not `marker-<id>`), the intent
     built from a secret-bearing marker is queued redacted (not rejected), and the redactor given
     to `save_project` also judges the intents at the queue's door."""
-    from autoharness.daemon.capture.redact import default_redactor
-    from autoharness.daemon.intents import IntentQueue
-    from autoharness.daemon.learnings import service
+    from claude_autoharness.daemon.capture.redact import default_redactor
+    from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.learnings import service
 
     write_project_transcript(home, project, marker(
         "token-setup", "pattern", f"Export GITHUB_TOKEN={GH_TOKEN} before pushing.") + "\n"

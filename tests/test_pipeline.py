@@ -12,8 +12,8 @@ import pytest
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, error_reply, tool_reply
 from harness import Daemon, ctl, frame, hook, send_raw, wait_for
-from autoharness.daemon.promote import skillfile
-from autoharness.protocol.paths import project_slug
+from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.protocol.paths import project_slug
 
 QUOTE = "Let me check the project structure and try running the server to see the error."
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

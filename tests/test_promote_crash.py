@@ -15,10 +15,10 @@ import time
 import msgspec
 import pytest
 
-from autoharness.daemon.promote import skillfile, validate
-from autoharness.daemon.promote.land import Promoter
-from autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.promote import skillfile, validate
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX
+from claude_autoharness.protocol.config import PromoterConfig
 from test_promote_validate import WINDOW, env, intent, land  # noqa: F401
 
 # Every call that changes the filesystem or makes a change durable: the crash points.
@@ -174,8 +174,8 @@ def test_recover_abandons_a_landing_someone_edited_since(env):
 # it SIGKILLs itself at its `kill_at`-th filesystem call (0: never).
 CHILD = textwrap.dedent("""
     import os, signal, sys
-    from autoharness.daemon.promote.land import Promoter
-    from autoharness.protocol.config import PromoterConfig
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.protocol.config import PromoterConfig
     from test_promote_crash import workload
     from test_promote_validate import WINDOW
 

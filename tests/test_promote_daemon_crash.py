@@ -5,11 +5,11 @@ import random
 import time
 
 from harness import Daemon, wait_for
-from autoharness.daemon.intents import IntentQueue
-from autoharness.daemon.promote import skillfile
-from autoharness.daemon.promote.land import Promoter
-from autoharness.protocol import paths
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import PromoterConfig
 
 WINDOW = "the user said: always run the linter before pushing, it catches import cycles"
 N_SKILLS = 20

@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 
-from autoharness.daemon.promote import land as land_mod
-from autoharness.daemon.promote import validate
-from autoharness.daemon.promote.land import Promoter
-from autoharness.daemon.promote.validate import SKILL_MD
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.promote import land as land_mod
+from claude_autoharness.daemon.promote import validate
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.validate import SKILL_MD
+from claude_autoharness.protocol.config import PromoterConfig
 from test_promote_crash import Crash, _crash_on_skill_md_replace
 from test_promote_validate import (WINDOW, assert_rejected_without_writes, env,  # noqa: F401
                                    hand_written, intent, land, tree_digest)

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from autoharness.daemon.promote import land as land_mod
-from autoharness.daemon.promote import skillfile
-from autoharness.daemon.promote.land import Promoter
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.promote import land as land_mod
+from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.protocol.config import PromoterConfig
 from test_promote_validate import (DESC, WINDOW, env, hand_written, intent,  # noqa: F401
                                    land, tree_digest)
 

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoharness.daemon.capture.redact import default_redactor
-from autoharness.daemon.promote import guard, skillfile, validate
-from autoharness.daemon.promote.evidence import decode_escapes, evidence_in_window, normalize
-from autoharness.daemon.promote.land import Promoter
-from autoharness.daemon.proposals import Intent, Proposal
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.promote import guard, skillfile, validate
+from claude_autoharness.daemon.promote.evidence import decode_escapes, evidence_in_window, normalize
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.proposals import Intent, Proposal
+from claude_autoharness.protocol.config import PromoterConfig
 
 EVIDENCE = 'Always run "make check" before pushing'
 # One raw JSONL record as capture hands it over: the quote sits behind JSON escapes.

@@ -8,10 +8,10 @@ import msgspec
 import platformdirs
 import pytest
 
-from autoharness.daemon import store
-from autoharness.protocol import framing, paths
-from autoharness.protocol import messages as m
-from autoharness.protocol.config import ConfigError, load
+from claude_autoharness.daemon import store
+from claude_autoharness.protocol import framing, paths
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import ConfigError, load
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

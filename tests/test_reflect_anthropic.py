@@ -9,12 +9,12 @@ import time
 import pytest
 from fake_anthropic import FakeAnthropic, error_reply, hang, text_reply, tool_reply
 
-from autoharness.daemon.capture.redact import default_redactor
-from autoharness.daemon.reflect.backends import PermanentError, TransientError
-from autoharness.daemon.reflect.backends import anthropic as backend
-from autoharness.daemon.reflect.backends import reflect as dispatch
-from autoharness.daemon.reflect.prompt import TOOL_NAME, build_request
-from autoharness.protocol.config import ReflectorConfig
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.reflect.backends import PermanentError, TransientError
+from claude_autoharness.daemon.reflect.backends import anthropic as backend
+from claude_autoharness.daemon.reflect.backends import reflect as dispatch
+from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, build_request
+from claude_autoharness.protocol.config import ReflectorConfig
 
 SECRET = "sk-ant-api03-" + "Zx9" * 30
 API_KEY = "sk-ant-test-key-not-real"
@@ -226,9 +226,9 @@ def test_dispatch_by_backend_name(fake):
 def test_sdk_not_imported_at_module_import():
     """Importing the backends, prompt and intents never imports the ≈3 s `anthropic` SDK."""
     code = ("import sys\n"
-            "import autoharness.daemon.reflect.backends.anthropic\n"
-            "import autoharness.daemon.reflect.backends.claude\n"
-            "import autoharness.daemon.reflect.prompt, autoharness.daemon.intents\n"
+            "import claude_autoharness.daemon.reflect.backends.anthropic\n"
+            "import claude_autoharness.daemon.reflect.backends.claude\n"
+            "import claude_autoharness.daemon.reflect.prompt, claude_autoharness.daemon.intents\n"
             "print('anthropic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -9,16 +9,16 @@ import time
 import pytest
 from fake_claude import install, result
 
-from autoharness.daemon.reflect.backends import (
+from claude_autoharness.daemon.reflect.backends import (
     PermanentError,
     TransientError,
     available,
     choose_backend,
 )
-from autoharness.daemon.reflect.backends import claude as backend
-from autoharness.daemon.reflect.prompt import build_request
-from autoharness.protocol import paths
-from autoharness.protocol.config import ReflectorConfig
+from claude_autoharness.daemon.reflect.backends import claude as backend
+from claude_autoharness.daemon.reflect.prompt import build_request
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import ReflectorConfig
 
 WINDOW = '{"type":"user","message":{"content":"WINDOW-MARKER-7f3 always squash merges"}}\n'
 PROPOSAL = {"action": "archive", "skill": "old-habit", "layer": "user", "reason": "r",

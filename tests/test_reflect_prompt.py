@@ -4,8 +4,8 @@ import json
 
 from fake_anthropic import strict_schema_problems
 
-from autoharness.daemon.proposals import ACTIONS, check_shape, proposal_from_obj
-from autoharness.daemon.reflect.prompt import (
+from claude_autoharness.daemon.proposals import ACTIONS, check_shape, proposal_from_obj
+from claude_autoharness.daemon.reflect.prompt import (
     TOOL_NAME,
     build_request,
     instructions,

@@ -9,11 +9,11 @@ import pytest
 
 from fake_anthropic import FakeAnthropic, error_reply, tool_reply
 from harness import Daemon, ctl, hook, wait_for
-from autoharness.daemon import sessions as sm
-from autoharness.daemon.core import Daemon as Core
-from autoharness.daemon.reflect.pool import backoff, order_runnable
-from autoharness.protocol import paths
-from autoharness.protocol.config import load as load_config
+from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.core import Daemon as Core
+from claude_autoharness.daemon.reflect.pool import backoff, order_runnable
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import load as load_config
 
 
 def envelope(sid: str, name: str = "PreToolUse") -> bytes:

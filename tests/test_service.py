@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autoharness.client import service
-from autoharness.protocol import paths
+from claude_autoharness.client import service
+from claude_autoharness.protocol import paths
 from conftest import REPO
 from harness import CTL, DAEMON, Daemon, ctl
 

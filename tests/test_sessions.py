@@ -2,7 +2,7 @@
 
 import itertools
 
-from autoharness.daemon import sessions as sm
+from claude_autoharness.daemon import sessions as sm
 
 
 def ev(name, sid="s1", **kw):

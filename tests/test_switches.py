@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from harness import Daemon, ctl, hook, pre_tool, wait_for
-from autoharness.daemon.projects import ProjectSwitches, project_root
+from claude_autoharness.daemon.projects import ProjectSwitches, project_root
 
 
 @pytest.fixture

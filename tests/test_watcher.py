@@ -5,7 +5,7 @@ import os
 import anyio
 import pytest
 
-from autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher, describe
+from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher, describe
 
 from conftest import REAL
 

@@ -19,7 +19,7 @@ import os
 
 import msgspec
 
-from autoharness.daemon.capture.window import BackwardLines, find_end
+from claude_autoharness.daemon.capture.window import BackwardLines, find_end
 
 MAX_LINE_BYTES = 1024 * 1024
 

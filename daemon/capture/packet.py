@@ -9,8 +9,8 @@ import os
 
 import msgspec
 
-from autoharness.daemon.capture.digest import build_digest
-from autoharness.daemon.capture.window import cut_window
+from claude_autoharness.daemon.capture.digest import build_digest
+from claude_autoharness.daemon.capture.window import cut_window
 
 
 class Packet(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,7 +19,7 @@ SEPARATOR = "\n\n"
 @cache
 def rule_text() -> str:
     """The marker rule exactly as injected (and as `autoharnessctl learnings rule` prints it)."""
-    text = resources.files("autoharness.daemon.learnings").joinpath("rule.md").read_text("utf-8")
+    text = resources.files("claude_autoharness.daemon.learnings").joinpath("rule.md").read_text("utf-8")
     return text.strip()
 
 

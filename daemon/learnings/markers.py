@@ -18,7 +18,7 @@ from collections.abc import Container, Iterable
 
 import msgspec
 
-from autoharness.protocol import paths
+from claude_autoharness.protocol import paths
 
 PREFIX = b"<!-- learning"
 _PREFIX_STR = PREFIX.decode()

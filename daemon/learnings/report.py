@@ -10,7 +10,7 @@ from collections.abc import Callable, Container, Iterable
 
 import msgspec
 
-from autoharness.daemon.learnings.markers import (Marker, MarkerIndexer, dedupe, is_processed,
+from claude_autoharness.daemon.learnings.markers import (Marker, MarkerIndexer, dedupe, is_processed,
                                                   scan_file)
 
 SAVE_COMMAND = "/save-learnings"

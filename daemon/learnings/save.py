@@ -16,9 +16,9 @@ from typing import Protocol
 
 import msgspec
 
-from autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
-from autoharness.daemon.learnings.state import write_atomic
-from autoharness.daemon.proposals import Intent, Proposal
+from claude_autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
+from claude_autoharness.daemon.learnings.state import write_atomic
+from claude_autoharness.daemon.proposals import Intent, Proposal
 
 INTENT_KINDS = ("pattern", "anti-pattern", "convention", "bug-fix")
 _LABEL = {"pattern": "Do", "anti-pattern": "Avoid", "convention": "Convention",
@@ -358,7 +358,7 @@ def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState,
     under `.claude/` are often committed.
     """
     if redactor is None:
-        from autoharness.daemon.capture.redact import default_redactor
+        from claude_autoharness.daemon.capture.redact import default_redactor
 
         redactor = default_redactor()
     now = time.time() if now is None else now

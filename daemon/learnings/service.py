@@ -8,11 +8,11 @@ import os
 
 import msgspec
 
-from autoharness.protocol import paths
-from autoharness.daemon.learnings import report as rp
-from autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
-from autoharness.daemon.learnings.save import SaveResult, pending, save_markers
-from autoharness.daemon.learnings.state import LearningState, load
+from claude_autoharness.protocol import paths
+from claude_autoharness.daemon.learnings import report as rp
+from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
+from claude_autoharness.daemon.learnings.save import SaveResult, pending, save_markers
+from claude_autoharness.daemon.learnings.state import LearningState, load
 
 
 def slug_of(project_root: str) -> str:
@@ -46,7 +46,7 @@ def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, loo
     the intents at the queue's door. `SaveResult.intents` names the ids the queue stored.
     """
     if redactor is None:
-        from autoharness.daemon.capture.redact import default_redactor  # only a save needs it
+        from claude_autoharness.daemon.capture.redact import default_redactor  # only a save needs it
 
         redactor = default_redactor()
     slug = slug_of(project_root)

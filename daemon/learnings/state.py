@@ -19,8 +19,8 @@ from datetime import datetime
 
 import msgspec
 
-from autoharness.protocol import paths
-from autoharness.daemon import atomic
+from claude_autoharness.protocol import paths
+from claude_autoharness.daemon import atomic
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000

@@ -34,14 +34,14 @@ from contextlib import contextmanager
 
 import msgspec
 
-from autoharness.daemon.atomic import fsync_dir
-from autoharness.daemon.promote import skillfile, validate
-from autoharness.daemon.promote.validate import (
+from claude_autoharness.daemon.atomic import fsync_dir
+from claude_autoharness.daemon.promote import skillfile, validate
+from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, Plan, open_dir, read_nofollow,
 )
-from autoharness.daemon.proposals import Finding, Intent, Proposal, check_shape
-from autoharness.protocol import paths
-from autoharness.protocol.config import PromoterConfig
+from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, check_shape
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import PromoterConfig
 
 PROVENANCE = f"{PROVENANCE_DIR}/{PROVENANCE_FILE}"
 EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
@@ -114,7 +114,7 @@ class Promoter:
     @property
     def redactor(self):
         if self._redactor is None:
-            from autoharness.daemon.capture.redact import default_redactor
+            from claude_autoharness.daemon.capture.redact import default_redactor
             self._redactor = default_redactor()
         return self._redactor
 

@@ -12,10 +12,10 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from autoharness.daemon.promote import guard, skillfile
-from autoharness.daemon.promote.evidence import evidence_in_window
-from autoharness.daemon.proposals import Finding, Proposal
-from autoharness.protocol import paths
+from claude_autoharness.daemon.promote import guard, skillfile
+from claude_autoharness.daemon.promote.evidence import evidence_in_window
+from claude_autoharness.daemon.proposals import Finding, Proposal
+from claude_autoharness.protocol import paths
 
 SKILL_MD = "SKILL.md"
 # autoharness's own files inside a skill: provenance record and evidence quotes.

@@ -15,15 +15,15 @@ from collections.abc import Callable
 import anyio
 import structlog
 
-from autoharness.protocol import paths
-from autoharness.daemon import store
-from autoharness.daemon.capture.packet import Packet, build_packet
-from autoharness.daemon.capture.window import tail_start
-from autoharness.daemon.learnings.markers import markers_in_text
-from autoharness.daemon.promote.evidence import decode_escapes, normalize
-from autoharness.daemon.reflect import backends
-from autoharness.daemon.reflect.prompt import build_request
-from autoharness.daemon.sessions import Job
+from claude_autoharness.protocol import paths
+from claude_autoharness.daemon import store
+from claude_autoharness.daemon.capture.packet import Packet, build_packet
+from claude_autoharness.daemon.capture.window import tail_start
+from claude_autoharness.daemon.learnings.markers import markers_in_text
+from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
+from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.prompt import build_request
+from claude_autoharness.daemon.sessions import Job
 
 log = structlog.get_logger("autoharness")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-from autoharness.daemon.proposals import ACTIONS, LAYERS
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
 
 TOOL_NAME = "propose_skill_changes"
 TOOL_DESCRIPTION = (
@@ -40,7 +40,7 @@ class Prompt:
 def instructions() -> str:
     """The packaged reflector instructions (read once)."""
     return (
-        resources.files("autoharness.daemon.reflect")
+        resources.files("claude_autoharness.daemon.reflect")
         .joinpath("instructions.md")
         .read_text(encoding="utf-8")
     )

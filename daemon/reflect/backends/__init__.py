@@ -4,7 +4,7 @@ Importing this package is cheap; the SDK is imported only when the anthropic bac
 `preload()` is called from a worker thread).
 """
 
-from autoharness.daemon.reflect.backends.base import (
+from claude_autoharness.daemon.reflect.backends.base import (
     BACKENDS,
     NO_BACKEND,
     BackendError,
@@ -24,9 +24,9 @@ __all__ = [
 def reflect(backend: str, prompt, cfg, **kwargs) -> ReflectResult:
     """Run one reflection on the named backend. Blocking: call it from a worker thread."""
     if backend == "anthropic":
-        from autoharness.daemon.reflect.backends import anthropic as mod
+        from claude_autoharness.daemon.reflect.backends import anthropic as mod
     elif backend == "claude":
-        from autoharness.daemon.reflect.backends import claude as mod
+        from claude_autoharness.daemon.reflect.backends import claude as mod
     else:
         raise PermanentError(f"{NO_BACKEND}: {backend!r} cannot reflect")
     return mod.reflect(prompt, cfg, **kwargs)

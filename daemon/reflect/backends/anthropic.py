@@ -10,7 +10,7 @@ import os
 import threading
 from collections.abc import Mapping
 
-from autoharness.daemon.reflect.backends.base import (
+from claude_autoharness.daemon.reflect.backends.base import (
     PermanentError,
     ReflectResult,
     TransientError,
@@ -18,7 +18,7 @@ from autoharness.daemon.reflect.backends.base import (
     check_reply,
     empty_usage,
 )
-from autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_definition
+from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_definition
 
 CACHE = {"type": "ephemeral"}
 

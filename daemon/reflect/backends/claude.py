@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from autoharness.daemon.reflect.backends.base import (
+from claude_autoharness.daemon.reflect.backends.base import (
     PermanentError,
     ReflectResult,
     TransientError,
@@ -30,8 +30,8 @@ from autoharness.daemon.reflect.backends.base import (
     empty_usage,
     find_claude,
 )
-from autoharness.daemon.reflect.prompt import Prompt
-from autoharness.protocol import paths
+from claude_autoharness.daemon.reflect.prompt import Prompt
+from claude_autoharness.protocol import paths
 
 # The parent's identity must not leak into the child: Claude Code would otherwise treat it as
 # part of the user's session (and the hook client would count it).
