@@ -20,7 +20,7 @@ from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.config import CaptureConfig
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
 TAIL = 150_000
 
 

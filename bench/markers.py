@@ -22,7 +22,7 @@ from pathlib import Path
 
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer, scan_file
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
 MARKER_EVERY = 200 * 1024
 FILES = 10
 READ_CHUNK = 1024 * 1024  # watcher-sized reads; 8 MiB allocations cost page faults

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from claude_autoharness.daemon.capture.redact import Redactor, default_redactor, load_rule_data
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
 
 
 def corpus_text() -> str:

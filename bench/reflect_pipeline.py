@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from claude_autoharness.protocol.paths import project_slug
 from fake_anthropic import FakeAnthropic, tool_reply
 
-DEFAULT_TRANSCRIPT = REPO / "tests" / "corpus" / "spotter" / "short.jsonl"
+DEFAULT_TRANSCRIPT = REPO / "tests" / "corpus" / "real" / "spotter" / "short.jsonl"
 MODEL_DELAY_S = 0.2
 GAP_S = 0.5  # excluded between the busy phase and the second idle phase
 

@@ -26,7 +26,7 @@ import anyio
 
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
 
 
 def corpus_lines() -> list[bytes]:

@@ -9,7 +9,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus"
-REAL = CORPUS
+REAL = CORPUS / "real"
 
 
 @pytest.fixture
