@@ -145,7 +145,11 @@ def _offline_packet(path: str, start: int) -> dict:
 
 
 def do_learn(args) -> int:
-    text = " ".join(args.text).strip()
+    # `-` reads the lesson from stdin: /learn passes it through a quoted heredoc, the one
+    # spelling that keeps quotes, backticks, `$` and newlines verbatim and that Claude Code's
+    # Bash permission checker lets through (it refuses any `$VAR` or `$(...)` expansion)
+    text = sys.stdin.read() if args.text == ["-"] else " ".join(args.text)
+    text = text.strip()
     if not text:
         raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"")
     out = call(m.Learn(text=text, session_id=args.session or None, layer=args.layer))
@@ -250,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=do_capture)
 
     s = sub.add_parser("learn", help="/learn: reflect now on this session with your guidance")
-    s.add_argument("text", nargs="+", metavar="TEXT")
+    s.add_argument("text", nargs="+", metavar="TEXT", help="the lesson; `-` reads it from stdin")
     s.add_argument("--session", metavar="ID", help="default: the most recently active session")
     s.add_argument("--layer", choices=("project", "user"))
     s.set_defaults(func=do_learn)

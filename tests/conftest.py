@@ -49,3 +49,15 @@ def copy_corpus(name: str, dest: Path) -> Path:
     shutil.copyfile(src, out)
     os.chmod(out, 0o600)
     return out
+
+
+@pytest.fixture(scope="session")
+def claude_cli() -> Path:
+    """The real Claude Code CLI binary (see tests/claude_cli.py): installed into the checkout's
+    `.cache/claude-code/` with npm when missing; skipped with the reason only when npm is absent."""
+    from claude_cli import CliUnavailable, claude_cli_path
+
+    try:
+        return claude_cli_path()
+    except CliUnavailable as e:
+        pytest.skip(str(e))

@@ -7,6 +7,12 @@ configurable delay applies to every reply. It checks requests the way the real A
 our code depends on it (forced tool exists, strict-schema rules, cache breakpoints, tool_result
 pairing) and answers 400 otherwise. It ignores auth headers entirely (SDK 2.x sends
 `Authorization: Bearer`, older ones `x-api-key`).
+
+A request with `"stream": true` (the real Claude Code CLI always streams) gets the same reply as
+server-sent events: `message_start`, per block `content_block_start` / `content_block_delta`
+(`text_delta` or `input_json_delta`) / `content_block_stop`, `message_delta`, `message_stop`.
+`route(body)`, when set, answers a request before the script does (returns a reply or None):
+the CLI's side requests (titles and the like) must not consume scripted turns.
 """
 
 import itertools
@@ -58,6 +64,58 @@ def text_reply(text: str, *, usage=None) -> dict:
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn", "stop_sequence": None,
         "usage": dict(DEFAULT_USAGE if usage is None else usage)}}
+
+
+def message_reply(*blocks: dict, usage=None, stop_reason=None) -> dict:
+    """A 200 reply with these content blocks (see `text_block`, `tool_use_block`); the stop
+    reason is `tool_use` when a block calls a tool, else `end_turn`."""
+    if stop_reason is None:
+        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    return {"status": 200, "body": {
+        "type": "message", "role": "assistant", "model": None, "content": list(blocks),
+        "stop_reason": stop_reason, "stop_sequence": None,
+        "usage": dict(DEFAULT_USAGE if usage is None else usage)}}
+
+
+def text_block(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def tool_use_block(name: str, tool_input: dict) -> dict:
+    return {"type": "tool_use", "id": f"toolu_fake{next(_ids)}", "name": name, "input": tool_input}
+
+
+def sse_events(message: dict) -> bytes:
+    """`message` (a complete Messages API reply) as the API streams it."""
+    def event(kind: str, data: dict) -> bytes:
+        return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+    usage = dict(message.get("usage") or {})
+    start = dict(message, content=[], stop_reason=None, stop_sequence=None,
+                 usage=dict(usage, output_tokens=1))
+    out = [event("message_start", {"type": "message_start", "message": start})]
+    for i, block in enumerate(message.get("content") or []):
+        if block["type"] == "tool_use":
+            empty = dict(block, input={})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        elif block["type"] == "thinking":
+            empty = dict(block, thinking="")
+            delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+        else:
+            empty = dict(block, text="")
+            delta = {"type": "text_delta", "text": block.get("text", "")}
+        out.append(event("content_block_start",
+                         {"type": "content_block_start", "index": i, "content_block": empty}))
+        out.append(event("content_block_delta",
+                         {"type": "content_block_delta", "index": i, "delta": delta}))
+        out.append(event("content_block_stop", {"type": "content_block_stop", "index": i}))
+    out.append(event("message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": message.get("stop_reason"),
+                  "stop_sequence": message.get("stop_sequence")},
+        "usage": {"output_tokens": usage.get("output_tokens", 1)}}))
+    out.append(event("message_stop", {"type": "message_stop"}))
+    return b"".join(out)
 
 
 def error_reply(status: int, etype: str = "api_error", message: str = "fake error",
@@ -148,8 +206,10 @@ def request_problems(body: dict) -> list[str]:
 class FakeAnthropic:
     """Start with `with FakeAnthropic() as fake:`; point the SDK at `fake.base_url`."""
 
-    def __init__(self, *, delay: float = 0.0):
+    def __init__(self, *, delay: float = 0.0, validate: bool = True, route=None):
         self.delay = delay
+        self.validate = validate  # False: skip `request_problems` (the CLI's own requests)
+        self.route = route
         self.requests: list[Recorded] = []
         self.script: deque = deque()
         self.default = tool_reply({"proposals": []})
@@ -199,16 +259,24 @@ class FakeAnthropic:
                         self.rfile.readline()
                 return self.rfile.read(int(self.headers.get("content-length") or 0))
 
-            def _send(self, status: int, body: dict, headers=None):
-                data = json.dumps(body).encode()
+            def _send(self, status: int, body: dict, headers=None, stream=False):
+                stream = stream and status == 200 and body.get("type") == "message"
+                data = sse_events(body) if stream else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type",
+                                 "text/event-stream" if stream else "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.send_header("request-id", f"req_fake{next(_ids)}")
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):
+                with fake._lock:
+                    fake.requests.append(Recorded("GET", self.path, {k.lower(): v for k, v
+                                                                    in self.headers.items()}, b""))
+                self._send(404, error_reply(404, "not_found_error")["body"])
 
             def do_POST(self):
                 raw = self._read_body()
@@ -223,11 +291,11 @@ class FakeAnthropic:
                 except ValueError:
                     return self._send(400, error_reply(400, "invalid_request_error",
                                                        "body is not JSON")["body"])
-                problems = request_problems(body)
+                problems = request_problems(body) if fake.validate else []
                 if problems:
                     return self._send(400, error_reply(400, "invalid_request_error",
                                                        "; ".join(problems))["body"])
-                reply = fake._next()
+                reply = (fake.route(body) if fake.route else None) or fake._next()
                 if reply.get("hang"):
                     fake._release.wait(60)
                     self.close_connection = True
@@ -241,7 +309,8 @@ class FakeAnthropic:
                     out["id"] = f"msg_fake{next(_ids)}"
                     out["model"] = out.get("model") or body.get("model")
                 try:
-                    self._send(reply.get("status", 200), out, reply.get("headers"))
+                    self._send(reply.get("status", 200), out, reply.get("headers"),
+                               stream=bool(body.get("stream")))
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

@@ -406,12 +406,19 @@ def test_plugin_shim_runs_autoharness_hook_from_path(short_tmp):
 
 
 def test_commands_reference_the_cli():
-    """/learn passes the session id and the user's text to `autoharnessctl learn`;
-    /save-learnings runs `autoharnessctl learnings save`; both have a description."""
+    """/learn gives the model one literal command: the session id Claude Code substitutes, and
+    the lesson it substitutes inside a quoted heredoc read from stdin (no `$VAR`, `${VAR}` or
+    `$(...)` expansion, which Claude Code's Bash permission checker refuses);
+    /save-learnings runs `autoharnessctl learnings save`; both have a description; the plugin's
+    top-level commands/ ships the same files as the package."""
     learn = (PKG_COMMANDS / "learn.md").read_text()
-    assert "autoharnessctl learn --session" in learn and "$ARGUMENTS" in learn
-    assert "CLAUDE_CODE_SESSION_ID" in learn
+    block = learn.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    assert block == ("autoharnessctl learn --session ${CLAUDE_SESSION_ID} - <<'AUTOHARNESS_LESSON'\n"
+                     "$ARGUMENTS\nAUTOHARNESS_LESSON")
+    assert "allowed-tools: Bash(autoharnessctl learn:*)\n" in learn
     save = (PKG_COMMANDS / "save-learnings.md").read_text()
     assert "!`autoharnessctl learnings save`" in save
     for text in (learn, save):
         assert text.startswith("---\ndescription: ")
+    for name in ("learn.md", "save-learnings.md"):
+        assert (REPO / "commands" / name).read_bytes() == (PKG_COMMANDS / name).read_bytes()

@@ -241,6 +241,21 @@ def test_learn_round_trip(make_env, fake):
     assert guidance in fake.messages_requests[0].body.decode()
 
 
+def test_learn_reads_the_lesson_verbatim_from_stdin(make_env, fake):
+    """`autoharnessctl learn -` (the /learn command's heredoc spelling) takes the lesson from
+    stdin with quotes, backticks, `$`, backslashes and newlines unchanged, and the reflector
+    receives it exactly."""
+    lesson = "quote \"$HOME\" and `ls`, never ${X} or $(whoami) 'here' \\n\nsecond line"
+    fake.push(tool_reply({"proposals": []}))
+    e = make_env(extra_env={"AUTOHARNESS_REFLECT_EVERY": "1000"})
+    e.work(1)
+    r = ctl("learn", "--session", e.sid, "-", input=(lesson + "\n").encode())
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="learn job")
+    [req] = fake.messages_requests
+    assert json.dumps(lesson)[1:-1] in req.body.decode()  # the text, JSON-escaped once
+
+
 def test_review_mode_holds_then_approve_and_reject(make_env, fake):
     """promoter.mode=review: passing intents are held; approve lands, reject writes nothing."""
     fake.push(tool_reply({"proposals": [proposal(), proposal(skill="second-skill")]}))

@@ -10,7 +10,7 @@ import os
 import msgspec
 
 from claude_autoharness.daemon.capture.digest import build_digest
-from claude_autoharness.daemon.capture.window import cut_window
+from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
 
 
 class Packet(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,6 +29,10 @@ class Packet(msgspec.Struct, frozen=True, kw_only=True):
     fallback_reason: str = ""
     digest_records: int = 0
     scanned_bytes: int = 0  # window + digest bytes read from the transcript
+    # Claude Code's bookkeeping records left out of the window (not conversation), by type
+    bookkeeping_records: int = 0
+    bookkeeping_bytes: int = 0
+    bookkeeping_types: dict[str, int] = {}
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -41,13 +45,17 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
                  expect_size: int | None = None) -> Packet:
     """Window from watermark `start`, digest before it, both redacted with `redactor`.
 
+    The window carries conversation records only (`CONVERSATION_TYPES`); bookkeeping records
+    are left out before its byte cap and counted.
+
     `capture_cfg` is a `CaptureConfig`. Blocking file I/O: call it from a worker thread.
     Raises OSError if the transcript cannot be read.
     """
     win = cut_window(path, start,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,
-                     expect_inode=expect_inode, expect_size=expect_size)
+                     expect_inode=expect_inode, expect_size=expect_size,
+                     record_types=CONVERSATION_TYPES)
     dig = build_digest(path, win.start,
                        exchanges=capture_cfg.digest_exchanges,
                        max_chars=capture_cfg.digest_max_chars,
@@ -79,16 +87,22 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
         fallback_reason=win.fallback_reason,
         digest_records=dig.records,
         scanned_bytes=win.scanned_bytes + dig.scanned_bytes,
+        bookkeeping_records=win.bookkeeping_records,
+        bookkeeping_bytes=win.bookkeeping_bytes,
+        bookkeeping_types=dict(win.bookkeeping_types),
     )
 
 
 def format_packet(p: Packet) -> str:
     """The packet as a person reads it: what is sent, and what was dropped or redacted."""
     red = ", ".join(f"{k}={n}" for k, n in sorted(p.redactions.items())) or "none"
+    kinds = ", ".join(f"{k}={n}" for k, n in sorted(p.bookkeeping_types.items()))
     head = [
         f"window: bytes {p.watermark_from}..{p.watermark_to} of {p.size} "
         f"({p.kept_records} records kept, {p.clipped_records} clipped, "
         f"{p.dropped_records} records / {p.dropped_bytes} bytes dropped)",
+        f"bookkeeping left out: {p.bookkeeping_records} records / {p.bookkeeping_bytes} bytes"
+        + (f" ({kinds})" if kinds else ""),
         f"fallback: {p.fallback_reason or 'no'}",
         f"redactions: {red}",
         "",
@@ -102,23 +116,30 @@ def format_packet(p: Packet) -> str:
 
 
 class CaptureStats:
-    """Counters for `status --json` → `capture: {windows_cut, bytes_dropped, redactions}`."""
+    """Counters for `status --json` → `capture: {windows_cut, bytes_dropped, fallbacks,
+    bookkeeping_records, bookkeeping_bytes, redactions}`."""
 
     def __init__(self):
         self.windows_cut = 0
         self.bytes_dropped = 0
         self.fallbacks = 0
+        self.bookkeeping_records = 0
+        self.bookkeeping_bytes = 0
         self.redactions: dict[str, int] = {}
 
     def add(self, p: Packet) -> None:
         self.windows_cut += 1
         self.bytes_dropped += p.dropped_bytes
         self.fallbacks += p.fallback
+        self.bookkeeping_records += p.bookkeeping_records
+        self.bookkeeping_bytes += p.bookkeeping_bytes
         _add(self.redactions, p.redactions)
 
     def to_dict(self) -> dict:
         return {"windows_cut": self.windows_cut, "bytes_dropped": self.bytes_dropped,
-                "fallbacks": self.fallbacks, "redactions": dict(self.redactions)}
+                "fallbacks": self.fallbacks, "bookkeeping_records": self.bookkeeping_records,
+                "bookkeeping_bytes": self.bookkeeping_bytes,
+                "redactions": dict(self.redactions)}
 
     def to_state(self) -> dict:
         return self.to_dict()
@@ -126,7 +147,8 @@ class CaptureStats:
     def from_state(self, state: dict) -> None:
         if not isinstance(state, dict):
             return
-        for key in ("windows_cut", "bytes_dropped", "fallbacks"):
+        for key in ("windows_cut", "bytes_dropped", "fallbacks", "bookkeeping_records",
+                    "bookkeeping_bytes"):
             v = state.get(key)
             if isinstance(v, int) and not isinstance(v, bool):
                 setattr(self, key, v)

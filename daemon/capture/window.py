@@ -1,6 +1,13 @@
 """Cut the window: the raw JSONL bytes of a transcript from a watermark to its last complete line.
 
-The window is opaque bytes (no record interpretation). It is bounded three ways:
+The window is raw bytes; the only interpretation is a record's top-level `type`, read from its
+head. With `record_types` set (the pipeline passes `CONVERSATION_TYPES`), records of any other
+type (Claude Code's bookkeeping: attachments, request shapes and blobs, cost state, ...) are left
+out *before* the byte cap, so they never crowd out the conversation; they are counted per type.
+It is an allow-list: a bookkeeping type that appears in a later Claude Code is left out too. A
+record whose type cannot be read from its first `SNIFF_BYTES` is not conversation either.
+
+The window is bounded three ways:
 
 * each record (line) is clipped to `max_record_bytes`, with a visible clip marker;
 * the window keeps the **newest** whole records under `max_window_bytes`, with a leading marker
@@ -15,6 +22,7 @@ one byte when the watermark is already known to be invalid, to align the re-read
 """
 
 import os
+import re
 
 import msgspec
 
@@ -24,6 +32,13 @@ DEFAULT_MAX_SCAN_BYTES = 16 * 1024 * 1024
 # past redaction); longer runs (base64 blobs) are cut anyway.
 _TOKEN_BACKOFF = 128
 _TOKEN_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.")
+# The record types that say what happened in a session; everything else is bookkeeping.
+CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "summary"})
+# How much of a record's head is searched for its top-level `type` (Claude Code writes it
+# within the first ~150 bytes, before the message).
+SNIFF_BYTES = 4096
+# JSON strings (escapes included) and the structural characters that change nesting depth
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,6 +57,91 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     scanned_bytes: int = 0
     inode: int = 0
     size: int = 0
+    # records left out by type (`record_types`) among those scanned, and their raw bytes
+    bookkeeping_records: int = 0
+    bookkeeping_bytes: int = 0
+    bookkeeping_types: dict[str, int] = {}
+
+
+def record_type(head: bytes) -> str | None:
+    """The top-level `"type"` of a JSON object record, read from its head (a prefix of the line);
+    None when the head is not an object or names no top-level type. Nested `type` keys (content
+    blocks, attachments) are skipped by tracking the nesting depth."""
+    if not head.lstrip().startswith(b"{"):
+        return None
+    depth = 0
+    tokens = _JSON_TOKEN.finditer(head)
+    for tok in tokens:
+        t = tok.group()
+        if t in (b"{", b"["):
+            depth += 1
+        elif t in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                return None
+        elif depth == 1 and t == b'"type"':
+            colon = next(tokens, None)
+            value = next(tokens, None)
+            if colon is None or colon.group() != b":" or value is None:
+                return None
+            v = value.group()
+            if not v.startswith(b'"') or head[colon.end():value.start()].strip():
+                return None  # not a plain string value
+            try:
+                return msgspec.json.decode(v, type=str)
+            except msgspec.DecodeError:
+                return None
+    return None
+
+
+def record_type_from_tail(tail: bytes) -> str | None:
+    """The top-level `"type"` of a JSON object record, read backward from its end (a suffix of
+    the line, newline allowed): older Claude Code versions write `type` after the message. Read
+    backward from the closing brace, a quote is always a string's end, so the scan never starts
+    inside a string; None when the suffix ends before a top-level type is met."""
+    data = tail.rstrip()
+    if not data.endswith(b"}"):
+        return None
+    depth, i = 0, len(data) - 1
+    after: list[bytes] = []  # the depth-1 tokens following the current one (nearest first)
+    while i >= 0:
+        c = data[i]
+        if c in b"}]":
+            depth += 1
+            after.clear()
+        elif c in b"{[":
+            depth -= 1
+            if depth <= 0:
+                return None
+            after.clear()
+        elif c == 0x22:  # '"': find the opening quote (one not escaped by an odd run of \\)
+            j = i - 1
+            while j >= 0:
+                if data[j] == 0x22:
+                    k = j - 1
+                    while k >= 0 and data[k] == 0x5C:
+                        k -= 1
+                    if (j - 1 - k) % 2 == 0:
+                        break
+                j -= 1
+            if j < 0:
+                return None
+            token = data[j:i + 1]
+            if depth == 1:
+                if token == b'"type"' and len(after) >= 2 and after[0] == b":" \
+                        and after[1].startswith(b'"'):
+                    try:
+                        return msgspec.json.decode(after[1], type=str)
+                    except msgspec.DecodeError:
+                        return None
+                after.insert(0, token)
+                del after[3:]
+            i = j
+        elif c in b":," and depth == 1:
+            after.insert(0, bytes([c]))
+            del after[3:]
+        i -= 1
+    return None
 
 
 class BackwardLines:
@@ -168,8 +268,12 @@ def cut_window(
     expect_size: int | None = None,
     fallback_bytes: int | None = None,
     max_scan_bytes: int | None = None,
+    record_types: frozenset[str] | None = None,
 ) -> Window:
     """Cut the window of `path` from watermark `start` to its last complete line.
+
+    With `record_types`, only records of those top-level types are kept (before the byte cap);
+    the others are counted in `bookkeeping_*`. None keeps every record.
 
     An invalid watermark (past EOF, or the file replaced/shrunk since `expect_inode` /
     `expect_size` were taken) falls back to re-reading at most `fallback_bytes` (default:
@@ -193,8 +297,12 @@ def cut_window(
         else:
             lo = start
         end, scanned, tail = find_end(fd, lo, size, budget)
-        lines = BackwardLines(fd, lo, end, max_record_bytes, budget - scanned, tail)
+        head_bytes = max_record_bytes if record_types is None else max(max_record_bytes,
+                                                                           SNIFF_BYTES)
+        lines = BackwardLines(fd, lo, end, head_bytes, budget - scanned, tail)
         kept: list[tuple[bytes, int, bool]] = []  # (output, line start, clipped), newest first
+        skipped: dict[str, int] = {}
+        skipped_bytes = 0
         used = 0
         kept_start = end
         dropped_seen = 0
@@ -209,6 +317,20 @@ def cut_window(
                 dropped_seen += 1  # a fragment of a record cut by the re-read's start
                 break
             raw_len = e - s
+            if record_types is not None:
+                rtype = record_type(head)
+                if rtype is None and raw_len > len(head):  # clipped head: try the record's end
+                    n = min(SNIFF_BYTES, raw_len)
+                    rtype = record_type_from_tail(os.pread(fd, n, e - n))
+                    scanned += n
+                elif rtype is None:
+                    rtype = record_type_from_tail(head)
+                if rtype not in record_types:
+                    key = rtype if rtype is not None else "(unknown)"
+                    skipped[key] = skipped.get(key, 0) + 1
+                    skipped_bytes += raw_len
+                    kept_start = s  # accounted for: left out by type, not by the cap
+                    continue
             is_clipped = raw_len > max_record_bytes
             out = _clip(head, raw_len, max_record_bytes) if is_clipped else head
             if used + len(out) > max_window_bytes:
@@ -252,6 +374,9 @@ def cut_window(
         scanned_bytes=scanned,
         inode=inode,
         size=size,
+        bookkeeping_records=sum(skipped.values()),
+        bookkeeping_bytes=skipped_bytes,
+        bookkeeping_types=skipped,
     )
 
 
