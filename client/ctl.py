@@ -10,6 +10,7 @@ from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
 from claude_autoharness.client import doctor, install, learnings_cli, service
+from claude_autoharness.client.words import findings_text, plural
 
 
 class CtlError(Exception):
@@ -31,6 +32,35 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
+def waiting_reason(st: dict) -> str:
+    """Why reflection jobs cannot start ("" when they can): no backend, or the token budget."""
+    jobs, refl = st.get("jobs") or {}, st.get("reflector") or {}
+    if jobs.get("waiting"):
+        return str(jobs["waiting"])
+    if refl.get("backend") == "none":
+        return str(refl.get("reason") or "no reflector backend")
+    return ""
+
+
+def waiting_note(st: dict) -> str:
+    """The line every verb that queues or waits for jobs prints when they cannot run."""
+    why = waiting_reason(st)
+    if not why:
+        return ""
+    return (f"jobs wait and nothing is reflected: {why}. Then restart the daemon so it sees "
+            "the change (`autoharnessctl stop`; the next hook starts it); "
+            "`autoharnessctl doctor` checks it")
+
+
+def _warn_if_waiting() -> None:
+    try:
+        note = waiting_note(call(m.Status(), timeout=5))
+    except (DaemonUnreachable, DaemonError):
+        return
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
+
+
 def format_status(st: dict, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = [
@@ -48,6 +78,9 @@ def format_status(st: dict, now: float | None = None) -> str:
     j = st["jobs"]
     lines.append(f"jobs: {j['pending']} pending, {j['running']} running, {j['done']} done, "
                  f"{j['failed']} failed")
+    note = waiting_note(st)
+    if note:
+        lines.append(f"WAITING: {note}")
     sp = st["spool"]
     lines.append(f"spool: {sp['pending']} pending, {sp['replayed']} replayed")
     p = st["persistence"]
@@ -86,8 +119,11 @@ def do_flush(args) -> int:
     if not out["jobs"]:
         print("nothing to flush (no named session has unreflected activity)")
     for sid in out["unknown"]:
-        print(f"unknown session: {sid}", file=sys.stderr)
-    return 0
+        print(f"unknown session: {sid} (`autoharnessctl status` lists the active ones)",
+              file=sys.stderr)
+    if out["jobs"]:
+        _warn_if_waiting()
+    return 1 if out["unknown"] else 0
 
 
 def do_stop(args) -> int:
@@ -156,14 +192,15 @@ def do_learn(args) -> int:
     where = f"session {out['session_id']}" if out.get("transcript_path") else "no transcript"
     print(f"queued learn job {out['job']} ({where}); "
           "see `autoharnessctl queue list` once it has run")
+    _warn_if_waiting()
     return 0
 
 
 def _intent_line(i: dict) -> str:
     p = i.get("proposal") or {}
     what = f"{p.get('action', '?')} {p.get('skill', '?')} [{p.get('layer', '?')}]" if p else "(malformed)"
-    codes = ",".join(f"{f['family']}/{f['code']}" for f in i.get("findings", []))
-    return f"{i['id']:<20} {i['status']:<9} {i['source']:<9} {what}" + (f"  {codes}" if codes else "")
+    why = findings_text(i.get("findings"), limit=1)
+    return f"{i['id']:<20} {i['status']:<9} {i['source']:<9} {what}" + (f"  {why}" if why else "")
 
 
 def do_queue(args) -> int:
@@ -185,8 +222,8 @@ def do_queue(args) -> int:
     if args.json or args.op == "show":
         _print_json(out)
     else:
-        codes = ", ".join(f"{f['family']}/{f['code']}" for f in out.get("findings", []))
-        print(f"{args.id}: {out['status']}" + (f" ({codes})" if codes else ""))
+        why = findings_text(out.get("findings"))
+        print(f"{args.id}: {out['status']}" + (f": {why}" if why else ""))
     if args.op == "approve" and out.get("status") != "landed":
         return 1  # re-validation against today's tree said no
     return 0
@@ -208,8 +245,8 @@ def do_skills(args) -> int:
             print(f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {s['status']:<8} "
                   f"uses {s['uses']:<5} changed {_ago(s.get('last_changed'), time.time())}")
         return 0
-    codes = ", ".join(f"{f['family']}/{f['code']}" for f in out.get("findings", []))
-    print(f"{args.op} {args.name}: {out['status']}" + (f" ({codes})" if codes else ""))
+    why = findings_text(out.get("findings"))
+    print(f"{args.op} {args.name}: {out['status']}" + (f": {why}" if why else ""))
     return 0 if out["status"] == "landed" else 1
 
 
@@ -226,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect what it learned.",
     )
     p.add_argument("--version", action="version", version=f"autoharnessctl {VERSION}")
-    sub = p.add_subparsers(dest="verb", metavar="COMMAND", required=True)
+    sub = p.add_subparsers(dest="verb", metavar="COMMAND")
 
     s = sub.add_parser("status", help="show sessions, events, jobs, spool and persistence")
     s.add_argument("--json", action="store_true", help="print one JSON object")
@@ -295,10 +332,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader went away (`autoharnessctl status | head -2`): stop without a traceback.
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141  # what a shell reports for a command ended by SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):  # bare `autoharnessctl`: say what it can do
+        parser.print_help()
+        sys.exit(0)
     try:
         code = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _quiet_broken_pipe()
     except DaemonUnreachable as e:
         print(f"autoharnessctl: {e}", file=sys.stderr)
         code = 1

@@ -16,6 +16,7 @@ from typing import Mapping
 
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION, paths
 from claude_autoharness.protocol import messages as m
 
@@ -39,12 +40,47 @@ def _skipped(name: str) -> Check:
 # ---- the checks -----------------------------------------------------------------------------
 
 
-def check_daemon(status: dict | None, error: str | None) -> Check:
+LOG_TAIL_BYTES = 64 * 1024
+
+
+def last_log_error(log_file: str) -> str:
+    """The daemon log's most recent error, in one line ("" when there is none).
+
+    The log holds JSON records from the running daemon and plain `autoharnessd: ...` lines from
+    a start that was refused (those already carry their fix)."""
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("autoharnessd: "):
+            return line[len("autoharnessd: "):]
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("level") in ("error", "critical", "exception"):
+            extra = ", ".join(f"{k}={v}" for k, v in rec.items()
+                              if k not in ("event", "level", "timestamp", "exception"))
+            return f"{rec.get('event')}" + (f" ({extra})" if extra else "")
+    return ""
+
+
+def check_daemon(status: dict | None, error: str | None, log_file: str | None = None) -> Check:
     if status is None:
         detail = (error or "not reachable").replace(f": {START_HINT}", "")
-        return Check("daemon", False, detail, "start it: `autoharnessctl service start` (as a "
-                     "service) or `autoharnessd` (foreground); hooks also start it on their own "
-                     "unless autostart is off")
+        fix = ("start it: `autoharnessctl service start` (as a service) or `autoharnessd` "
+               "(foreground); hooks also start it on their own unless autostart is off")
+        last = last_log_error(log_file) if log_file else ""
+        if last:
+            detail += f"; last error in {log_file}: {last}"
+            fix = f"fix what that error says, then {fix}"
+        return Check("daemon", False, detail, fix)
     return Check("daemon", True, f"running, pid {status.get('pid')}, "
                  f"up {status.get('uptime_s', 0):.0f}s, socket {status.get('socket')}")
 
@@ -67,6 +103,12 @@ def check_socket(sock_path: str, uid: int | None = None, lstat=os.lstat) -> Chec
         dst = lstat(d)
     except FileNotFoundError:
         return Check("socket", True, f"no socket directory yet ({d}): the daemon creates it")
+    except OSError as e:  # a file where a directory on the way should be
+        blocker = _file_on_the_way(d)
+        return Check("socket", False, f"cannot reach {d}: {e.strerror}"
+                     + (f" ({blocker} is a file)" if blocker else ""),
+                     f"move it away (`mv {blocker} {blocker}.old`) and restart the daemon"
+                     if blocker else "check that path, then restart the daemon")
     if stat.S_ISLNK(dst.st_mode) or not stat.S_ISDIR(dst.st_mode):
         return Check("socket", False, f"{d} is not a directory",
                      f"move it away (`mv {d} {d}.old`) and restart the daemon")
@@ -90,6 +132,69 @@ def check_socket(sock_path: str, uid: int | None = None, lstat=os.lstat) -> Chec
         return Check("socket", False, f"{sock_path} is open to other users "
                      f"(mode {stat.S_IMODE(sst.st_mode):o}, want 600)", f"chmod 600 {sock_path}")
     return Check("socket", True, f"{sock_path}: socket 600 in a 700 directory, yours")
+
+
+def _file_on_the_way(path: str) -> str:
+    """The first existing component of `path` that is not a directory ("" when none is)."""
+    parts = os.path.abspath(path).split(os.sep)
+    for i in range(2, len(parts) + 1):
+        p = os.sep.join(parts[:i])
+        try:
+            st = os.stat(p)
+        except OSError:
+            return ""
+        if not stat.S_ISDIR(st.st_mode):
+            return p
+    return ""
+
+
+def _writable(d: str) -> str:
+    """"" when a file can be created in `d`, else why not (read-only filesystem, permissions).
+    Tried for real: root passes every permission check but not a read-only mount."""
+    probe = os.path.join(d, f".doctor-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    os.unlink(probe)
+    return ""
+
+
+def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> Check:
+    """The state directory can hold the daemon's files: a private, writable directory.
+    The daemon refuses to start otherwise, and its refusal is only in its log."""
+    uid = os.getuid() if uid is None else uid
+    move = ("or keep autoharness's files elsewhere: AUTOHARNESS_HOME=DIR for the hooks, the "
+            "daemon and the CLI")
+    blocker = _file_on_the_way(state_dir)
+    if blocker:
+        return Check("state", False, f"{blocker} is a file, so the state directory {state_dir} "
+                     "cannot exist; the daemon cannot start",
+                     f"move it away (`mv {blocker} {blocker}.old`), {move}")
+    try:
+        st = os.lstat(state_dir)
+    except FileNotFoundError:
+        return Check("state", True, f"{state_dir} does not exist yet: the daemon creates it")
+    except OSError as e:
+        return Check("state", False, f"cannot read {state_dir}: {e.strerror}",
+                     f"check the permissions on the way to it, {move}")
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        return Check("state", False, f"{state_dir} is not a directory",
+                     f"move it away (`mv {state_dir} {state_dir}.old`), {move}")
+    if st.st_uid != uid:
+        return Check("state", False, f"{state_dir} is owned by uid {st.st_uid}, not you ({uid})",
+                     f"`sudo chown -R {uid} {state_dir}`, {move}")
+    if st.st_mode & 0o077:
+        return Check("state", False, f"{state_dir} is open to other users (mode "
+                     f"{stat.S_IMODE(st.st_mode):o}, want 700); the daemon refuses to start",
+                     f"chmod 700 {state_dir}")
+    why = writable(state_dir)
+    if why:
+        return Check("state", False, f"{state_dir} is not writable ({why}); the daemon cannot "
+                     "keep its state", f"make it writable (remount, or `chmod u+w {state_dir}`), "
+                     f"{move}")
+    return Check("state", True, f"{state_dir}: private (700) and writable")
 
 
 def _scope_of(src: install.Source) -> str:
@@ -251,13 +356,15 @@ def check_spool(status: dict | None, spool_file: str) -> Check:
     if status is not None:
         n = int((status.get("spool") or {}).get("pending") or 0)
         if n:
-            return Check("spool", False, f"{n} events wait in {spool_file}; a healthy daemon "
-                         "replays them within seconds", f"if they stay, {RESTART_HINT}")
+            return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_file}; a "
+                         "healthy daemon replays them within seconds",
+                         f"if they stay, {RESTART_HINT}")
         return Check("spool", True, "empty")
     n = _count_lines(spool_file)
     if n:
-        return Check("spool", False, f"{n} events spooled in {spool_file} while the daemon was "
-                     "down", f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
+        return Check("spool", False, f"{plural(n, 'event')} spooled in {spool_file} while the "
+                     "daemon was down",
+                     f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
     return Check("spool", True, "empty")
 
 
@@ -272,7 +379,7 @@ def check_quarantine(status: dict | None, quarantine_dir: str) -> Check:
     if not files:
         return Check("quarantine", True, "no corrupt files set aside")
     shown = ", ".join(os.path.basename(f) for f in files[:3]) + (" ..." if len(files) > 3 else "")
-    return Check("quarantine", False, f"{len(files)} corrupt files set aside in "
+    return Check("quarantine", False, f"{plural(len(files), 'corrupt file')} set aside in "
                  f"{quarantine_dir}: {shown}", f"inspect them in {quarantine_dir} (autoharness "
                  "already runs without them), then move them out of that directory")
 
@@ -281,24 +388,38 @@ def check_jobs(status: dict | None) -> Check:
     if status is None:
         return _skipped("jobs")
     jobs = status.get("jobs") or {}
+    pending = int(jobs.get("pending") or 0)
+    waiting = jobs.get("waiting") or ""
+    refl = status.get("reflector") or {}
+    if not waiting and refl.get("backend") == "none":
+        waiting = refl.get("reason") or "no reflector backend"
+    if pending and waiting:
+        return Check("jobs", False, f"{plural(pending, 'job')} pending and none can start: "
+                     f"{waiting}", "see the reflector check's fix, then restart the daemon "
+                     "(`autoharnessctl stop`; the next hook starts it)")
     # recent failures only: the lifetime counter would keep doctor failing forever
     failed = int(jobs.get("failed_24h", jobs.get("failed")) or 0)
     if not failed:
-        return Check("jobs", True, f"{jobs.get('done', 0)} done, {jobs.get('pending', 0)} "
+        return Check("jobs", True, f"{jobs.get('done', 0)} done, {pending} "
                      "pending, none failed in the last 24 h")
     last = jobs.get("last_error") or {}
     err = last.get("error") if isinstance(last, dict) else last
-    return Check("jobs", False, f"{failed} reflection jobs failed in the last 24 h"
+    return Check("jobs", False, f"{plural(failed, 'reflection job')} failed in the last 24 h"
                  + (f" (last: {err})" if err else ""),
                  "see why in `autoharnessctl status --json` (jobs), fix the backend (key, "
                  "network, budget); queue a session again with `autoharnessctl flush SESSION_ID`")
 
 
-def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk_usage) -> Check:
+def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk_usage,
+               statvfs=os.statvfs) -> Check:
     d = state_dir
-    while not os.path.exists(d) and os.path.dirname(d) != d:
+    while not os.path.isdir(d) and os.path.dirname(d) != d:
         d = os.path.dirname(d)
     try:
+        if statvfs(d).f_flag & os.ST_RDONLY:
+            return Check("disk", False, f"{d} is on a read-only filesystem: autoharness cannot "
+                         "write its state", "remount it read-write, or keep autoharness's files "
+                         "elsewhere with AUTOHARNESS_HOME=DIR")
         free = usage(d).free
     except OSError as e:
         return Check("disk", False, f"cannot stat {d}: {e.strerror}", f"check that {d} exists")
@@ -337,20 +458,32 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     command_dirs = [paths.user_commands_dir()]
     if project:
         command_dirs.append(paths.project_commands_dir(project))
-    return [
-        check_daemon(status, error),
-        check_version(status),
-        check_socket(paths.socket_path()),
-        check_config(cfg_file, cfg_error),
-        check_hooks(sources, env),
-        check_duplicates(sources),
-        check_commands(command_dirs, plugin, env),
-        check_reflector(status, cfg.reflector, env, cfg_file),
-        check_spool(status, paths.spool_file()),
-        check_quarantine(status, paths.quarantine_dir()),
-        check_jobs(status),
-        check_disk(paths.state_dir()),
+    checks = [
+        ("daemon", lambda: check_daemon(status, error, paths.log_file())),
+        ("version", lambda: check_version(status)),
+        ("state", lambda: check_state(paths.state_dir())),
+        ("socket", lambda: check_socket(paths.socket_path())),
+        ("config", lambda: check_config(cfg_file, cfg_error)),
+        ("hooks", lambda: check_hooks(sources, env)),
+        ("duplicates", lambda: check_duplicates(sources)),
+        ("commands", lambda: check_commands(command_dirs, plugin, env)),
+        ("reflector", lambda: check_reflector(status, cfg.reflector, env, cfg_file)),
+        ("spool", lambda: check_spool(status, paths.spool_file())),
+        ("quarantine", lambda: check_quarantine(status, paths.quarantine_dir())),
+        ("jobs", lambda: check_jobs(status)),
+        ("disk", lambda: check_disk(paths.state_dir())),
     ]
+    return [_guarded(name, fn) for name, fn in checks]
+
+
+def _guarded(name: str, fn) -> Check:
+    """One check that raises fails alone, with what it hit: doctor itself never crashes."""
+    try:
+        return fn()
+    except Exception as e:
+        what = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror else e
+        return Check(name, False, f"could not check ({type(e).__name__}: {what})",
+                     "see the other checks (state, socket) for the path at fault")
 
 
 def format_human(checks: list[Check]) -> str:

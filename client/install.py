@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
 import json
 import os
 import shlex
@@ -111,6 +112,42 @@ def plugin_hooks() -> dict:
 
 def dumps(data) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def dumps_like(data, raw: bytes | None) -> bytes:
+    """`data` as JSON in the style of `raw` (the file it replaces): the same indent unit (tabs,
+    2 or 4 spaces) and the same trailing newline, so a user's file is not re-indented."""
+    if not raw or not raw.strip():
+        return dumps(data).encode()
+    text = raw.decode("utf-8", "replace")
+    indent: str | int = 2
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            indent = line[: len(line) - len(stripped)]
+            break
+    out = json.dumps(data, indent=indent, ensure_ascii=False)
+    return (out + "\n" * (len(text) - len(text.rstrip("\n")))).encode()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def original_settings(rec: dict | None, unwired: dict) -> bytes | None:
+    """The settings file's bytes from before autoharness first wired it, if taking autoharness
+    out leaves exactly that content: then `--remove` gives back the very same bytes."""
+    path = (rec or {}).get("original_backup")
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        if _sha(data) != rec.get("original_sha256") or json.loads(data) != unwired:
+            return None
+    except (OSError, ValueError):
+        return None
+    return data
 
 
 def command_text(name: str) -> bytes:
@@ -519,7 +556,9 @@ def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
         dirs += [d for d in missing_dirs(settings_path) if d not in dirs]
         plan.changes.append(Change(settings_path, "create", None, dumps(new).encode()))
     elif new != settings:
-        plan.changes.append(Change(settings_path, "update", raw, dumps(new).encode()))
+        if not rec.get("original_sha256"):  # the file as the user had it, kept for --remove
+            rec["original_sha256"] = _sha(raw)
+        plan.changes.append(Change(settings_path, "update", raw, dumps_like(new, raw)))
     else:
         plan.changes.append(Change(settings_path, "unchanged", raw, raw))
 
@@ -564,7 +603,8 @@ def plan_remove(scope: str, project: str) -> Plan:
         elif not new and rec and rec.get("created_file"):
             plan.changes.append(Change(settings_path, "delete", raw, None))
         else:
-            plan.changes.append(Change(settings_path, "update", raw, dumps(new).encode()))
+            restored = original_settings(rec, new) or dumps_like(new, raw)
+            plan.changes.append(Change(settings_path, "update", raw, restored))
     for name in COMMANDS:
         p = os.path.join(commands_dir, name)
         try:
@@ -588,6 +628,10 @@ def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
         if c.old is not None and c.old != c.new:
             if c.path == plan.settings_path or c.old != command_text(os.path.basename(c.path)):
                 backups[c.path] = backup(c.path, c.old)
+            if (c.path == plan.settings_path and not remove
+                    and plan.record.get("original_sha256") == _sha(c.old)
+                    and not plan.record.get("original_backup")):
+                plan.record["original_backup"] = backups[c.path]
         if c.action == "delete":
             os.unlink(c.path)
         else:

@@ -12,6 +12,10 @@ import sys
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol.config import load as load_config
 from claude_autoharness.client.conn import DaemonNotRunning, call
+from claude_autoharness.client.words import plural
+
+TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
+                 "--previous-transcripts does; --transcript-path FILE lists one transcript")
 
 
 def _lookback() -> int:
@@ -41,6 +45,15 @@ def do_report(args) -> int:
     from claude_autoharness.daemon.learnings.state import load
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
+    if hook_mode and _stdin_is_terminal():
+        # A person typed it: the hook JSON will never come, so never wait for it.
+        print(f"autoharnessctl learnings report: {TERMINAL_NOTE}", file=sys.stderr)
+        hook_mode = False
+    if args.transcript_path and not os.path.isfile(args.transcript_path):
+        print(f"autoharnessctl learnings report: no such transcript: {args.transcript_path} "
+              "(pass a session's .jsonl file, as found under "
+              f"{_projects_hint()})", file=sys.stderr)
+        return 1
     try:
         if args.transcript_path:
             # The processed ids are the transcript's project's: its directory under projects/
@@ -65,6 +78,19 @@ def do_report(args) -> int:
         print(f"autoharnessctl learnings report: {e}", file=sys.stderr)
         return 0 if hook_mode else 1
     return 0
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _projects_hint() -> str:
+    from claude_autoharness.protocol import paths
+
+    return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
 def _redactor():
@@ -116,7 +142,7 @@ def do_save(args) -> int:
         print(json.dumps(res, indent=2))
         return 0
     verb = "would save" if res.get("dry_run") else "saved"
-    print(f"{verb} {len(res.get('saved', []))} markers "
+    print(f"{verb} {plural(len(res.get('saved', [])), 'marker')} "
           f"({len(res.get('skipped', []))} already saved)")
     for key, label in (("journal", "journal"), ("wiki", "wiki"), ("drafts", "doc drafts")):
         items = res.get(key) or []
@@ -138,7 +164,8 @@ def do_rule(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("learnings", help="report and save <!-- learning --> markers")
     lsub = p.add_subparsers(dest="learnings_verb", metavar="VERB", required=True)
-    r = lsub.add_parser("report", help="unprocessed markers (no mode: hook JSON on stdin)")
+    r = lsub.add_parser("report", help="unprocessed markers (no mode: hook JSON on stdin; "
+                        "on a terminal: this project's transcripts)")
     mode = r.add_mutually_exclusive_group()
     mode.add_argument("--previous-transcripts", action="store_true",
                       help="scan this project's transcripts since the last save")

@@ -17,6 +17,7 @@ import msgspec
 
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.client.conn import call
+from claude_autoharness.client.words import findings_text, plural
 
 
 def session_id_for(path: str, given: str | None) -> str:
@@ -86,37 +87,47 @@ def replay(args) -> int:
     cwd = os.path.abspath(args.project or os.getcwd())
     events = events_from_transcript(path, sid, cwd)
     tools = sum(1 for e in events if e["hook_event_name"] == "PreToolUse")
-    print(f"replaying {os.path.basename(path)} as session {sid}: {tools} tool calls, "
-          f"{sum(1 for e in events if e['hook_event_name'] == 'Stop')} turns", file=sys.stderr)
+    turns = sum(1 for e in events if e['hook_event_name'] == 'Stop')
+    print(f"replaying {os.path.basename(path)} as session {sid}: "
+          f"{plural(tools, 'tool call')}, {plural(turns, 'turn')}", file=sys.stderr)
+    waiting = ""
     if args.dry_run:
         intents = dry_run(events, path)
     else:
-        intents = through_daemon(events, sid, args.wait)
+        intents, waiting = through_daemon(events, sid, args.wait)
+    if waiting:
+        print(f"autoharnessctl replay: {waiting}", file=sys.stderr)
     if args.json:
         print(json.dumps(intents, indent=2))
     elif not intents:
-        print("no intents (the reflector proposed nothing)")
+        print("no intents yet: the jobs have not run" if waiting
+              else "no intents (the reflector proposed nothing)")
     else:
         for i in intents:
             p = i.get("proposal") or {}
-            codes = ", ".join(f"{f['family']}/{f['code']}" for f in i.get("findings", []))
+            why = findings_text(i.get("findings"))
             print(f"{i['status']:<9} {p.get('action', '?')} {p.get('skill', '?')} "
-                  f"[{p.get('layer', '?')}]" + (f" ({codes})" if codes else ""))
+                  f"[{p.get('layer', '?')}]" + (f": {why}" if why else ""))
             if p.get("reason"):
                 print(f"          why: {p['reason']}")
-    return 0
+    return 1 if waiting else 0
 
 
-def through_daemon(events: list[dict], sid: str, wait: float) -> list[dict]:
+def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict], str]:
+    """Send the events, wait for the jobs; (this session's intents, why jobs wait or "")."""
+    from claude_autoharness.client.ctl import waiting_note
+
     for ev in events:
         call(m.Hook(payload=msgspec.Raw(json.dumps(ev).encode()), ts=time.time(), replayed=True))
     end = time.monotonic() + wait
+    note = ""
     while time.monotonic() < end:
         st = call(m.Status())
-        if st["jobs"]["pending"] + st["jobs"]["running"] == 0 or st["jobs"].get("waiting"):
+        note = waiting_note(st) if st["jobs"]["pending"] else ""
+        if st["jobs"]["pending"] + st["jobs"]["running"] == 0 or note:
             break
         time.sleep(0.2)
-    return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid]
+    return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid], note
 
 
 def dry_run(events: list[dict], path: str) -> list[dict]:

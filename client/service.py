@@ -195,20 +195,37 @@ def _ours(path: str) -> bool:
         return False
 
 
+def _remove_units(units: list[str]) -> list[str]:
+    """Delete the unit files autoharness wrote (never a same-named file of someone else's)."""
+    removed = []
+    for u in units:
+        if _ours(u):
+            os.unlink(u)
+            removed.append(u)
+    return removed
+
+
 def systemd_action(action: str, unit_dir: str) -> int:
     units = [os.path.join(unit_dir, n) for n in (UNIT, SOCKET_UNIT)]
     installed = all(os.path.exists(u) for u in units)
-    if action != "install" and action != "status" and not installed:
-        if action == "uninstall":
-            print(f"not installed (no units in {unit_dir}): nothing to do")
-            return 0
+    if action == "uninstall" and not any(os.path.exists(u) for u in units):
+        print(f"not installed (no units in {unit_dir}): nothing to do")
+        return 0
+    if action in ("start", "stop") and not installed:
         raise ServiceError(f"the units are not installed in {unit_dir}: run "
                            "`autoharnessctl service install` first")
     why = systemd_reachable()
+    if why and action == "uninstall":
+        # Nothing can be disabled without a manager, but our files still go: install and
+        # uninstall stay inverse whatever state the manager is in.
+        removed = _remove_units(units)
+        print(f"systemctl --user cannot reach a user manager ({why}), so nothing was stopped "
+              "or disabled; " + (f"removed {' and '.join(removed)}" if removed
+                                 else f"no autoharness units in {unit_dir}")
+              + f"; from now on {AUTOSTART_NOTE}")
+        return 0
     if why and action != "status":
-        if action == "install":
-            write_systemd(unit_dir, daemon_path(), service_env())
-            print(f"wrote {units[0]} and {units[1]}")
+        # Nothing is written: units no manager will load would only be left behind.
         raise ServiceError(
             f"systemd is installed but `systemctl --user` cannot reach a user manager ({why}). "
             "Log in through a normal session (or `loginctl enable-linger $USER` on a server) "
@@ -227,9 +244,7 @@ def systemd_action(action: str, unit_dir: str) -> int:
         _service_env_note()
     elif action == "uninstall":
         run(ctl + ["disable", "--now", UNIT, SOCKET_UNIT], check=False)
-        for u in units:
-            if _ours(u):
-                os.unlink(u)
+        _remove_units(units)
         run(ctl + ["daemon-reload"], check=False)
         print(f"stopped, disabled and removed {units[0]} and {units[1]}; "
               f"from now on {AUTOSTART_NOTE}")

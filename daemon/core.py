@@ -36,6 +36,10 @@ from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 
 log = structlog.get_logger("autoharness")
 
+
+def _clip(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
 _event_decoder = msgspec.json.Decoder(sm.HookEvent)
 _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 PROMOTER_SUMMARY_CHARS = 1_000
@@ -233,9 +237,9 @@ class Daemon:
             n += 1
             try:
                 req = m.request_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 self.state.events.received += 1
-                self.state.events.rejected += 1
+                self._rejected(f"unreadable spool record: {_clip(str(e))}", from_spool=True)
                 continue
             if isinstance(req, m.Hook):
                 await self.cmd_hook(req, from_spool=True)
@@ -254,9 +258,11 @@ class Daemon:
             return m.Error(code="unsupported", message=f"request {type(req).__name__} not supported")
         return await handler(req)
 
-    def _rejected(self) -> m.HookReply:
+    def _rejected(self, reason: str, *, from_spool: bool = False) -> m.HookReply:
+        """Count and log an event we will not act on, with why (no payload: it may hold secrets)."""
         self.state.events.rejected += 1
         self.dirty = True
+        log.warning("event rejected", reason=reason, source="spool" if from_spool else "hook")
         return m.HookReply()
 
     async def cmd_hook(self, req: m.Hook, *, from_spool: bool = False) -> m.Reply:
@@ -264,10 +270,12 @@ class Daemon:
         ev_counts.received += 1
         try:
             ev = _event_decoder.decode(req.payload)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return self._rejected()  # malformed or wrongly typed
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            return self._rejected(f"not a hook event: {_clip(str(e))}", from_spool=from_spool)
         if not sm.valid_session_id(ev.session_id):
-            return self._rejected()  # a session id we will not key state on
+            # a session id we will not key state on (it names files and state keys)
+            return self._rejected(f"invalid session id {_clip(repr(ev.session_id), 60)} "
+                                  f"({ev.hook_event_name})", from_spool=from_spool)
         name = ev.hook_event_name
         if name in sm.KNOWN_EVENTS:
             ev_counts.by_kind[name] = ev_counts.by_kind.get(name, 0) + 1

@@ -69,6 +69,7 @@ class Server:
         except framing.FrameError as e:
             counters.malformed_frames += 1
             counters.rejected += 1
+            log.warning("frame rejected", reason=e.message, code=e.code)
             await self._reply(stream, m.Error(code=e.code, message=e.message))
             return
         except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
@@ -79,6 +80,7 @@ class Server:
             counters.malformed_frames += 1
             counters.received += 1
             counters.rejected += 1
+            log.warning("request rejected", reason=f"malformed: {_short(str(e), 200)}")
             self.daemon.dirty = True
             await self._reply(stream, m.Error(code="malformed", message=_short(str(e))))
             return

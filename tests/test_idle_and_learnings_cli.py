@@ -91,7 +91,7 @@ def test_offline_save_then_previous_transcripts_is_silent(home):
     r = ctl("learnings", "report", "--previous-transcripts", "--project", str(project))
     assert "1 unprocessed marker" in r.stdout
     r = ctl("learnings", "save", "--project", str(project))
-    assert r.returncode == 0 and "saved 1 markers" in r.stdout
+    assert r.returncode == 0 and "saved 1 marker (" in r.stdout
     assert list((project / ".claude" / "journal").glob("*.md"))
     assert (project / ".claude" / "wiki" / "cache-keys.md").exists()
     r = ctl("learnings", "report", "--previous-transcripts", "--project", str(project),
@@ -136,7 +136,7 @@ def test_report_transcript_path_uses_the_transcripts_project(home):
     elsewhere = home["tmp"] / "elsewhere"
     elsewhere.mkdir()
     r = ctl("learnings", "save", "--project", str(project))
-    assert r.returncode == 0 and "saved 1 markers" in r.stdout
+    assert r.returncode == 0 and "saved 1 marker (" in r.stdout
     for cwd in (elsewhere, project):
         r = subprocess.run([CTL, "learnings", "report", "--transcript-path", str(t), "--json"],
                            capture_output=True, text=True, timeout=60, cwd=cwd)
@@ -178,7 +178,7 @@ def test_save_does_not_go_offline_when_the_daemon_took_the_request(home):
     assert r.returncode == 1 and "did not answer" in r.stderr, (r.stdout, r.stderr)
     assert not (project / ".claude").exists()
     r = ctl("learnings", "save", "--project", str(project))  # no socket: offline
-    assert r.returncode == 0 and "saved 1 markers" in r.stdout
+    assert r.returncode == 0 and "saved 1 marker (" in r.stdout
 
 
 def test_offline_save_refuses_a_dot_claude_outside_the_project(home):

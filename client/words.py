@@ -1,0 +1,26 @@
+"""Small wording helpers shared by the CLI's messages: counts and promoter findings in words."""
+
+from __future__ import annotations
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 event`, `2 events`, `0 events`; `many` spells an irregular plural."""
+    if n == 1:
+        return f"{n} {word}"
+    return f"{n} {many or word + 's'}"
+
+
+def finding_text(f: dict) -> str:
+    """One promoter finding as a sentence with its code after it: the words say what happened,
+    the code is what to search the docs for (`no version 3 of x (promote/no_version)`)."""
+    code = f"{f.get('family', '?')}/{f.get('code', '?')}"
+    msg = str(f.get("message") or "").strip()
+    return f"{msg} ({code})" if msg else code.replace("_", " ").replace("/", ": ", 1)
+
+
+def findings_text(findings: list[dict] | None, limit: int = 3) -> str:
+    """Several findings joined with `; `, at most `limit` of them (the rest counted)."""
+    findings = list(findings or [])
+    out = "; ".join(finding_text(f) for f in findings[:limit])
+    if len(findings) > limit:
+        out += f"; and {plural(len(findings) - limit, 'more finding')}"
+    return out
