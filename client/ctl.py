@@ -230,6 +230,14 @@ def do_queue(args) -> int:
 
 
 def do_skills(args) -> int:
+    if args.op == "export":
+        from claude_autoharness.client.export import do_export
+        return do_export(args)
+    if args.op == "publish":
+        from claude_autoharness.client.publish import publish
+        code, text = publish(os.path.abspath(args.project or os.getcwd()))
+        print(text, file=sys.stdout if code == 0 else sys.stderr)
+        return code
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
@@ -304,8 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_queue)
 
-    s = sub.add_parser("skills", help="the skill library: list, show, history, revert, restore")
-    s.add_argument("op", choices=("list", "show", "history", "revert", "restore"))
+    s = sub.add_parser("skills", help="the skill library: list, show, history, revert, restore; "
+                       "publish (git mode's review branch), export (a Claude Code plugin)")
+    s.add_argument("op", choices=("list", "show", "history", "revert", "restore", "publish",
+                                  "export"))
     s.add_argument("name", nargs="?", metavar="NAME")
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
     s.add_argument("--layer", choices=("project", "user"))

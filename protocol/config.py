@@ -50,7 +50,9 @@ class ReflectorConfig(_Section):
 
 
 class PromoterConfig(_Section):
-    mode: Literal["auto", "review"] = "auto"
+    # git: project-layer landings become commits on `git_branch` (never working-tree files)
+    mode: Literal["auto", "review", "git"] = "auto"
+    git_branch: str = "autoharness/skills"
     max_body_lines: int = 40
 
 

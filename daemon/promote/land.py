@@ -35,7 +35,7 @@ from contextlib import contextmanager
 import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
-from claude_autoharness.daemon.promote import skillfile, validate
+from claude_autoharness.daemon.promote import gitmode, skillfile, validate
 from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, Plan, open_dir, read_nofollow,
 )
@@ -123,7 +123,9 @@ class Promoter:
     def promote(self, intent: Intent, window: str | bytes | None,
                 project_root: str | None) -> Outcome:
         """Land the intent, or reject it writing nothing; in review mode, hold what passes."""
-        return self._promote(intent, window, project_root, hold=self.cfg.mode == "review")
+        mode, _ = gitmode.mode_for(project_root if intent.proposal and
+                                   intent.proposal.layer == "project" else None, self.cfg)
+        return self._promote(intent, window, project_root, hold=mode == "review")
 
     def approve(self, intent: Intent, window: str | bytes | None,
                 project_root: str | None) -> Outcome:
@@ -145,6 +147,10 @@ class Promoter:
         if isinstance(window, bytes):
             window = window.decode("utf-8", "replace")
         with self._locked():
+            try:
+                self._sync_git(root)
+            except OSError as e:
+                return _reject(Finding(family="landing", code="git", message=str(e)))
             done = self._landed_before(os.path.join(root, p.skill), intent.id)
             if done:
                 return done
@@ -213,6 +219,7 @@ class Promoter:
         """Put back an earlier landed version (default: the one before the current); the
         revert is itself a recorded landing."""
         with self._locked():
+            self._sync_git_roots(project_root)
             found = self._one(name, project_root, layer, lambda t: os.path.lexists(t))
             if isinstance(found, Outcome):
                 return found
@@ -247,6 +254,7 @@ class Promoter:
                 layer: str | None = None) -> Outcome:
         """Bring the most recent archive of `name` back to where it was archived from."""
         with self._locked():
+            self._sync_git_roots(project_root)
             metas = [m for m in self._archives()
                      if m["name"] == name and (layer is None or m["layer"] == layer)
                      and (m["layer"] == "user" or project_root is None
@@ -300,6 +308,7 @@ class Promoter:
 
     def list_skills(self, project_root: str | None = None) -> list[SkillInfo]:
         """Live skills of the user layer (and the project's, given its root), then archives."""
+        self._refresh_git(project_root)
         out = []
         uses = self._uses()
         for layer, root, _ in self._roots(project_root):
@@ -321,6 +330,7 @@ class Promoter:
     def show(self, name: str, project_root: str | None = None,
              layer: str | None = None) -> SkillView | None:
         """One live skill: its SKILL.md, files and provenance; None when there is none."""
+        self._refresh_git(project_root)
         found = self._one(name, project_root, layer,
                           lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
         if isinstance(found, Outcome):
@@ -337,6 +347,7 @@ class Promoter:
     def history(self, name: str, project_root: str | None = None,
                 layer: str | None = None) -> list[dict]:
         """Every landing recorded for `name` (oldest first), archived or live."""
+        self._refresh_git(project_root)
         found = self._one(name, project_root, layer, lambda t: bool(self._history(t)))
         if isinstance(found, Outcome):
             return []
@@ -497,7 +508,7 @@ class Promoter:
         entry = {"landing": landing, "version": version, "action": plan.action, "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
-                 "reason": reason, "evidence": ev_rel, "previous": _sha_or_none(prev_md),
+                 "session": origin.get("session"), "reason": reason, "evidence": ev_rel, "previous": _sha_or_none(prev_md),
                  "files": manifest}
         if to is not None:
             entry["to"] = to
@@ -516,15 +527,19 @@ class Promoter:
         entry = {"landing": landing, "version": version, "action": "archive", "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
+                 "session": origin.get("session"),
                  "reason": self.redactor.redact(origin.get("reason") or "")[0],
                  "previous": _sha_or_none(prev_md), "files": {}, "archive": dest}
-        meta = {"name": plan.name, "layer": plan.layer, "target": target, "anchor": plan.anchor,
+        git_target = gitmode.target_of_root(plan.root)
+        anchor = git_target.project if git_target else plan.anchor  # restore asks by project
+        meta = {"name": plan.name, "layer": plan.layer, "target": target, "anchor": anchor,
                 "archived_at": now, "landing": landing, "version": version}
         return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
                 "archive_to": dest, "meta": meta, "history": entry}
 
     def _run(self, rec: dict) -> Outcome:
         """Journal the record, then apply it; an I/O failure is rolled back and reported."""
+        self._attach_git(rec)
         self._put_pending(rec)
         try:
             self._complete(rec)
@@ -544,6 +559,11 @@ class Promoter:
             self._apply_archive(rec)
         else:
             self._apply_writes(rec)
+        if rec.get("git"):  # the mirror holds the result: commit it to the review branch
+            t = gitmode.target_of_root(os.path.dirname(rec["target"]))
+            if t is None:
+                raise OSError(f"git mode: no target recorded for {rec['target']}")
+            rec["history"]["commit"] = gitmode.commit_landing(rec, t, rec["git"]["message"])
         self._append_history(rec["history"])
         self._drop(rec)
 
@@ -724,6 +744,35 @@ class Promoter:
                 if entry.startswith(TMP_PREFIX):
                     shutil.rmtree(os.path.join(base, name, entry), ignore_errors=True)
 
+    # -- git mode --------------------------------------------------------------------------
+
+    def _sync_git(self, root: str) -> None:
+        """Bring a git-mode mirror up to its branch tip (lock held; no-op for other roots)."""
+        t = gitmode.target_of_root(root)
+        if t is not None:
+            gitmode.sync(t)
+
+    def _sync_git_roots(self, project_root: str | None) -> None:
+        for _, root, _ in self._roots(project_root):
+            self._sync_git(root)
+
+    def _refresh_git(self, project_root: str | None) -> None:
+        """For readers: sync git-mode mirrors under the lock (never while a landing writes)."""
+        if any(gitmode.target_of_root(r) for _, r, _ in self._roots(project_root)):
+            with self._locked():
+                self._sync_git_roots(project_root)
+
+    def _attach_git(self, rec: dict) -> None:
+        """A landing into a git-mode mirror carries the commit it is planned on and its
+        message, so a crash between the mirror and the branch can finish the commit."""
+        t = gitmode.target_of_root(os.path.dirname(rec["target"]))
+        if t is None:
+            return
+        ev = next((sha for rel, sha, _ in rec.get("writes", ())
+                   if rel == rec["history"].get("evidence")), None)
+        evidence = self._get_blob(ev).decode("utf-8", "replace") if ev else None
+        rec["git"] = {"base": gitmode.mirrored_tip(t), "message": gitmode.message(rec, evidence)}
+
     # -- layers ----------------------------------------------------------------------------
 
     def _layer_root(self, layer: str, project_root: str | None) -> tuple[str | None, str | None]:
@@ -733,6 +782,9 @@ class Promoter:
             return os.path.realpath(paths.user_skills_dir()), None
         if not project_root or not os.path.isdir(project_root):
             return None, None
+        t = gitmode.target_for(project_root, self.cfg, self.state)
+        if t is not None:  # git mode: the review branch's skills, through their mirror
+            return t.mirror_root, t.base
         return os.path.realpath(paths.project_skills_dir(project_root)), project_root
 
     def _roots(self, project_root: str | None) -> list[tuple[str, str, str | None]]:

@@ -365,7 +365,12 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
     rec = read_provenance(skill_dir)
     if rec is None or rec["target"] != skill_dir:
         return False
-    entries = read_history(state or promote_state_dir(), skill_dir)
+    state = state or promote_state_dir()
+    entries = read_history(state, skill_dir)
+    if not entries:  # merged from a git-mode review branch: its landings are the mirror's
+        from claude_autoharness.daemon.promote.gitmode import twin
+        mirror = twin(state, skill_dir)
+        entries = read_history(state, mirror) if mirror else []
     if not entries or entries[-1]["action"] == "archive":
         return False
     claimed = {(x["landing"], x["skill_md"]) for x in rec["landings"] if x["skill_md"]}
