@@ -320,6 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
     s.add_argument("--layer", choices=("project", "user"))
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--plugin", metavar="DIR", help="export: write the plugin here")
+    s.add_argument("--marketplace", action="store_true",
+                   help="export: add a marketplace manifest, so DIR can be added as one")
+    s.add_argument("--plugin-name", default="autoharness-skills", help="export: the plugin's name")
+    s.add_argument("--owner", default="autoharness", help="export: the author/owner to name")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_skills)
 

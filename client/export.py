@@ -1,0 +1,167 @@
+"""`autoharnessctl skills export --plugin DIR`: the live autoharness-owned skills as a Claude
+Code plugin (and optionally a marketplace), for sharing org-wide through a plugin marketplace.
+
+Read-only on the skill library; the plugin is built in a temp dir next to DIR and swapped in,
+so DIR is always either the previous export or the new one. Nothing leaves the machine: the
+operator commits or hosts DIR. Provenance keeps the history of each landing but no machine
+path (the `target` is dropped, home directories in evidence quotes become `~`).
+"""
+
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.validate import (
+    PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, read_nofollow,
+)
+from claude_autoharness.protocol import VERSION
+from claude_autoharness.protocol.config import load as load_config
+
+DEFAULT_NAME = "autoharness-skills"
+# Marks a directory as one we exported, so a later export may replace it.
+MARKER = ".autoharness-export"
+_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_HOME = re.compile(r"(?<![\w.-])(?:/home/[^/\s\"']+|/Users/[^/\s\"']+|/root(?![\w.-])|"
+                   r"[A-Za-z]:\\\\?Users\\\\?[^\\\s\"']+)")
+# Provenance keys that are about this machine, not the skill's history.
+_MACHINE_KEYS = ("target",)
+
+
+class ExportError(Exception):
+    """Something the operator must fix; the message says what."""
+
+
+def scrub(text: str, home: str) -> str:
+    """Home directories (this user's and any other's) replaced by `~`."""
+    if len(home) > 1:
+        text = text.replace(home, "~")
+    return _HOME.sub("~", text)
+
+
+def public_provenance(data: bytes, home: str) -> bytes:
+    rec = json.loads(data)
+    for k in _MACHINE_KEYS:
+        rec.pop(k, None)
+    for x in rec.get("landings") or []:
+        if isinstance(x, dict) and isinstance(x.get("reason"), str):
+            x["reason"] = scrub(x["reason"], home)
+    return (json.dumps(rec, indent=1) + "\n").encode()
+
+
+def collect(layers: list[str], project: str | None) -> list:
+    """Live, autoharness-owned skills of the layers, project first; one per name."""
+    pr = Promoter(load_config().promoter)
+    seen, out = set(), []
+    infos = pr.list_skills(project if "project" in layers else None)
+    for info in sorted(infos, key=lambda i: (i.layer != "project", i.name)):
+        if (info.status == "live" and info.owner == "autoharness" and info.layer in layers
+                and info.name not in seen):
+            seen.add(info.name)
+            out.append(info)
+    return out
+
+
+def _skill_files(d: str) -> list[str]:
+    out = []
+    for here, _dirs, names in os.walk(d, followlinks=False):
+        for n in names:
+            full = os.path.join(here, n)
+            if n.startswith(TMP_PREFIX) or os.path.islink(full) or not os.path.isfile(full):
+                continue
+            out.append(os.path.relpath(full, d).replace(os.sep, "/"))
+    return sorted(out)
+
+
+def manifests(name: str, skills: list, owner: str) -> dict[str, dict]:
+    desc = (f"{len(skills)} skill(s) learned by autoharness from real sessions and kept "
+            "under review: " + ", ".join(s.name for s in skills[:12])
+            + (", ..." if len(skills) > 12 else ""))
+    plugin = {"name": name, "version": VERSION, "description": desc,
+              "author": {"name": owner}, "keywords": ["skills", "autoharness"]}
+    market = {"name": name, "owner": {"name": owner},
+              "description": f"Skills learned by autoharness, shared by {owner}.",
+              "plugins": [{"name": name, "source": "./", "description": desc,
+                           "version": VERSION}]}
+    return {"plugin.json": plugin, "marketplace.json": market}
+
+
+def export(dest: str, *, layers: list[str], project: str | None, name: str, owner: str,
+           marketplace: bool) -> list:
+    """Write the plugin at `dest` (replacing an earlier export); return the skills exported."""
+    if not _NAME.fullmatch(name):
+        raise ExportError(f"plugin name {name!r}: use lower-case letters, digits and hyphens "
+                          "(e.g. --name team-skills)")
+    dest = os.path.abspath(dest)
+    if os.path.lexists(dest):
+        if os.path.islink(dest) or not os.path.isdir(dest):
+            raise ExportError(f"{dest} exists and is not a directory: pick another --plugin DIR")
+        if os.listdir(dest) and not os.path.isfile(os.path.join(dest, MARKER)):
+            raise ExportError(f"{dest} is not empty and not an earlier export: pick an empty "
+                              "or new directory")
+    skills = collect(layers, project)
+    home = os.path.expanduser("~")
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f"{TMP_PREFIX}{os.path.basename(dest)}-{secrets.token_hex(4)}")
+    os.makedirs(os.path.join(tmp, ".claude-plugin"))
+    try:
+        for info in skills:
+            for rel in _skill_files(info.path):
+                data = read_nofollow(info.path, rel)
+                if data is None:
+                    continue
+                if rel == f"{PROVENANCE_DIR}/{PROVENANCE_FILE}":
+                    data = public_provenance(data, home)
+                elif rel.startswith(PROVENANCE_DIR + "/"):
+                    data = scrub(data.decode("utf-8", "replace"), home).encode()
+                out = os.path.join(tmp, "skills", info.name, *rel.split("/"))
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with open(out, "wb") as f:
+                    f.write(data)
+        for fn, obj in manifests(name, skills, owner).items():
+            if fn == "marketplace.json" and not marketplace:
+                continue
+            with open(os.path.join(tmp, ".claude-plugin", fn), "w", encoding="utf-8") as f:
+                json.dump(obj, f, indent=2)
+                f.write("\n")
+        with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as f:
+            f.write("exported by autoharnessctl skills export; replaced by the next export\n")
+        old = None
+        if os.path.isdir(dest):
+            old = os.path.join(parent, f"{TMP_PREFIX}old-{secrets.token_hex(4)}")
+            os.rename(dest, old)
+        os.rename(tmp, dest)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return skills
+
+
+def do_export(args) -> int:
+    if not args.plugin:
+        print("autoharnessctl skills export: say where: --plugin DIR", file=sys.stderr)
+        return 1
+    layers = [args.layer] if args.layer else ["project", "user"]
+    project = os.path.abspath(args.project or os.getcwd())
+    try:
+        skills = export(args.plugin, layers=layers, project=project, name=args.plugin_name,
+                        owner=args.owner, marketplace=args.marketplace)
+    except (ExportError, OSError) as e:
+        print(f"autoharnessctl skills export: {e}", file=sys.stderr)
+        return 1
+    print(f"exported {len(skills)} skill(s) to {os.path.abspath(args.plugin)}")
+    for s in skills:
+        print(f"  {s.name} [{s.layer}] version {s.version}")
+    where = os.path.abspath(args.plugin)
+    if args.marketplace:
+        print(f"add it with: /plugin marketplace add {where}  then  /plugin install "
+              f"{args.plugin_name}@{args.plugin_name}")
+    else:
+        print(f"check it with: claude plugin validate {where}")
+    return 0
