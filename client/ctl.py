@@ -184,6 +184,8 @@ def do_learn(args) -> int:
     # `-` reads the lesson from stdin: /learn passes it through a quoted heredoc, the one
     # spelling that keeps quotes, backticks, `$` and newlines verbatim and that Claude Code's
     # Bash permission checker lets through (it refuses any `$VAR` or `$(...)` expansion)
+    if args.text == ["-"] and sys.stdin.isatty():
+        print("type the lesson, then Ctrl-D on a line of its own:", file=sys.stderr)
     text = sys.stdin.read() if args.text == ["-"] else " ".join(args.text)
     text = text.strip()
     if not text:

@@ -129,6 +129,23 @@ def test_learnings_report_on_a_terminal_reports_the_project(home, short_tmp):
     assert r.stdout == via_flag.stdout
 
 
+def test_learn_from_stdin_on_a_terminal_prompts(home):
+    """`learn -` typed at a terminal says what it waits for, then queues what was typed."""
+    d = Daemon(home["home"])
+    leader, follower = pty.openpty()
+    try:
+        p = subprocess.Popen([CTL, "learn", "-"], stdin=follower, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        os.write(leader, b"always read the first error\n\x04")
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "type the lesson, then Ctrl-D" in err and "queued learn job" in out
+    finally:
+        os.close(follower)
+        os.close(leader)
+        d.stop()
+
+
 def test_learnings_report_names_a_missing_transcript(home, short_tmp):
     """A --transcript-path that does not exist is named in words, exit 1, no raw errno."""
     r = ctl("learnings", "report", "--transcript-path", str(short_tmp / "nope.jsonl"))
