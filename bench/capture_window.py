@@ -50,7 +50,10 @@ def watermark(path: Path) -> int:
 
 def stats(xs: list[float]) -> str:
     xs = sorted(xs)
-    p = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
+
+    def p(q: float) -> float:
+        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
+
     return f"median {statistics.median(xs) * 1e3:.3f} ms (p5 {p(0.05):.3f}, p95 {p(0.95):.3f}, n={len(xs)})"
 
 

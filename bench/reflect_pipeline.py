@@ -33,8 +33,8 @@ from _common import pct, recv_exact, start_daemon, stop, summary, temp_home
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from claude_autoharness.protocol.paths import project_slug
-from fake_anthropic import FakeAnthropic, tool_reply
+from claude_autoharness.protocol.paths import project_slug  # noqa: E402 (after the path insert)
+from fake_anthropic import FakeAnthropic, tool_reply  # noqa: E402
 
 DEFAULT_TRANSCRIPT = REPO / "tests" / "corpus" / "real" / "spotter" / "short.jsonl"
 MODEL_DELAY_S = 0.2
@@ -339,7 +339,8 @@ def main() -> None:
     print("\nlevel  jobs/s  wall s  ideal  run max  ack p50 busy/idle      ack p99 busy/idle      p99 ratio")
     for r in results:
         b, i = r["busy"], r["idle"]
-        print(f"{r['level']:>5}  {r['rate']:6.2f}  {r['wall']:6.2f}  {r['ideal']:5.1f}  {r['running_max']:7d}  "
+        print(f"{r['level']:>5}  {r['rate']:6.2f}  {r['wall']:6.2f}  {r['ideal']:5.1f}  "
+              f"{r['running_max']:7d}  "
               f"{ms(statistics.median(b)):>9} / {ms(statistics.median(i)):<9}  "
               f"{ms(pct(b, .99)):>9} / {ms(pct(i, .99)):<9}  {pct(b, .99) / pct(i, .99):5.2f}")
     if any(r["problems"] for r in results):

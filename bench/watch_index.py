@@ -83,7 +83,7 @@ def scan_bench(root: Path, lines: list[bytes], files: int, rounds: int, kb: int)
     feeder = Feeder(lines)
     t_scan, t_base, n_scan, n_base = [], [], 0, 0
     for r in range(rounds):
-        for pa, pb in zip(a, b):
+        for pa, pb in zip(a, b, strict=False):
             chunk = feeder.take(kb * 1024)
             with open(pa, "ab") as f:
                 f.write(chunk)

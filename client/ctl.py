@@ -6,11 +6,11 @@ import os
 import sys
 import time
 
+from claude_autoharness.client import doctor, install, learnings_cli, service
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
-from claude_autoharness.client import doctor, install, learnings_cli, service
-from claude_autoharness.client.words import findings_text, plural
 
 
 class CtlError(Exception):
@@ -158,8 +158,9 @@ def do_capture(args) -> int:
     if args.json:
         _print_json(data)
     else:
-        from claude_autoharness.daemon.capture.packet import Packet, format_packet
         import msgspec
+
+        from claude_autoharness.daemon.capture.packet import Packet, format_packet
 
         print(format_packet(msgspec.convert(data, Packet)))
     return 0

@@ -11,8 +11,8 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Mapping
 
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
@@ -225,7 +225,7 @@ def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
     path_env = env.get("PATH", os.defpath)
     broken = [s for s in sources if s.error]
     if broken:
-        return Check("hooks", False, broken[0].error,
+        return Check("hooks", False, broken[0].error or "",
                      f"fix the JSON in {broken[0].path}; Claude Code cannot read it either")
     found, problems = [], []
     for src in sources:
@@ -309,20 +309,10 @@ def check_config(config_file: str, error: str | None) -> Check:
 
 def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
     """(backend, reason) from this process's view, when the daemon cannot tell us."""
-    try:
-        from claude_autoharness.daemon.reflect.backends.base import available
-    except ImportError:
-        available = None
-    if available is not None:
-        info = available(cfg, env)
-        return info["backend"], info.get("reason") or ""
-    key = bool(cfg.api_key or env.get("ANTHROPIC_API_KEY"))
-    if cfg.backend in ("auto", "anthropic") and key:
-        return "anthropic", ""
-    if cfg.backend in ("auto", "claude") and shutil.which(cfg.claude_path or "claude",
-                                                         path=env.get("PATH", os.defpath)):
-        return "claude", ""
-    return "none", f"no reflector backend (reflector.backend = {cfg.backend})"
+    from claude_autoharness.daemon.reflect.backends.base import available
+
+    info = available(cfg, env)
+    return info["backend"], info.get("reason") or ""
 
 
 def check_reflector(status: dict | None, cfg, env: Mapping[str, str], config_file: str) -> Check:
@@ -339,7 +329,7 @@ def check_reflector(status: dict | None, cfg, env: Mapping[str, str], config_fil
     if backend in ("none", "", None):
         return Check("reflector", False, f"{reason or 'no reflector backend'} ({who}); jobs "
                      "wait until one is available", fix)
-    model = info.get("model") if who == "daemon" else getattr(cfg, "model", "")
+    model = info.get("model") if isinstance(info, dict) and who == "daemon" else getattr(cfg, "model", "")
     suffix = f", model {model}" if model else ""
     return Check("reflector", True, f"{backend} backend ({who}){suffix}")
 

@@ -1,5 +1,4 @@
-"""`autoharnessctl install`: wire autoharness into Claude Code (DESIGN.md §4, "How the installer
-wires it").
+"""`autoharnessctl install`: wire autoharness into Claude Code.
 
 It edits one settings file — `$CLAUDE_CONFIG_DIR/settings.json` (user scope) or
 `<project>/.claude/settings.json` (project scope) — and installs the `/learn` and
@@ -84,7 +83,7 @@ def hook_groups(hook_cmd: str) -> dict[str, list[dict]]:
     """The hook groups autoharness wants, per event, for a given hook command."""
 
     def run(timeout: int, is_async: bool = False) -> dict:
-        entry = {"type": "command", "command": hook_cmd}
+        entry: dict[str, object] = {"type": "command", "command": hook_cmd}
         if is_async:
             entry["async"] = True
         entry["timeout"] = timeout
@@ -138,7 +137,7 @@ def original_settings(rec: dict | None, unwired: dict) -> bytes | None:
     """The settings file's bytes from before autoharness first wired it, if taking autoharness
     out leaves exactly that content: then `--remove` gives back the very same bytes."""
     path = (rec or {}).get("original_backup")
-    if not path:
+    if not path or rec is None:
         return None
     try:
         with open(path, "rb") as f:
@@ -637,7 +636,7 @@ def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
         else:
             for d in missing_dirs(c.path):
                 os.makedirs(d, exist_ok=True)
-            atomic_write(c.path, c.new)
+            atomic_write(c.path, c.new or b"")
     record = load_record()
     key = os.path.realpath(plan.settings_path)
     if remove:

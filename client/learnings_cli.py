@@ -9,10 +9,10 @@ import json
 import os
 import sys
 
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol.config import load as load_config
 from claude_autoharness.client.conn import DaemonNotRunning, call
 from claude_autoharness.client.words import plural
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import load as load_config
 
 TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
                  "--previous-transcripts does; --transcript-path FILE lists one transcript")
@@ -68,7 +68,7 @@ def do_report(args) -> int:
                 raise ValueError("hook input must be a JSON object")
             tp = payload.get("transcript_path")
             slug = slug_for(tp) if isinstance(tp, str) and tp else None
-            cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else os.getcwd()
+            cwd = payload["cwd"] if isinstance(payload.get("cwd"), str) else os.getcwd()
             slug = slug or service.slug_of(cwd)
         else:
             slug = service.slug_of(args.project or os.getcwd())
@@ -102,10 +102,10 @@ def _redactor():
 
 def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict | None:
     """The save on the files themselves (no daemon); None after printing why it failed."""
+    import msgspec
+
     from claude_autoharness.daemon.intents import IntentQueue
     from claude_autoharness.daemon.learnings import service
-
-    import msgspec
 
     try:
         redactor = _redactor()

@@ -15,9 +15,9 @@ import time
 
 import msgspec
 
-from claude_autoharness.protocol import messages as m
 from claude_autoharness.client.conn import call
 from claude_autoharness.client.words import findings_text, plural
+from claude_autoharness.protocol import messages as m
 
 
 def session_id_for(path: str, given: str | None) -> str:
@@ -43,7 +43,7 @@ def _is_prompt(rec: dict) -> bool:
 
 
 def events_from_transcript(path: str, session_id: str, cwd: str) -> list[dict]:
-    base = {"session_id": session_id, "transcript_path": os.path.abspath(path), "cwd": cwd}
+    base: dict[str, object] = {"session_id": session_id, "transcript_path": os.path.abspath(path), "cwd": cwd}
     events = [dict(base, hook_event_name="SessionStart", source="startup")]
     in_turn = False
     with open(path, "rb") as f:

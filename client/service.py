@@ -1,5 +1,5 @@
 """`autoharnessctl service install|uninstall|start|stop|status`: keep autoharnessd running under
-the user's service manager (DESIGN.md §1).
+the user's service manager.
 
 Linux: a systemd user unit plus a socket unit (systemd holds the socket, so hooks reach it even
 while the daemon restarts; the daemon adopts it through LISTEN_FDS). macOS: a LaunchAgent.
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from importlib import resources
 
 from claude_autoharness.client import install
@@ -51,9 +52,9 @@ def daemon_path() -> str:
     return p
 
 
-def service_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if env is None else env
-    return {k: env[k] for k in PASS_ENV if env.get(k)}
+def service_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    source = os.environ if env is None else env
+    return {k: source[k] for k in PASS_ENV if source.get(k)}
 
 
 # ---- rendering (pure: text in, text out) ------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 event`, `2 events`, `0 events`; `many` spells an irregular plural."""
     if n == 1:

@@ -1,5 +1,5 @@
 """`autoharnessd`: lifecycle — config, directories, the single-instance lock, the socket,
-readiness, signals, and the background tasks (DESIGN.md §6)."""
+readiness, signals, and the background tasks."""
 
 import argparse
 import errno
@@ -14,11 +14,12 @@ import sys
 import anyio
 import structlog
 
-from claude_autoharness.protocol import VERSION, paths
-from claude_autoharness.protocol.config import ConfigError, load as load_config
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.core import Daemon
 from claude_autoharness.daemon.server import Server
+from claude_autoharness.protocol import VERSION, paths
+from claude_autoharness.protocol.config import ConfigError
+from claude_autoharness.protocol.config import load as load_config
 
 log = structlog.get_logger("autoharness")
 SWITCH_INTERVAL_S = 0.0005
@@ -55,7 +56,7 @@ def take_lock(path: str) -> int:
         except OSError:
             pid = "?"
         os.close(fd)
-        raise StartupError(f"another autoharnessd is already running (pid {pid}; lock {path})")
+        raise StartupError(f"another autoharnessd is already running (pid {pid}; lock {path})") from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd

@@ -8,14 +8,12 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
 import structlog
 
-from claude_autoharness.protocol import PROTOCOL, VERSION, paths
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol.config import Config, ConfigError, load as load_config
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import CaptureStats, build_packet
@@ -33,6 +31,10 @@ from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
+from claude_autoharness.protocol import PROTOCOL, VERSION, paths
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import Config, ConfigError
+from claude_autoharness.protocol.config import load as load_config
 
 log = structlog.get_logger("autoharness")
 
@@ -119,12 +121,12 @@ class Daemon:
         self.markers = MarkerIndexer.from_state(self.state.markers)
         self.capture_stats.from_state(self.state.capture)
         self.watcher.indexers = [self.transcripts, self.markers]
-        for rec in self.promoter.recover():
-            if rec.intent_id and self.intents.get(rec.intent_id) is not None:
-                status = "landed" if rec.result == "completed" else "rejected"
+        for landing in self.promoter.recover():
+            if landing.intent_id and self.intents.get(landing.intent_id) is not None:
+                status = "landed" if landing.result == "completed" else "rejected"
                 findings = [] if status == "landed" else [
-                    Finding(family="landing", code="interrupted", message=rec.result)]
-                self.intents.update(rec.intent_id, status, findings)
+                    Finding(family="landing", code="interrupted", message=landing.result)]
+                self.intents.update(landing.intent_id, status, findings)
         for path in self.quarantined:
             log.warning("quarantined", file=path)
         self.journal.open()
@@ -328,6 +330,7 @@ class Daemon:
         fresh = source != "resume"
         parts: list[tuple[str, str]] = []
         root = self.projects.root(s.cwd) if s.cwd else None
+        slug: str | None
         if ev.transcript_path:
             slug = slug_for(ev.transcript_path)
         else:
@@ -347,7 +350,7 @@ class Daemon:
         text = lctx.session_start_context(parts)
         # only what fitted the budget counts as delivered
         delivered = {name for name, part in parts if part.splitlines()[0] in text}
-        if "promoter" in delivered:
+        if "promoter" in delivered and root:
             self.state.project_marks[root] = now
         s.context_sent = sorted(sent | delivered)
         self.dirty = True
@@ -364,6 +367,8 @@ class Daemon:
         lines = ["🛠 autoharness skills since your last session:"]
         for i in done[-8:]:
             p = i.proposal
+            if p is None:
+                continue
             why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
             # a model chose these words: only well-formed names reach the main session's context
             name = p.skill if SKILL_NAME_RE.match(p.skill or "") else "(invalid name)"
@@ -494,7 +499,7 @@ class Daemon:
 
     def status(self) -> dict:
         st = self.state
-        jobs = {"pending": 0, "running": 0, "done": st.jobs_done, "failed": st.jobs_failed,
+        jobs: dict[str, Any] = {"pending": 0, "running": 0, "done": st.jobs_done, "failed": st.jobs_failed,
                 "failed_24h": 0, "by_kind": {}, "last_error": None,
                 "waiting": self.pool.waiting_reason or None}
         last_err_at = -1.0
@@ -698,16 +703,17 @@ class Daemon:
         """The daemon owns marker state: saves go through here so nothing is re-reported."""
         if not req.project:
             return m.Error(code="bad_request", message="name the project directory")
+        project = req.project
         lookback = self.cfg.learnings.lookback_days
         if req.op == "report":
             ms = await anyio.to_thread.run_sync(
-                lambda: lservice.project_markers(lservice.slug_of(req.project), self.markers,
+                lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
                                                  lookback_days=lookback,
                                                  transcripts=req.transcripts))
             return m.Ok(data=lreport.report_json(ms))
         if req.op == "save":
             res = await anyio.to_thread.run_sync(
-                lambda: lservice.save_project(req.project, self.markers, self.intents,
+                lambda: lservice.save_project(project, self.markers, self.intents,
                                               lookback_days=lookback, transcripts=req.transcripts,
                                               dry_run=req.dry_run, redactor=self.redactor))
             self.dirty = True

@@ -5,7 +5,7 @@ Storage is one append-only JSONL file in the state dir (0600). Each line is a re
 "findings": [...], "updated_at": ...}`. Every append is fsynced before the call returns, so a
 job may be marked done (and its watermark advanced) right after `intake` returns.
 
-Intake judges each proposal once, at the door (DESIGN.md §11): malformed → rejected `schema`,
+Intake judges each proposal once, at the door: malformed → rejected `schema`,
 past the per-job cap → `over_limit`, carrying a secret → `secret` (and stored redacted), evidence
 not a verbatim quote of the window → `unattributable`. Every proposal is recorded, rejected or
 not. Intake is idempotent by job id + proposal hash, so re-running a job after a crash adds
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from claude_autoharness.daemon.atomic import fsync_dir, write_atomic
 from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
@@ -35,7 +36,6 @@ from claude_autoharness.daemon.proposals import (
     proposal_from_obj,
 )
 from claude_autoharness.protocol import paths
-from claude_autoharness.daemon.atomic import fsync_dir, write_atomic
 
 RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
 _REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
@@ -76,7 +76,7 @@ class _Scanner:
 
     def kinds(self, text: str) -> Counter:
         """What would make this text unfit to land: secrets, and PII that is not an obvious
-        placeholder (DESIGN.md §11)."""
+        placeholder."""
         find = getattr(self._r, "find", None)
         if find is not None:
             return Counter(kind for kind, _s, _e in find(text, allow_placeholders=True))
@@ -322,7 +322,7 @@ class IntentQueue:
         judged: dict[str, Intent] = {}  # key -> the new intent for it, judged without a lock
 
         def judge_missing(known: dict[str, str]) -> None:
-            for index, (key, raw) in enumerate(zip(keys, raws)):
+            for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
                 if key in known or key in judged:  # recorded already, or repeated in the reply
                     continue
                 proposal, raw_text, findings = _judge(raw, index, window, max_intents, scan)

@@ -2,7 +2,7 @@
 
 A proposal is what a model (or a marker) suggests; it becomes an intent in the durable queue.
 Per-action fields are optional here and checked by `check_shape`, so that a malformed proposal
-can still be recorded as a rejected intent (DESIGN.md §11).
+can still be recorded as a rejected intent.
 """
 
 from typing import Literal

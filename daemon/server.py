@@ -1,6 +1,6 @@
 """The RPC listener: framing, the peer check, timeouts and a per-connection error boundary.
 
-An exception escaping one connection handler would stop `serve()` for everyone (DESIGN §10), so
+An exception escaping one connection handler would stop `serve()` for everyone, so
 each connection is wrapped; malformed or oversized frames get an `Error` reply and a close.
 """
 

@@ -1,4 +1,4 @@
-"""The per-session counter state machine (DESIGN.md §6). Pure: plain values in, plain values out.
+"""The per-session counter state machine. Pure: plain values in, plain values out.
 
 A main session's PreToolUse adds one unit of activity. Stop at or over `reflect_every` resets the
 count and creates a `threshold` job; SessionEnd (or an idle timeout, or an operator flush) with

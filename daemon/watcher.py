@@ -18,7 +18,7 @@ anyio and watchfiles are imported inside `run()` only.
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -41,8 +41,11 @@ class Indexer(Protocol):
     the file is deleted.
     """
 
-    def feed(self, path: str, offset: int, data: bytes) -> None:
-        """`data` is one or more complete lines (each ending in a newline) starting at `offset`."""
+    def feed(self, path: str, offset: int, data: bytes) -> object:
+        """`data` is one or more complete lines (each ending in a newline) starting at `offset`.
+
+        Whatever it returns (an indexer may count what it found) is ignored by the watcher.
+        """
 
     def reset(self, path: str) -> None:
         """The file was rewritten (shrank or replaced): forget what was fed for it."""
@@ -196,7 +199,7 @@ class TranscriptWatcher:
         max_bytes_per_pass: int = MAX_BYTES_PER_PASS,
         rewrite_tail_bytes: int | None = None,
         dir_poll_s: float = 2.0,
-        sleep: Callable[[float], object] | None = None,
+        sleep: Callable[[float], Awaitable[object]] | None = None,
         debounce_ms: int = 200,
         step_ms: int = 50,
         rust_timeout_ms: int = 5_000,

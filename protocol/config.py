@@ -1,12 +1,12 @@
 """The typed configuration: one TOML file, every key overridable by `AUTOHARNESS_<NAME>`.
 
 Nested keys take the section as prefix: `reflector.backend` ↔ `AUTOHARNESS_REFLECTOR_BACKEND`.
-Invalid values are an error naming the key, never a silent default (DESIGN.md §7).
+Invalid values are an error naming the key, never a silent default.
 """
 
 import os
 import tomllib
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -161,7 +161,7 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
     except msgspec.ValidationError as e:
         raise ConfigError(f"{path} (or an AUTOHARNESS_* variable): invalid config: {e}") from None
     for dotted in sorted(_POSITIVE):
-        obj = cfg
+        obj: Any = cfg
         for part in dotted.split("."):
             obj = getattr(obj, part)
         if obj <= 0:

@@ -1,4 +1,4 @@
-"""Wire messages: tagged msgspec Structs, one reused encoder/decoder per direction (DESIGN.md §5).
+"""Wire messages: tagged msgspec Structs, one reused encoder/decoder per direction.
 
 Requests and replies are separate unions so each side decodes only what it may receive.
 New fields are additive with defaults; a field's type never changes.

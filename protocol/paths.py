@@ -1,4 +1,4 @@
-"""Every path autoharness uses, computed in one place (DESIGN.md §3).
+"""Every path autoharness uses, computed in one place.
 
 Stdlib only and cheap to import: the hook client resolves the socket and spool through here on
 every tool call, so platformdirs (≈25 ms to import) is mirrored, not imported. A test checks the

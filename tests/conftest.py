@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.protocol.config import PromoterConfig
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus"
 REAL = CORPUS / "real"
@@ -61,3 +64,19 @@ def claude_cli() -> Path:
         return claude_cli_path()
     except CliUnavailable as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture
+def env(home):
+    """A promoter on temp dirs, a project root, and a directory outside every skill tree."""
+    proj = home["tmp"] / "proj"
+    outside = home["tmp"] / "outside"
+    (proj / ".claude" / "skills").mkdir(parents=True)
+    (home["claude"] / "skills").mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("do not touch\n")
+    pr = Promoter(PromoterConfig())
+    pr.recover()
+    return {"pr": pr, "proj": proj, "outside": outside, "claude": home["claude"],
+            "skills": proj / ".claude" / "skills", "user_skills": home["claude"] / "skills",
+            "trees": (proj, home["claude"], outside)}

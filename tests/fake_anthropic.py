@@ -196,7 +196,8 @@ def request_problems(body: dict) -> list[str]:
         if isinstance(m.get("content"), list):
             for b in m["content"]:
                 if b.get("type") == "tool_result":
-                    prev = msgs[i - 1]["content"] if i and isinstance(msgs[i - 1].get("content"), list) else []
+                    before = msgs[i - 1].get("content") if i else None
+                    prev = before if isinstance(before, list) else []
                     ids = {p.get("id") for p in prev if p.get("type") == "tool_use"}
                     if b.get("tool_use_id") not in ids:
                         problems.append(f"messages.{i}: tool_result without a matching tool_use")

@@ -129,7 +129,7 @@ def send_raw(path: str, data: bytes, read: bool = True, timeout: float = 5.0) ->
         while True:
             try:
                 chunk = s.recv(65536)
-            except (socket.timeout, ConnectionResetError):
+            except (TimeoutError, ConnectionResetError):
                 break
             if not chunk:
                 break

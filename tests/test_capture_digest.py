@@ -5,7 +5,6 @@ import os
 
 from claude_autoharness.daemon.capture.digest import build_digest
 from claude_autoharness.daemon.capture.redact import default_redactor
-
 from conftest import REAL, copy_corpus
 
 BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"

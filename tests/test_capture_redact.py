@@ -3,13 +3,18 @@
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claude_autoharness.daemon.capture.redact import (
-    Redactor, default_redactor, is_placeholder, load_rule_data, luhn_ok, redactor_for,
+    Redactor,
+    default_redactor,
+    is_placeholder,
+    load_rule_data,
+    luhn_ok,
+    redactor_for,
 )
 from claude_autoharness.protocol.config import RedactionConfig
-
 from conftest import REAL
 
 R = default_redactor()
@@ -239,7 +244,7 @@ def test_find_returns_character_offsets_and_placeholders_can_be_allowed():
     found = R.find(text)
     kinds = [k for k, _, _ in found]
     assert kinds == ["email", "email", "github_token"]
-    for k, s, e in found:
+    for _, s, e in found:
         assert text[s:e] in ("alice.smith@corp.io", "user@example.com", GH)
     assert [k for k, _, _ in R.find(text, allow_placeholders=True)] == ["email", "github_token"]
     assert "github_token" in R.secret_kinds and "email" in R.pii_kinds

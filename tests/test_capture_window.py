@@ -13,7 +13,6 @@ from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.config import CaptureConfig
-
 from conftest import CORPUS, REAL, copy_corpus
 
 BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"

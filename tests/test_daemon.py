@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from harness import (HOOK, DAEMON, Daemon, ctl, event, frame, hook, pre_tool, send_raw,
-                     wait_for)
 from conftest import REAL
+from harness import DAEMON, HOOK, Daemon, ctl, event, frame, hook, pre_tool, send_raw, wait_for
 
 
 @pytest.fixture
@@ -537,6 +536,7 @@ def test_hook_import_boundary(home):
         for name in banned + (() if editable else ("re",)):
             assert name not in mods, (name, up)
     import ast
+
     import claude_autoharness.protocol.paths as p
     tree = ast.parse(open(p.__file__).read())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -14,11 +14,11 @@ from importlib import metadata
 
 import pytest
 
-from conftest import REAL, REPO
-from harness import BIN, CTL, HOOK, Daemon, ctl, hook, pre_tool, event, wait_for
 from claude_autoharness.client import ctl as ctlmod
 from claude_autoharness.client import doctor, words
 from claude_autoharness.protocol.paths import project_slug
+from conftest import REAL, REPO
+from harness import BIN, CTL, HOOK, Daemon, ctl, event, hook, pre_tool, wait_for
 
 
 def on_terminal(argv, timeout=20, env=None):
@@ -341,8 +341,10 @@ def test_install_remove_restores_settings_byte_for_byte(home, short_tmp):
     original = (b'{\n    "model": "opus",\n    "permissions": {"allow": ["Bash(ls)", "Read"]},'
                 b'\n    "env": {\n        "FOO": "1"\n    }\n}')
     settings.write_bytes(original)
-    run = lambda *a: subprocess.run([CTL, *a], capture_output=True, text=True, timeout=60,
-                                    cwd=short_tmp)
+
+    def run(*a):
+        return subprocess.run([CTL, *a], capture_output=True, text=True, timeout=60, cwd=short_tmp)
+
     assert run("install").returncode == 0
     installed = settings.read_bytes()
     assert installed != original and b'\n    "model": "opus",' in installed

@@ -9,12 +9,12 @@ import threading
 import msgspec
 import pytest
 
-from harness import CTL, Daemon, ctl, hook
 from claude_autoharness.daemon.core import Daemon as Core
 from claude_autoharness.daemon.learnings.context import rule_text
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
+from harness import CTL, Daemon, ctl, hook
 
 MARKER = ("<!-- learning\ntopic: cache-keys\nkind: bug-fix\ndoc-impact: docs\n"
           "body: Cache keys must include the locale, because two users saw each other's pages.\n-->")

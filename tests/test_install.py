@@ -358,7 +358,7 @@ def test_plugin_layout_matches_package_data():
 
 
 def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
-    """The plugin's counting hooks run `${CLAUDE_PLUGIN_ROOT}/hooks/run-hook` (issue 7 item 2);
+    """The plugin's counting hooks run `${CLAUDE_PLUGIN_ROOT}/hooks/run-hook`;
     the shim is in the repository, executable, and is exactly what install.py generates; the
     child write guard stays inline as the installer writes it."""
     shim = REPO / install.PLUGIN_SHIM

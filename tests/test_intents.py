@@ -10,9 +10,9 @@ import pytest
 
 from claude_autoharness.daemon import intents as intents_mod
 from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.protocol.paths import intents_file
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.paths import intents_file
 
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 WINDOW = (

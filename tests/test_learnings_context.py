@@ -1,4 +1,4 @@
-"""The marker rule and the shared SessionStart budget (issue 8 items 1 and 2)."""
+"""The marker rule and the shared SessionStart budget."""
 
 from importlib import resources
 

@@ -1,5 +1,4 @@
-"""The marker report: SessionStart text, single-transcript listing, --json, offline scan
-(issue 6 items 4, 6 and 7)."""
+"""The marker report: SessionStart text, single-transcript listing, --json, offline scan."""
 
 import json
 import os
@@ -7,7 +6,7 @@ import os
 from claude_autoharness.daemon.learnings import markers as mk
 from claude_autoharness.daemon.learnings import report as rp
 from conftest import copy_corpus
-from test_learnings_markers import assistant, fixture_bytes, marker, text_blocks
+from marker_support import assistant, fixture_bytes, marker, text_blocks
 
 
 def m(topic, kind, doc="none", transcript="/p/a.jsonl", body=None):
@@ -22,7 +21,7 @@ SEVEN = [m("a1", "decision", "readme"), m("a2", "decision"), m("a3", "pattern", 
 
 
 def test_session_start_report_format():
-    """The SessionStart text is exactly issue 6's: counts, kinds alphabetical, doc drafts,
+    """The SessionStart text is exactly the specified one: counts, kinds alphabetical, doc drafts,
     the command to run."""
     assert rp.session_start_report(SEVEN) == (
         "🧠 learning-capture: 7 unprocessed markers across 2 transcripts\n"

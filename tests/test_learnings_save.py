@@ -1,4 +1,4 @@
-"""Marker state and saving: journal, wiki, doc drafts, marker intents (issue 6 items 3 and 5)."""
+"""Marker state and saving: journal, wiki, doc drafts, marker intents."""
 
 import hashlib
 import json
@@ -16,8 +16,17 @@ from claude_autoharness.daemon.learnings import state as st
 from claude_autoharness.daemon.learnings.report import session_start_report
 from claude_autoharness.daemon.proposals import check_shape
 from conftest import REAL, copy_corpus
-from test_learnings_markers import (REAL_A, REAL_B, REAL_C, REAL_D, REAL_E, assistant,
-                                    fixture_bytes, marker, text_blocks)
+from marker_support import (
+    REAL_A,
+    REAL_B,
+    REAL_C,
+    REAL_D,
+    REAL_E,
+    assistant,
+    fixture_bytes,
+    marker,
+    text_blocks,
+)
 
 SLUG = "-home-u-app"
 NOW = 1_800_000_000.0

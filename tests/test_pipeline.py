@@ -9,11 +9,11 @@ import time
 
 import pytest
 
+from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.protocol.paths import project_slug
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, error_reply, tool_reply
 from harness import Daemon, ctl, frame, hook, send_raw, wait_for
-from claude_autoharness.daemon.promote import skillfile
-from claude_autoharness.protocol.paths import project_slug
 
 QUOTE = "Let me check the project structure and try running the server to see the error."
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -94,7 +94,7 @@ def make_env(home, fake, monkeypatch):
 
 def tree_hash(root) -> dict:
     out = {}
-    for dirpath, dirs, files in os.walk(root):
+    for dirpath, _, files in os.walk(root):
         for f in files:
             p = os.path.join(dirpath, f)
             out[os.path.relpath(p, root)] = open(p, "rb").read()

@@ -1,5 +1,5 @@
 """Crash safety of landing: a crash at any point leaves every skill either old or new, never
-half-written and never ownerless, once `recover()` has run (DESIGN.md §11)."""
+half-written and never ownerless, once `recover()` has run."""
 
 import glob
 import hashlib
@@ -19,14 +19,10 @@ from claude_autoharness.daemon.promote import skillfile, validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX
 from claude_autoharness.protocol.config import PromoterConfig
-from test_promote_validate import WINDOW, env, intent, land  # noqa: F401
+from promote_support import WINDOW, Crash, crash_on_skill_md_replace, intent, land
 
 # Every call that changes the filesystem or makes a change durable: the crash points.
 CRASH_POINTS = ("replace", "rename", "fsync", "unlink", "mkdir", "rmdir")
-
-
-class Crash(BaseException):
-    """Stands in for the process dying: nothing after it runs, no `except OSError` catches it."""
 
 
 def _sha(path) -> str:
@@ -103,7 +99,7 @@ def test_crash_at_every_step_then_recover(env, action):
         op = _setup_and_op(env, action, f"{action.replace('_', '-')}-{n}")
         calls = [0]
 
-        def wrap(fn):
+        def wrap(fn, calls=calls, n=n):
             def crashing(*a, **kw):
                 calls[0] += 1
                 if calls[0] == n:
@@ -128,27 +124,12 @@ def test_crash_at_every_step_then_recover(env, action):
     assert n > 5  # the walk really crossed the landing's steps
 
 
-def _crash_on_skill_md_replace(env, it, project=None):
-    """Promote `it` in a process that dies exactly when SKILL.md is about to be replaced."""
-    real = os.replace
-
-    def replace(src, dst, **kw):
-        if dst == SKILL_MD:
-            raise Crash
-        return real(src, dst, **kw)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "replace", replace)
-        with pytest.raises(Crash):
-            Promoter(PromoterConfig()).promote(it, WINDOW, str(project or env["proj"]))
-
-
 def test_recover_completes_an_interrupted_landing_and_reports_it(env):
     """A crash after the landing record was journaled but before SKILL.md was replaced is
     completed at start: recover() names the intent, the skill is the new version and owned."""
     land(env, intent("create", "mid", body="Old body.\n"))
     it = intent("update", "mid", body="New body.\n")
-    _crash_on_skill_md_replace(env, it)
+    crash_on_skill_md_replace(env, it)
     assert "Old body." in (env["skills"] / "mid" / SKILL_MD).read_text()
     [rec] = Promoter(PromoterConfig()).recover()
     assert (rec.intent_id, rec.result) == (it.id, "completed")
@@ -161,7 +142,7 @@ def test_recover_abandons_a_landing_someone_edited_since(env):
     """If the user changed SKILL.md between the crash and the restart, recover() does not
     overwrite their edit: the landing is abandoned, and nothing is left pending."""
     land(env, intent("create", "edited", body="Old body.\n"))
-    _crash_on_skill_md_replace(env, intent("update", "edited", body="New body.\n"))
+    crash_on_skill_md_replace(env, intent("update", "edited", body="New body.\n"))
     md = env["skills"] / "edited" / SKILL_MD
     md.write_text(md.read_text() + "The user's own line.\n")
     [rec] = Promoter(PromoterConfig()).recover()
@@ -177,7 +158,7 @@ CHILD = textwrap.dedent("""
     from claude_autoharness.daemon.promote.land import Promoter
     from claude_autoharness.protocol.config import PromoterConfig
     from test_promote_crash import workload
-    from test_promote_validate import WINDOW
+    from promote_support import WINDOW
 
     start, kill_at, proj = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     calls = [0]

@@ -4,12 +4,12 @@ import os
 import random
 import time
 
-from harness import Daemon, wait_for
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
+from harness import Daemon, wait_for
 
 WINDOW = "the user said: always run the linter before pushing, it catches import cycles"
 N_SKILLS = 20

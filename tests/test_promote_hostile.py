@@ -14,9 +14,16 @@ from claude_autoharness.daemon.promote import validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.validate import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
-from test_promote_crash import Crash, _crash_on_skill_md_replace
-from test_promote_validate import (WINDOW, assert_rejected_without_writes, env,  # noqa: F401
-                                   hand_written, intent, land, tree_digest)
+from promote_support import (
+    WINDOW,
+    Crash,
+    assert_rejected_without_writes,
+    crash_on_skill_md_replace,
+    hand_written,
+    intent,
+    land,
+    tree_digest,
+)
 
 
 def _sha(data: bytes) -> str:
@@ -104,7 +111,7 @@ def test_recovery_does_not_recreate_a_project_deleted_after_a_crash(env):
     completed: recover() leaves no `<gone>/.claude/skills/...` behind and nothing pending."""
     proj2 = env["proj"].parent / "proj2"
     proj2.mkdir()
-    _crash_on_skill_md_replace(env, intent("create", "doomed"), proj2)
+    crash_on_skill_md_replace(env, intent("create", "doomed"), proj2)
     shutil.rmtree(proj2)
     [rec] = Promoter(PromoterConfig()).recover()
     assert rec.result in ("abandoned", "rolled_back")

@@ -11,8 +11,7 @@ from claude_autoharness.daemon.promote import land as land_mod
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol.config import PromoterConfig
-from test_promote_validate import (DESC, WINDOW, env, hand_written, intent,  # noqa: F401
-                                   land, tree_digest)
+from promote_support import DESC, WINDOW, hand_written, intent, land, tree_digest
 
 
 def read_skill(env, name: str, layer: str = "project") -> tuple[dict, str]:

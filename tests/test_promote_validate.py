@@ -1,11 +1,8 @@
 """The promoter's checks: evidence matching, SKILL.md format, the safety guard, and every
 rejection family end to end — a hostile intent is rejected and the skill tree is untouched."""
 
-import hashlib
 import json
 import os
-import stat
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -14,92 +11,15 @@ from hypothesis import strategies as st
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.promote import guard, skillfile, validate
 from claude_autoharness.daemon.promote.evidence import decode_escapes, evidence_in_window, normalize
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.protocol.config import PromoterConfig
-
-EVIDENCE = 'Always run "make check" before pushing'
-# One raw JSONL record as capture hands it over: the quote sits behind JSON escapes.
-WINDOW = json.dumps({"type": "user", "message": {"content": f"note:\n{EVIDENCE}\ttoday"}}) + "\n"
-DESC = "Use when about to push: run the project's checks first."
-BODY = "Run `make check` before `git push`.\nFix what it reports.\n"
-GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-
-_ids = iter(range(1_000_000))
-
-
-def intent(action: str, skill: str, layer: str = "project", **kw) -> Intent:
-    """An intent with a valid reason and evidence unless the test overrides them."""
-    kw.setdefault("reason", "the user corrected the agent twice")
-    kw.setdefault("evidence", EVIDENCE)
-    if action in ("create", "update"):
-        kw.setdefault("description", DESC)
-        kw.setdefault("body", BODY)
-    return Intent(id=f"i{next(_ids)}", source="reflector", created_at=time.time(),
-                  proposal=Proposal(action=action, skill=skill, layer=layer, **kw))
-
-
-def tree_digest(*roots) -> str:
-    """Everything observable about the trees: names, types, modes, mtimes, contents, links.
-
-    Directory mtimes are included, so even a temp file created and removed again shows.
-    """
-    h = hashlib.sha256()
-    for root in map(str, roots):
-        for here, dirs, files in os.walk(root, followlinks=False):
-            dirs.sort()
-            for name in sorted(dirs + files) + ["."]:
-                p = os.path.join(here, name)
-                st_ = os.lstat(p)
-                h.update(f"{os.path.relpath(p, root)}|{st_.st_mode}|{st_.st_mtime_ns}|".encode())
-                if stat.S_ISLNK(st_.st_mode):
-                    h.update(os.readlink(p).encode())
-                elif stat.S_ISREG(st_.st_mode):
-                    with open(p, "rb") as f:
-                        h.update(f.read())
-    return h.hexdigest()
-
-
-@pytest.fixture
-def env(home):
-    """A promoter on temp dirs, a project root, and a directory outside every skill tree."""
-    proj = home["tmp"] / "proj"
-    outside = home["tmp"] / "outside"
-    (proj / ".claude" / "skills").mkdir(parents=True)
-    (home["claude"] / "skills").mkdir()
-    outside.mkdir()
-    (outside / "secret.txt").write_text("do not touch\n")
-    pr = Promoter(PromoterConfig())
-    pr.recover()
-    return {"pr": pr, "proj": proj, "outside": outside, "claude": home["claude"],
-            "skills": proj / ".claude" / "skills", "user_skills": home["claude"] / "skills",
-            "trees": (proj, home["claude"], outside)}
-
-
-def land(env, it: Intent):
-    out = env["pr"].promote(it, WINDOW, str(env["proj"]))
-    assert out.status == "landed", out.findings
-    return out
-
-
-def assert_rejected_without_writes(env, it: Intent, *codes: str):
-    """Promote `it`; it must be rejected with every code in `codes`, and no tree may change."""
-    before = tree_digest(*env["trees"])
-    out = env["pr"].promote(it, WINDOW, str(env["proj"]))
-    assert out.status == "rejected"
-    got = {f.code for f in out.findings}
-    assert set(codes) <= got, out.findings
-    assert tree_digest(*env["trees"]) == before
-    return out
-
-
-def hand_written(env, name: str, body: str = "Hand-written.\n") -> str:
-    d = env["skills"] / name
-    d.mkdir()
-    text = f"---\nname: {name}\ndescription: Use when testing hand-written skills.\n---\n\n{body}"
-    (d / "SKILL.md").write_text(text)
-    return text
-
+from claude_autoharness.daemon.proposals import Intent
+from promote_support import (
+    GH_TOKEN,
+    WINDOW,
+    assert_rejected_without_writes,
+    hand_written,
+    intent,
+    land,
+)
 
 # -- evidence ------------------------------------------------------------------------------
 

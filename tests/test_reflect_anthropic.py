@@ -7,7 +7,6 @@ import sys
 import time
 
 import pytest
-from fake_anthropic import FakeAnthropic, error_reply, hang, text_reply, tool_reply
 
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.reflect.backends import PermanentError, TransientError
@@ -15,12 +14,12 @@ from claude_autoharness.daemon.reflect.backends import anthropic as backend
 from claude_autoharness.daemon.reflect.backends import reflect as dispatch
 from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, build_request
 from claude_autoharness.protocol.config import ReflectorConfig
+from fake_anthropic import FakeAnthropic, error_reply, hang, text_reply, tool_reply
 
 SECRET = "sk-ant-api03-" + "Zx9" * 30
 API_KEY = "sk-ant-test-key-not-real"
-RAW_WINDOW = ('{"type":"user","message":{"content":"deploy with ANTHROPIC_API_KEY=%s please"}}\n'
-              '{"type":"assistant","message":{"content":[{"type":"text","text":"Deploying."}]}}\n'
-              % SECRET)
+RAW_WINDOW = ('{"type":"user","message":{"content":"deploy with ANTHROPIC_API_KEY=' + SECRET + ' please"}}\n'
+              '{"type":"assistant","message":{"content":[{"type":"text","text":"Deploying."}]}}\n')
 INDEX = [{"name": "deploy-steps", "layer": "project", "owner": "autoharness",
           "description": "Use when deploying the service."}]
 PROPOSAL = {"action": "patch", "skill": "deploy-steps", "layer": "project", "reason": "r",
@@ -68,7 +67,8 @@ def test_request_forces_the_tool_and_caches_the_prefix(fake):
     assert tool["name"] == TOOL_NAME and tool["strict"] is True
     assert [b["cache_control"] for b in body["system"]] == [{"type": "ephemeral"}] * 2
     assert [b["text"] for b in body["system"]] == p.system_blocks
-    assert "- deploy-steps [project, autoharness]: Use when deploying the service." in body["system"][1]["text"]
+    listing = "- deploy-steps [project, autoharness]: Use when deploying the service."
+    assert listing in body["system"][1]["text"]
     assert body["model"] == "claude-test-model" and body["max_tokens"] == 1000
     assert body["messages"] == [{"role": "user", "content": p.user_text}]
     assert result.proposals == [PROPOSAL] and result.model == "claude-test-model"

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-from fake_claude import install, result
 
 from claude_autoharness.daemon.reflect.backends import (
     PermanentError,
@@ -19,6 +18,7 @@ from claude_autoharness.daemon.reflect.backends import claude as backend
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import ReflectorConfig
+from fake_claude import install, result
 
 WINDOW = '{"type":"user","message":{"content":"WINDOW-MARKER-7f3 always squash merges"}}\n'
 PROPOSAL = {"action": "archive", "skill": "old-habit", "layer": "user", "reason": "r",
@@ -231,7 +231,8 @@ def test_auto_backend_choice(home):
     assert choose_backend(auto, bare) == "none"
     assert choose_backend(ReflectorConfig(backend="anthropic"), with_claude) == "none"
     assert choose_backend(ReflectorConfig(backend="claude"), {**bare, "ANTHROPIC_API_KEY": "k"}) == "none"
-    assert choose_backend(ReflectorConfig(backend="none"), {**with_claude, "ANTHROPIC_API_KEY": "k"}) == "none"
+    keyed = {**with_claude, "ANTHROPIC_API_KEY": "k"}
+    assert choose_backend(ReflectorConfig(backend="none"), keyed) == "none"
     info = available(auto, bare)
     assert info["backend"] == "none" and info["reason"].startswith("no reflector backend")
     info = available(ReflectorConfig(api_key="sk-secret-value",

@@ -2,8 +2,6 @@
 
 import json
 
-from fake_anthropic import strict_schema_problems
-
 from claude_autoharness.daemon.proposals import ACTIONS, check_shape, proposal_from_obj
 from claude_autoharness.daemon.reflect.prompt import (
     TOOL_NAME,
@@ -13,6 +11,7 @@ from claude_autoharness.daemon.reflect.prompt import (
     tool_definition,
     tool_schema,
 )
+from fake_anthropic import strict_schema_problems
 
 WINDOW = '{"type":"user","message":{"content":"use pnpm, not npm [REDACTED:github_token]"}}\n'
 INDEX = [

@@ -4,16 +4,15 @@ import json
 import os
 import signal
 
-import msgspec
 import pytest
 
-from fake_anthropic import FakeAnthropic, error_reply, tool_reply
-from harness import Daemon, ctl, hook, wait_for
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.core import Daemon as Core
 from claude_autoharness.daemon.reflect.pool import backoff, order_runnable
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
+from fake_anthropic import FakeAnthropic, error_reply, tool_reply
+from harness import Daemon, ctl, hook, wait_for
 
 
 def envelope(sid: str, name: str = "PreToolUse") -> bytes:

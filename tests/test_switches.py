@@ -4,8 +4,8 @@ import subprocess
 
 import pytest
 
-from harness import Daemon, ctl, hook, pre_tool, wait_for
 from claude_autoharness.daemon.projects import ProjectSwitches, project_root
+from harness import Daemon, ctl, hook, pre_tool, wait_for
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import anyio
 import pytest
 
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher, describe
-
 from conftest import REAL
 
 BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -31,7 +30,7 @@ class Recorder:
 
     def data(self, path) -> bytes:
         chunks = self.fed.get(path, [])
-        for (o1, d1), (o2, _) in zip(chunks, chunks[1:]):
+        for (o1, d1), (o2, _) in zip(chunks, chunks[1:], strict=False):
             assert o1 + len(d1) == o2  # contiguous, no overlap
         return b"".join(d for _, d in chunks)
 

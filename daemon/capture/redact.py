@@ -23,14 +23,20 @@ whole text counts as one `redaction_error` finding (and `redact` returns only th
 import functools
 import re
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
-from typing import Callable, Iterable
 
 MARK = "[REDACTED:{}]"
 _MAX_PASSES = 4
 ERROR_KIND = "redaction_error"
 PRIVATE_KIND = "private"
+
+
+def _suffix_group(m: re.Match[bytes], *, i: int) -> bytes:
+    """`(?P<name>` → `(?P<name_r<i>>`: group names stay unique once rules are joined."""
+    return b"(?P<%s_r%d>" % (m.group(1), i)
 
 
 @dataclass(frozen=True)
@@ -330,8 +336,7 @@ class Redactor:
         self._plain_rules = {f"r{i}": (i, r) for i, r in plain}
         parts = []
         for i, r in plain:
-            pat = re.sub(rb"\(\?P<(\w+)>", lambda m, i=i: b"(?P<%s_r%d>" % (m.group(1), i),
-                         r.rx.pattern)
+            pat = re.sub(rb"\(\?P<(\w+)>", partial(_suffix_group, i=i), r.rx.pattern)
             parts.append(b"(?P<r%d>" % i + _scoped(pat) + b")")
         self._plain = re.compile(b"|".join(parts)) if parts else None
 
@@ -396,7 +401,7 @@ class Redactor:
         if self._plain is not None:
             for lo, hi in regions:
                 for m in self._plain.finditer(data, lo, hi):
-                    i, rule = self._plain_rules[m.lastgroup]
+                    i, rule = self._plain_rules[m.lastgroup or ""]
                     add(i, rule, m, f"{rule.group}_r{i}" if rule.group else m.lastgroup)
         return hits
 

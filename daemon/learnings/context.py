@@ -1,4 +1,4 @@
-"""What autoharness injects at SessionStart, under one character budget (issue 8 item 2).
+"""What autoharness injects at SessionStart, under one character budget.
 
 The marker report and the promoter summary are about this project right now; the rule is the
 same every time. So when space runs short the rule goes first, and nothing is ever cut mid-line:

@@ -1,4 +1,4 @@
-"""Find `<!-- learning -->` markers in transcript JSONL (DESIGN.md §6 Learnings, issue 6).
+"""Find `<!-- learning -->` markers in transcript JSONL.
 
 Only what the agent itself said counts: assistant text (plain-string content or `type: "text"`
 blocks) of main-session records. Tool inputs and results, user turns, summaries, thinking and
@@ -181,9 +181,9 @@ def extract_markers(data, *, source: str = "", start: int = 0, end: int | None =
     report or save deduplicate by id.
     """
     out: list[Marker] = []
-    for start, end in candidate_lines(data, start, end):
-        texts, rec = _assistant_texts(data[start:end])
-        if not texts:
+    for line_start, line_end in candidate_lines(data, start, end):
+        texts, rec = _assistant_texts(data[line_start:line_end])
+        if not texts or rec is None:
             continue
         where = {"transcript": source,
                  "timestamp": rec.timestamp if isinstance(rec.timestamp, str) else "",

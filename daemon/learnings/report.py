@@ -1,4 +1,4 @@
-"""What the user and the model are told about unprocessed markers (issue 6 items 4 and 6).
+"""What the user and the model are told about unprocessed markers.
 
 The texts match atl's `learning-capture` output so its users see what they know.
 """
@@ -10,8 +10,7 @@ from collections.abc import Callable, Container, Iterable
 
 import msgspec
 
-from claude_autoharness.daemon.learnings.markers import (Marker, MarkerIndexer, dedupe, is_processed,
-                                                  scan_file)
+from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
 
 SAVE_COMMAND = "/save-learnings"
 NO_MARKERS = "📝 learning-capture: no unprocessed markers"

@@ -1,4 +1,4 @@
-"""Turn unprocessed markers into journal, wiki, doc drafts and marker intents (issue 6 item 5).
+"""Turn unprocessed markers into journal, wiki, doc drafts and marker intents.
 
 Every step is idempotent on its own: each entry carries its marker id in an anchor comment and a
 step adds only what is missing, so a save that crashed part-way is completed by running it again,
@@ -42,8 +42,11 @@ class SaveResult(msgspec.Struct, kw_only=True):
 class SaveState(Protocol):
     """What `save_markers` needs from the state (`state.LearningState` provides it)."""
 
-    processed_ids: frozenset[str]
-    queued_intents: frozenset[str]
+    @property
+    def processed_ids(self) -> frozenset[str]: ...
+
+    @property
+    def queued_intents(self) -> frozenset[str]: ...
 
     def record(self, ids: Iterable[str], processed_at: float | None) -> None: ...
 

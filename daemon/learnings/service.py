@@ -5,14 +5,15 @@ offline CLI passes none and the project's transcripts are scanned instead.
 """
 
 import os
+from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.protocol import paths
 from claude_autoharness.daemon.learnings import report as rp
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
 from claude_autoharness.daemon.learnings.save import SaveResult, pending, save_markers
 from claude_autoharness.daemon.learnings.state import LearningState, load
+from claude_autoharness.protocol import paths
 
 
 def slug_of(project_root: str) -> str:
@@ -20,7 +21,7 @@ def slug_of(project_root: str) -> str:
 
 
 def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: int,
-                    transcripts: list[str] = ()) -> list[Marker]:
+                    transcripts: Sequence[str] = ()) -> list[Marker]:
     """Unprocessed markers of one project (optionally only from some transcripts)."""
     st = load(slug)
     if transcripts:
@@ -37,7 +38,7 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
 
 
 def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,
-                 transcripts: list[str] = (), dry_run: bool = False,
+                 transcripts: Sequence[str] = (), dry_run: bool = False,
                  redactor=None) -> SaveResult:
     """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers.
 

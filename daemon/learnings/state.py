@@ -1,4 +1,4 @@
-"""Per-project marker state: what has been saved, so it is not reported again (issue 6 item 3).
+"""Per-project marker state: what has been saved, so it is not reported again.
 
 Keyed by the Claude Code project slug. Changed only by a save, never by a scan or a report: a
 crash before the save finishes re-reports rather than loses.
@@ -19,8 +19,8 @@ from datetime import datetime
 
 import msgspec
 
-from claude_autoharness.protocol import paths
 from claude_autoharness.daemon import atomic
+from claude_autoharness.protocol import paths
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000
@@ -102,7 +102,7 @@ def read_atl(slug: str) -> ProjectState | None:
         return None
     if not isinstance(data, dict):
         return None
-    projects = data.get("projects") if isinstance(data.get("projects"), dict) else data
+    projects = data["projects"] if isinstance(data.get("projects"), dict) else data
     entry = projects.get(slug)
     if not isinstance(entry, dict):
         return None

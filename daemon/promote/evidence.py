@@ -1,4 +1,4 @@
-"""Is a proposal's evidence really a quote from the window it came from? (DESIGN.md §11)
+"""Is a proposal's evidence really a quote from the window it came from?
 
 The window is raw JSONL, so the text a model read is JSON-escaped there (`\\n`, `\\"`,
 `\\u00e9`). A model quotes what it reads, not the escaping, so the evidence is looked for in

@@ -40,7 +40,7 @@ _MAIN = r"[\s:+/](?:main|master)\b"
 # (family, rule, unit, alternatives). A rule matches when one alternative — a sequence of
 # patterns — matches in order inside one unit: "text" (the whole file, one pattern), "line",
 # or "command" (a line cut at | ; &). Patterns see shell line continuations joined.
-_RULES = [
+_RULES: list[tuple[str, str, str, list[tuple[str, ...]]]] = [
     # exfiltration: code fetched and run, secrets or the environment sent somewhere
     ("exfiltration", "download_piped_to_shell", "line", [(_FETCH, _SHELLS)]),
     ("exfiltration", "shell_runs_download", "text", [(
@@ -187,7 +187,7 @@ def _search(text: str, unit: str, seq: tuple[re.Pattern, ...]) -> int | None:
 
 
 def _redaction_findings(rel: str, text: str, redactor) -> list[Finding]:
-    # Secrets always count; PII only when it is not an obvious placeholder (DESIGN.md §11).
+    # Secrets always count; PII only when it is not an obvious placeholder.
     # A kind not known as PII counts as a secret: the safe side.
     out, seen = [], set()
     for kind, start, _end in redactor.find(text, allow_placeholders=True):

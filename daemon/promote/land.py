@@ -1,4 +1,4 @@
-"""The promoter: the only writer of the skill tree (DESIGN.md §6, §11; issue 5).
+"""The promoter: the only writer of the skill tree.
 
 A change is shaped in memory, validated, and only then landed:
 
@@ -37,7 +37,13 @@ import msgspec
 from claude_autoharness.daemon.atomic import fsync_dir
 from claude_autoharness.daemon.promote import gitmode, skillfile, validate
 from claude_autoharness.daemon.promote.validate import (
-    PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, Plan, open_dir, read_nofollow,
+    PROVENANCE_DIR,
+    PROVENANCE_FILE,
+    SKILL_MD,
+    TMP_PREFIX,
+    Plan,
+    open_dir,
+    read_nofollow,
 )
 from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, check_shape
 from claude_autoharness.protocol import paths
@@ -169,7 +175,12 @@ class Promoter:
             return self._run(self._write_record(plan, origin, evidence=p.evidence))
 
     def _shape(self, p: Proposal, root: str, anchor: str | None) -> tuple[Plan, list[Finding]]:
-        """The skill as it will be after the action, built from the live tree (read only)."""
+        """The skill as it will be after the action, built from the live tree (read only).
+
+        `p` passed `check_shape`: every field its action needs is set (`or ""` only narrows).
+        """
+        description, new_body = p.description or "", p.body or ""
+        old, new, path = p.old or "", p.new or "", p.path or ""
         plan = Plan(action=p.action, layer=p.layer, name=p.skill, root=root, anchor=anchor,
                     state=self.state)
         if not validate.name_is_contained(p.skill):
@@ -181,8 +192,7 @@ class Promoter:
         if p.action == "create":
             if plan.exists and self._owned(plan.skill_dir):
                 out.append(_shape_finding("exists", f"{p.skill} exists: update or patch it"))
-            fields = {"name": p.skill, "description": p.description}
-            plan.skill_md = skillfile.render(fields, p.body)
+            plan.skill_md = skillfile.render({"name": p.skill, "description": description}, new_body)
             return plan, out
         if not plan.exists:
             return plan, [_shape_finding("missing", f"no skill {p.skill} in the {p.layer} layer")]
@@ -195,21 +205,21 @@ class Promoter:
                 return plan, [Finding(family="well_formed", code="frontmatter",
                                       message=f"live SKILL.md: {e}")]
             if p.action == "update":
-                fields.update(name=p.skill, description=p.description)
-                body = p.body
+                fields.update(name=p.skill, description=description)
+                body = new_body
             else:
-                n = _occurrences(body, p.old)
+                n = _occurrences(body, old)
                 if n != 1:
                     return plan, [_shape_finding("patch_mismatch", f"`old` matches the live "
                                                                    f"body {n} times, not once")]
-                body = body.replace(p.old, p.new, 1)
+                body = body.replace(old, new, 1)
             plan.skill_md = skillfile.render(fields, body)
         elif p.action == "add_file":
-            plan.writes = {p.path: p.content}
+            plan.writes = {path: p.content or ""}
         elif p.action == "remove_file":
-            if p.path not in plan.live:
-                out.append(_shape_finding("missing_file", f"{p.skill} has no file {p.path!r}"))
-            plan.removes = [p.path]
+            if path not in plan.live:
+                out.append(_shape_finding("missing_file", f"{p.skill} has no file {path!r}"))
+            plan.removes = [path]
         return plan, out
 
     # -- operator verbs --------------------------------------------------------------------
@@ -263,7 +273,8 @@ class Promoter:
                 return _reject(_shape_finding("missing", f"no archived skill {name}"))
             meta = max(metas, key=lambda m: m["landing"])
             src = os.path.join(meta["path"], "skill")
-            files = {rel: read_nofollow(src, rel) for rel in _all_files(src)}
+            files = {rel: data for rel in _all_files(src)
+                     if (data := read_nofollow(src, rel)) is not None}
             try:
                 texts = {rel: data.decode() for rel, data in files.items()
                          if not rel.startswith(PROVENANCE_DIR + "/")}
@@ -477,8 +488,9 @@ class Promoter:
             ev_rel = f"{EVIDENCE_DIR}/{_sha(ev)}.txt"
             new.append((ev_rel, ev))
         prev_md = read_nofollow(target, SKILL_MD) if plan.exists else None
-        new_md = plan.skill_md.encode() if plan.skill_md is not None else prev_md
+        new_md = prev_md
         if plan.skill_md is not None:
+            new_md = plan.skill_md.encode()
             new.append((SKILL_MD, new_md))
         reason = self.redactor.redact(origin.get("reason") or "")[0]
         prov = base_prov or (validate.read_provenance(target) if plan.exists else None) or {}
@@ -492,7 +504,7 @@ class Promoter:
         })
         new.append((PROVENANCE, json.dumps(prov, indent=1).encode()))
 
-        writes = []
+        writes: list[list[str | None]] = []  # [rel, new blob, old blob or None]
         for rel, data in new:
             old = read_nofollow(target, rel) if plan.exists else None
             writes.append([rel, self._put_blob(data),
@@ -503,8 +515,8 @@ class Promoter:
         for rel in plan.live:
             if rel not in plan.removes:
                 manifest[rel] = self._put_blob(read_nofollow(target, rel) or b"")
-        manifest.update({rel: sha for rel, sha, _ in writes
-                         if not rel.startswith(PROVENANCE_DIR + "/")})
+        manifest.update({str(rel): str(sha) for rel, sha, _ in writes
+                         if not str(rel).startswith(PROVENANCE_DIR + "/")})
         entry = {"landing": landing, "version": version, "action": plan.action, "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
@@ -699,7 +711,7 @@ class Promoter:
         return None
 
     def _archives(self) -> list[dict]:
-        out = []
+        out: list[dict] = []
         base = self._p("archive")
         try:
             names = sorted(os.listdir(base))
@@ -831,7 +843,9 @@ def _landing_id(now: float) -> str:
 
 
 def _same_dir(a: str | None, b: str | None) -> bool:
-    return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)
+    if not a or not b:
+        return False
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _no_project_root(project_root: str | None) -> Finding:

@@ -114,7 +114,8 @@ def _plain(raw: str) -> str:
 
 
 def _single_quoted(raw: str) -> tuple[str, str]:
-    out, i = [], 1
+    out: list[str] = []
+    i = 1
     while i < len(raw):
         if raw[i] == "'":
             if raw[i + 1:i + 2] == "'":
@@ -128,7 +129,8 @@ def _single_quoted(raw: str) -> tuple[str, str]:
 
 
 def _double_quoted(raw: str) -> tuple[str, str]:
-    out, i = [], 1
+    out: list[str] = []
+    i = 1
     while i < len(raw):
         ch = raw[i]
         if ch == '"':

@@ -1,6 +1,6 @@
 """Deterministic checks a shaped change must pass before it may touch the skill tree.
 
-Families (issue 5): well_formed, attributable, safe, contained, owned. Every check runs and
+Families: well_formed, attributable, safe, contained, owned. Every check runs and
 every finding is returned, so an operator sees all that is wrong at once. Checks read the
 filesystem but never write it; nothing here follows a symlink below the layer root.
 """
@@ -320,7 +320,7 @@ def _is_int(v) -> bool:
 
 
 def promote_state_dir() -> str:
-    """Where the promoter keeps its landing records (DESIGN.md §3, §11)."""
+    """Where the promoter keeps its landing records."""
     return os.path.join(paths.state_dir(), "promote")
 
 
@@ -355,7 +355,7 @@ def _entry_ok(e) -> bool:
 
 
 def is_owned(skill_dir: str, state: str | None = None) -> bool:
-    """Landed by autoharness *at this path*, by autoharness's own records (DESIGN.md §11).
+    """Landed by autoharness *at this path*, by autoharness's own records.
 
     The provenance file alone proves nothing — a repository can ship one — so it must name
     this path *and* share a landing (id and SKILL.md hash) with the landing records in the

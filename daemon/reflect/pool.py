@@ -15,7 +15,6 @@ from collections.abc import Callable
 import anyio
 import structlog
 
-from claude_autoharness.protocol import paths
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
 from claude_autoharness.daemon.capture.window import tail_start
@@ -24,6 +23,7 @@ from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.daemon.sessions import Job
+from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
 

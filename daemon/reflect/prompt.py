@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
 
@@ -85,12 +86,12 @@ def tool_schema(max_intents: int) -> dict:
     """The strict JSON schema of the tool input.
 
     Strict mode wants every property required and `additionalProperties: false`, so fields an
-    action does not use are nullable instead of optional (DESIGN.md §11). It rejects `maxItems`,
+    action does not use are nullable instead of optional. It rejects `maxItems`,
     so the cap lives in the description and is enforced at intake (`over_limit`), which also
     keeps every proposal visible to the operator.
     """
     nullable = {"type": ["string", "null"]}
-    item = {
+    item: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {

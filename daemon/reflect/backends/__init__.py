@@ -4,6 +4,8 @@ Importing this package is cheap; the SDK is imported only when the anthropic bac
 `preload()` is called from a worker thread).
 """
 
+from types import ModuleType
+
 from claude_autoharness.daemon.reflect.backends.base import (
     BACKENDS,
     NO_BACKEND,
@@ -23,6 +25,7 @@ __all__ = [
 
 def reflect(backend: str, prompt, cfg, **kwargs) -> ReflectResult:
     """Run one reflection on the named backend. Blocking: call it from a worker thread."""
+    mod: ModuleType
     if backend == "anthropic":
         from claude_autoharness.daemon.reflect.backends import anthropic as mod
     elif backend == "claude":

@@ -9,6 +9,7 @@ import json
 import os
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from claude_autoharness.daemon.reflect.backends.base import (
     PermanentError,
@@ -22,7 +23,7 @@ from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_def
 
 CACHE = {"type": "ephemeral"}
 
-_clients: dict[tuple, object] = {}
+_clients: dict[tuple, Any] = {}  # anthropic.Anthropic, imported lazily
 _clients_lock = threading.Lock()
 
 
@@ -42,7 +43,7 @@ def _client(cfg, env: Mapping[str, str] | None):
     with _clients_lock:
         c = _clients.get(k)
         if c is None:
-            kwargs = {"base_url": base_url, "timeout": float(cfg.timeout_s), "max_retries": 0}
+            kwargs: dict[str, Any] = {"base_url": base_url, "timeout": float(cfg.timeout_s), "max_retries": 0}
             if api_key:
                 kwargs["api_key"] = api_key
             elif e.get("ANTHROPIC_AUTH_TOKEN"):
@@ -99,7 +100,7 @@ def _classify(err: Exception) -> Exception:
 def _error_type(err) -> str:
     body = getattr(err, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        inner = body["error"] if isinstance(body.get("error"), dict) else body
         return str(inner.get("type") or "")
     return ""
 
@@ -107,7 +108,7 @@ def _error_type(err) -> str:
 def _error_message(err) -> str:
     body = getattr(err, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        inner = body["error"] if isinstance(body.get("error"), dict) else body
         return str(inner.get("message") or "")[:300]
     return ""
 
@@ -196,15 +197,16 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> Ref
         if block is None:
             problem = f"no `{TOOL_NAME}` call in the reply (stop_reason {msg.stop_reason})"
         else:
-            proposals, problem = check_reply(block.input)
-            if getattr(msg, "stop_reason", None) == "max_tokens" and problem:
-                problem += " (the reply hit max_tokens)"
-            if problem is None:
+            proposals, found = check_reply(block.input)
+            if found is None:
                 return ReflectResult(proposals=proposals, usage=usage,
                                      model=getattr(msg, "model", "") or cfg.model,
                                      raw_text=_raw_text(msg))
+            problem = found
+            if getattr(msg, "stop_reason", None) == "max_tokens":
+                problem += " (the reply hit max_tokens)"
         if attempt == 0:
             messages = messages + _repair_turns(msg, problem)
-    err = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")
-    err.usage = usage  # tokens were spent all the same; the pool charges them
-    raise err
+    unusable = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")
+    unusable.usage = usage  # tokens were spent all the same; the pool charges them
+    raise unusable

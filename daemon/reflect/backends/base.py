@@ -60,13 +60,14 @@ class ReflectResult:
         return u["input_tokens"] + u["output_tokens"] + u["cache_read"] + u["cache_creation"]
 
 
-def check_reply(obj: object) -> tuple[list[object] | None, str | None]:
-    """Is a decoded tool input usable as a whole? Items are not checked here (intake does)."""
+def check_reply(obj: object) -> tuple[list[object], str | None]:
+    """Is a decoded tool input usable as a whole? (proposals, None) when it is, ([], the problem)
+    when not. Items are not checked here (intake does)."""
     if not isinstance(obj, dict):
-        return None, f"the tool input must be a JSON object, got {type(obj).__name__}"
+        return [], f"the tool input must be a JSON object, got {type(obj).__name__}"
     props = obj.get("proposals")
     if not isinstance(props, list):
-        return None, "the tool input must have a `proposals` array"
+        return [], "the tool input must have a `proposals` array"
     return props, None
 
 

@@ -38,7 +38,7 @@ from claude_autoharness.protocol import paths
 DROP_ENV = ("CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT")
 CHILD_MARK = "AUTOHARNESS_CHILD_SESSION"
 SETTINGS = {"disableAllHooks": True}
-EMPTY_MCP = {"mcpServers": {}}
+EMPTY_MCP: dict[str, dict] = {"mcpServers": {}}
 TERM_GRACE_S = 2.0  # between SIGTERM and SIGKILL
 POLL_S = 0.25  # how often a waiting call checks its cancel event
 
@@ -132,7 +132,7 @@ def _run(argv, stdin: bytes, cwd, env, timeout_s: float, cancel) -> tuple[int, b
         _live.add(proc)
     try:
         deadline = time.monotonic() + timeout_s
-        data = stdin
+        data: bytes | None = stdin
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -181,7 +181,7 @@ def _result_object(stdout: bytes):
 
 
 def _usage(obj: dict) -> dict[str, int]:
-    u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
+    u = obj["usage"] if isinstance(obj.get("usage"), dict) else {}
     return {
         "input_tokens": int(u.get("input_tokens") or 0),
         "output_tokens": int(u.get("output_tokens") or 0),
@@ -251,7 +251,7 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None,
     environ = child_env(env)
     usage = empty_usage()
     stdin_text = prompt.user_text
-    problem = ""
+    problem: str | None = ""
     fd, system_file = tempfile.mkstemp(prefix="system-", suffix=".md", dir=cwd)  # 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

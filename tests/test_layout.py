@@ -1,0 +1,45 @@
+"""The checkout reads on its own: sources cite only what is in the repository, and test
+modules share helpers through conftest.py or support modules, never through each other."""
+
+import ast
+import re
+
+from conftest import REPO
+
+SOURCE_DIRS = ("daemon", "client", "protocol", "tests", "bench")
+# A design document or a tracker number that a clone does not have.
+OUTSIDE_CITATION = re.compile(r"DESIGN(\.md)?\b|§\s*\d|\bissues? #?\d+")
+
+
+def _sources():
+    for d in SOURCE_DIRS:
+        for p in sorted((REPO / d).rglob("*")):
+            if "corpus" in p.parts or "__pycache__" in p.parts or not p.is_file():
+                continue
+            if p.suffix in (".py", ".toml", ".md") or p.name == "autoharness-hook":
+                yield p
+
+
+def test_sources_cite_nothing_outside_the_repository():
+    """No comment, docstring or string names a design document or an issue number."""
+    hits = []
+    for p in _sources():
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if OUTSIDE_CITATION.search(line) and p.name != "test_layout.py":
+                hits.append(f"{p.relative_to(REPO)}:{n}: {line.strip()}")
+    assert hits == []
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared fixtures live in conftest.py and shared helpers in *_support.py modules."""
+    offenders = []
+    for p in sorted((REPO / "tests").glob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [f"{p.name}: {n}" for n in names if n.split(".")[0].startswith("test_")]
+    assert offenders == []
