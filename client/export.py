@@ -16,7 +16,10 @@ import sys
 
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.validate import (
-    PROVENANCE_DIR, PROVENANCE_FILE, SKILL_MD, TMP_PREFIX, read_nofollow,
+    PROVENANCE_DIR,
+    PROVENANCE_FILE,
+    TMP_PREFIX,
+    read_nofollow,
 )
 from claude_autoharness.protocol import VERSION
 from claude_autoharness.protocol.config import load as load_config

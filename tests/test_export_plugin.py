@@ -5,7 +5,6 @@ plugin layout passes the same check."""
 import json
 import os
 import subprocess
-
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol.config import PromoterConfig
 from harness import CTL
-from test_promote_validate import intent
+from promote_support import intent
 
 REPO = Path(__file__).resolve().parents[1]
 EVIDENCE = "ran /home/alice/src/app/make check and it failed before push"

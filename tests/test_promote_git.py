@@ -13,7 +13,7 @@ from claude_autoharness.daemon.promote import gitmode, validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol.config import PromoterConfig
 from harness import CTL
-from test_promote_validate import WINDOW, intent, tree_digest
+from promote_support import WINDOW, intent, tree_digest
 
 BRANCH = "autoharness/skills"
 

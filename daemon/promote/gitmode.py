@@ -271,7 +271,7 @@ def sync(t: Target) -> str:
         if any(p in ("", ".", "..") for p in rel.split("/")):
             continue
         blobs.append((rel, oid.decode()))
-    for rel, data in zip([r for r, _ in blobs], _cat_blobs(t.top, [o for _, o in blobs])):
+    for rel, data in zip([r for r, _ in blobs], _cat_blobs(t.top, [o for _, o in blobs]), strict=False):
         if rel.endswith("/" + PROVENANCE):
             data = _retarget(data, t.real_root, t.mirror_root)
         dest = os.path.join(fresh, *rel.split("/"))
@@ -439,7 +439,7 @@ def publish_summary(t: Target) -> dict:
            "commits": [], "remote": remote or None}
     if cur and d:
         log = git(t.top, "log", "--format=%h%x09%s", f"{d[1]}..{cur}")
-        out["commits"] = [dict(zip(("commit", "subject"), ln.split("\t", 1)))
+        out["commits"] = [dict(zip(("commit", "subject"), ln.split("\t", 1), strict=False))
                           for ln in log.splitlines() if "\t" in ln]
     return out
 

@@ -520,7 +520,8 @@ class Promoter:
         entry = {"landing": landing, "version": version, "action": plan.action, "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
-                 "session": origin.get("session"), "reason": reason, "evidence": ev_rel, "previous": _sha_or_none(prev_md),
+                 "session": origin.get("session"), "reason": reason, "evidence": ev_rel,
+                 "previous": _sha_or_none(prev_md),
                  "files": manifest}
         if to is not None:
             entry["to"] = to
