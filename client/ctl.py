@@ -86,6 +86,12 @@ def format_status(st: dict, now: float | None = None) -> str:
     p = st["persistence"]
     q = ", ".join(p["quarantined"]) or "none"
     lines.append(f"persistence: last snapshot {_ago(p['last_snapshot_at'], now)}; quarantined: {q}")
+    lib = st.get("library")
+    if lib:
+        by = ", ".join(f"{k} {v}" for k, v in sorted(lib["archived_by_reason"].items()))
+        lines.append(f"library: {lib['probation']} on probation, {lib['graduated']} graduated, "
+                     f"{lib['hand-written']} hand-written, {lib['archived']} archived"
+                     + (f" ({by})" if by else "") + f"; {lib['turns']['user']} turns")
     sessions = st["sessions"]
     if sessions:
         lines.append("sessions:")
@@ -253,12 +259,36 @@ def do_skills(args) -> int:
         if not out:
             print("no skills")
         for s in out:
-            print(f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {s['status']:<8} "
-                  f"uses {s['uses']:<5} changed {_ago(s.get('last_changed'), time.time())}")
+            print(format_skill_line(s))
         return 0
     why = findings_text(out.get("findings"))
     print(f"{args.op} {args.name}: {out['status']}" + (f": {why}" if why else ""))
     return 0 if out["status"] == "landed" else 1
+
+
+def format_skill_line(s: dict) -> str:
+    """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns."""
+    stage = s.get("stage") or s["status"]
+    if s["status"] == "archived":
+        stage = f"archived ({s.get('reason') or 'unknown'})"
+    turns = f"{s.get('turns', 0)} turns" if s["owner"] == "autoharness" else "-"
+    return (f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {stage:<22} "
+            f"uses {s['uses']:<5} {turns:<11} changed {_ago(s.get('last_changed'), time.time())}")
+
+
+def do_curate(args) -> int:
+    project = os.path.abspath(args.project) if args.project else os.getcwd()
+    out = call(m.Curate(layer=args.layer, project=project))
+    if args.json:
+        _print_json(out)
+        return 0
+    for job in out["jobs"]:
+        where = f" for {job['project']}" if job.get("project") else ""
+        print(f"queued curator job {job['id']} ({job['layer']} layer{where}); "
+              "see `autoharnessctl queue list` once it has run")
+    if not out["jobs"]:
+        print("a curator job for these layers is already waiting")
+    return 0
 
 
 def do_replay(args) -> int:
@@ -315,8 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_queue)
 
-    s = sub.add_parser("skills", help="the skill library: list, show, history, revert, restore; "
-                       "publish (git mode's review branch), export (a Claude Code plugin)")
+    s = sub.add_parser("skills", help="the skill library: list (uses, turns, stage), show, "
+                       "history, revert, restore; publish (git mode's review branch), export "
+                       "(a Claude Code plugin)")
     s.add_argument("op", choices=("list", "show", "history", "revert", "restore", "publish",
                                   "export"))
     s.add_argument("name", nargs="?", metavar="NAME")
@@ -330,6 +361,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--owner", default="autoharness", help="export: the author/owner to name")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_skills)
+
+    s = sub.add_parser("curate", help="run the curator now: merge near-duplicate skills and "
+                       "archive obsolete ones (as proposals the promoter checks)")
+    s.add_argument("--layer", choices=("project", "user"), help="default: both")
+    s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=do_curate)
 
     s = sub.add_parser("replay", help="play a recorded transcript through the pipeline")
     s.add_argument("transcript", metavar="TRANSCRIPT")

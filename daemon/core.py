@@ -25,10 +25,11 @@ from claude_autoharness.daemon.learnings import service as lservice
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
 from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote import lifecycle, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.curate import CuratedSkill
 from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION, paths
@@ -79,8 +80,10 @@ class Daemon:
         self.projects = ProjectSwitches()
         self.redactor = make_redactor(cfg)
         self.intents = IntentQueue()
-        self.promoter = Promoter(cfg.promoter, redactor=self.redactor)
+        self.promoter = self._make_promoter(cfg, self.redactor)
         self.promoter_event = anyio.Event()
+        self.lifecycle_due: set[str | None] = {None}  # project roots (None: user layer only)
+        self.library_counts: dict[str | None, dict[str, int]] = {}
         self.pool = ReflectorPool(self, clock=clock)
         self.transcripts = TranscriptIndex(paths.claude_projects_dir(), clock=clock)
         self.markers = MarkerIndexer()
@@ -89,6 +92,10 @@ class Daemon:
         self.capture_stats = CaptureStats()
         self.use_queue: list[tuple[str, str, str | None]] = []
         self.last_landing_at: float | None = None
+
+    def _make_promoter(self, cfg: Config, redactor) -> Promoter:
+        return Promoter(cfg.promoter, redactor=redactor, library=cfg.library,
+                        turns=lambda layer, root: self.state.turns.of(layer, root))
 
     # ---- startup / persistence ------------------------------------------------------------
 
@@ -104,6 +111,8 @@ class Daemon:
                 self.state.jobs[rec.job.id] = rec.job
             elif rec.op == "session" and rec.session is not None:
                 self.state.sessions[rec.session.session_id] = rec.session
+            elif rec.op == "turn":
+                self.state.turns.add(rec.project)
         for job in self.state.jobs.values():
             if job.status != "running":
                 continue
@@ -294,8 +303,10 @@ class Daemon:
         await self.record_jobs(jobs, session=self.state.sessions.get(ev.session_id))
         for job in jobs:
             log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
-        if req.replayed:  # a replayed session uses no skill and reads no context
+        if req.replayed:  # a replayed session uses no skill, takes no turn, reads no context
             return m.HookReply()
+        if name == "Stop" and counting:
+            await self.count_turn(ev)
         if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read"):
             self.count_skill_use(ev)
         if name == "SessionStart" and counting and not from_spool:
@@ -303,6 +314,17 @@ class Daemon:
             if text:
                 return m.HookReply(output=_session_start_output(text))
         return m.HookReply()
+
+    async def count_turn(self, ev: sm.HookEvent) -> None:
+        """A main session's Stop is one turn of the user layer and of its project: journaled
+        before the hook is answered, then the library's lifecycle is re-judged."""
+        s = self.state.sessions.get(ev.session_id)
+        root = self.projects.root(s.cwd) if s is not None and s.cwd else None
+        self.state.turns.add(root)
+        self.dirty = True
+        await anyio.to_thread.run_sync(lambda: self.journal.append("turn", project=root))
+        self.lifecycle_due.add(root)
+        self.promoter_event.set()
 
     def counting(self, ev: sm.HookEvent) -> bool:
         """Whether this event may count: not paused, not our own reflector child's."""
@@ -362,9 +384,14 @@ class Daemon:
         done = [i for i in self.intents.list()
                 if i.project_root == root and i.status in ("landed", "rejected", "held")
                 and i.updated_at > since and i.proposal is not None]
-        if not done:
+        retired = self.promoter.archived_since(root, since)
+        if not done and not retired:
             return ""
         lines = ["🛠 autoharness skills since your last session:"]
+        for meta in retired[-4:]:  # archive names were checked when they landed
+            lines.append(f"  archived {meta['name']} [{meta['layer']}] ({meta['reason']}: "
+                         f"{meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns); "
+                         f"undo: autoharnessctl skills restore {meta['name']}")
         for i in done[-8:]:
             p = i.proposal
             if p is None:
@@ -377,6 +404,8 @@ class Daemon:
             lines.append(f"  {i.status} {action} {name} [{layer}]{why}")
         if len(done) > 8:
             lines.append(f"  … and {len(done) - 8} more: autoharnessctl queue list")
+        if len(retired) > 4:
+            lines.append(f"  … and {len(retired) - 4} more archived: autoharnessctl skills list")
         text = "\n".join(lines)
         while len(text) > PROMOTER_SUMMARY_CHARS and len(lines) > 2:
             lines.pop(-1)
@@ -419,6 +448,103 @@ class Daemon:
             except Exception:
                 log.exception("skill use not recorded")
 
+    # ---- the library's lifecycle and the curator -----------------------------------------
+
+    def _run_lifecycle(self) -> None:
+        """Judge the layers whose turns moved (blocking; the promoter loop's thread): archive
+        what the counts call for, and refresh the per-stage counts `status` shows."""
+        while self.lifecycle_due:
+            self._record_uses()  # a use queued before the Stop counts in this pass
+            root = self.lifecycle_due.pop()
+            try:
+                for d in self.promoter.lifecycle_pass(root):
+                    log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
+                             uses=d.uses, turns=d.turns)
+                infos = self.promoter.list_skills(root)
+            except Exception:
+                log.exception("library lifecycle pass failed")
+                continue
+            self.library_counts[None] = stage_counts(i for i in infos if i.layer == "user")
+            if root:
+                self.library_counts[root] = stage_counts(i for i in infos
+                                                         if i.layer == "project")
+
+    def library_status(self) -> dict:
+        """Skills per stage (and archives per reason) over the layers judged so far."""
+        total: dict = {"probation": 0, "graduated": 0, "hand-written": 0, "archived": 0,
+                       "archived_by_reason": {}}
+        for counts in list(self.library_counts.values()):
+            for k, v in counts.items():
+                if k.startswith("archived:"):
+                    by = total["archived_by_reason"]
+                    by[k[9:]] = by.get(k[9:], 0) + v
+                else:
+                    total[k] = total.get(k, 0) + v
+        lib = self.cfg.library
+        total["turns"] = {"user": self.state.turns.user,
+                          "projects": len(self.state.turns.projects)}
+        total["config"] = {"maturity_turns": lib.maturity_turns,
+                           "capacity_project": lib.capacity_project,
+                           "capacity_user": lib.capacity_user, "curate_every": lib.curate_every}
+        return total
+
+    def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:
+        """The live autoharness-owned skills of one layer, whole (blocking)."""
+        out = []
+        for info in self.promoter.list_skills(root):
+            if info.status != "live" or info.owner != "autoharness" or info.layer != layer:
+                continue
+            try:
+                with open(os.path.join(info.path, "SKILL.md"), encoding="utf-8") as f:
+                    text = f.read(256 * 1024)
+            except (OSError, ValueError):
+                continue
+            out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,
+                                    turns=info.turns))
+        return out
+
+    async def count_reflection(self, job: sm.Job) -> None:
+        """Every `library.curate_every` finished reflection jobs, the curator runs for the
+        user layer and for the project of the job that completed the count."""
+        every = self.cfg.library.curate_every
+        self.state.reflections_since_curate += 1
+        self.dirty = True
+        if every <= 0 or self.state.reflections_since_curate < every:
+            return
+        self.state.reflections_since_curate = 0
+        root = self.project_root_of(job)
+        await self.queue_curation(["user", "project"] if root else ["user"], root)
+
+    async def queue_curation(self, layers: list[str], root: str | None) -> list[sm.Job]:
+        """A curator job per layer, unless one for that layer (and project) still waits."""
+        jobs = []
+        for layer in layers:
+            cwd = root if layer == "project" else None
+            if any(j.kind == "curate" and j.layer == layer and j.cwd == cwd
+                   and j.status in ("pending", "running") for j in self.state.jobs.values()):
+                continue
+            jobs.append(sm.Job(id=new_id(), session_id=f"curate-{layer}", kind="curate",
+                               created_at=self.clock(), cwd=cwd, layer=layer))
+        await self.record_jobs(jobs)
+        for job in jobs:
+            log.info("job created", job=job.id, kind="curate", layer=job.layer)
+        return jobs
+
+    async def cmd_curate(self, req: m.Curate) -> m.Reply:
+        """`autoharnessctl curate`: run the curator now (both layers unless one is named)."""
+        if req.layer not in (None, "project", "user"):
+            return m.Error(code="bad_request", message="--layer must be project or user")
+        root = self.projects.root(req.project) if req.project else None
+        layers = [req.layer] if req.layer else ["user", "project"]
+        if "project" in layers and not root:
+            if req.layer == "project":
+                return m.Error(code="bad_request",
+                               message="the project layer needs a project: pass --project DIR")
+            layers.remove("project")
+        jobs = await self.queue_curation(layers, root)
+        return m.Ok(data={"jobs": [{"id": j.id, "layer": j.layer, "project": j.cwd}
+                                   for j in jobs]})
+
     def skill_index(self, project_root: str | None) -> list[dict]:
         """Name, layer, owner and description of every live skill (blocking; for the prompt)."""
         out = []
@@ -448,6 +574,7 @@ class Daemon:
             event = self.promoter_event = anyio.Event()
             try:
                 await anyio.to_thread.run_sync(self._record_uses)
+                await anyio.to_thread.run_sync(self._run_lifecycle)
                 for intent in self.intents.list("queued"):
                     await self._promote_guarded(intent)
             except Exception:
@@ -558,6 +685,7 @@ class Daemon:
                 "daily_token_budget": rcfg.daily_token_budget or None,
             },
             "promoter": self.promoter_status(),
+            "library": self.library_status(),
             "learnings": lreport.status_json(
                 self.markers, lambda slug: set(load_learning_state(slug).processed_ids)),
         }
@@ -760,7 +888,8 @@ class Daemon:
             log.error("config reload failed; keeping the running config", error=str(e))
             return
         self.cfg, self.redactor = cfg, redactor
-        self.promoter = Promoter(cfg.promoter, redactor=redactor)  # cheap: state is on disk
+        self.promoter = self._make_promoter(cfg, redactor)  # cheap: state is on disk
+        self.lifecycle_due.add(None)  # new limits apply now
         log.info("config reloaded")
 
     def last_growth(self, s: sm.Session) -> float:
@@ -820,6 +949,18 @@ class Daemon:
         jobs = sm.flush(self.state.sessions, ids, now=self.clock(), kind="idle", make_id=new_id)
         await self.record_jobs(jobs)
         return jobs
+
+
+def stage_counts(infos) -> dict[str, int]:
+    """Skills per stage; archives also per reason (`archived:<reason>`)."""
+    out: dict[str, int] = {}
+    for i in infos:
+        stage = i.stage or lifecycle.HAND_WRITTEN
+        out[stage] = out.get(stage, 0) + 1
+        if stage == lifecycle.ARCHIVED:
+            key = f"archived:{i.reason or 'unknown'}"
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def make_redactor(cfg: Config):

@@ -65,7 +65,7 @@ def proposal_from_obj(obj: object) -> tuple[Proposal | None, list[str]]:
     return p, check_shape(p)
 
 
-SOURCES = ("reflector", "learn", "marker")
+SOURCES = ("reflector", "learn", "marker", "curator")
 STATUSES = ("queued", "landed", "rejected", "held")
 
 

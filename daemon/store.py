@@ -28,6 +28,21 @@ class Counters(msgspec.Struct, kw_only=True):
     spool_replayed: int = 0
 
 
+class Turns(msgspec.Struct, kw_only=True):
+    """Stops of main sessions: every one (the user layer's clock) and per project root."""
+
+    user: int = 0
+    projects: dict[str, int] = {}
+
+    def add(self, project: str | None) -> None:
+        self.user += 1
+        if project:
+            self.projects[project] = self.projects.get(project, 0) + 1
+
+    def of(self, layer: str, project: str | None) -> int:
+        return self.user if layer == "user" else self.projects.get(project or "", 0)
+
+
 class State(msgspec.Struct, kw_only=True):
     """The snapshot. Additive evolution only: new fields get defaults, types never change."""
 
@@ -46,13 +61,17 @@ class State(msgspec.Struct, kw_only=True):
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary
     capture: dict = {}
     spool_done: list[int] = []  # [inode, size] of a spool replay a snapshot already covers
+    turns: Turns = msgspec.field(default_factory=Turns)
+    reflections_since_curate: int = 0  # reflection jobs done since the curator last ran
 
 
 class JournalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     seq: int
-    op: str  # "job": a job created or changed; "session": a session's counter/watermark
+    op: str  # "job": a job created or changed; "session": a session's counter/watermark;
+    # "turn": a main session's Stop, counted in the user layer and in `project` (if any)
     job: Job | None = None
     session: Session | None = None
+    project: str | None = None
     at: float = 0.0
 
 
@@ -135,10 +154,12 @@ class Journal:
             os.close(self._fd)
             self._fd = None
 
-    def append(self, op: str, *, job: Job | None = None, session: Session | None = None) -> int:
+    def append(self, op: str, *, job: Job | None = None, session: Session | None = None,
+               project: str | None = None) -> int:
         with self._lock:
             self.seq += 1
-            rec = JournalRecord(seq=self.seq, op=op, job=job, session=session, at=time.time())
+            rec = JournalRecord(seq=self.seq, op=op, job=job, session=session, project=project,
+                                at=time.time())
             assert self._fd is not None
             data = _encoder.encode(rec) + b"\n"
             view = memoryview(data)

@@ -61,6 +61,15 @@ class LearningsConfig(_Section):
     lookback_days: int = 7
 
 
+class LibraryConfig(_Section):
+    """The skill library's lifecycle: probation length, per-layer capacity, curator cadence."""
+
+    maturity_turns: int = 50  # turns a new (or restored) skill is on probation
+    capacity_project: int = 20  # graduated autoharness skills kept per project
+    capacity_user: int = 10  # graduated autoharness skills kept in the user layer
+    curate_every: int = 25  # reflection jobs between curator runs; 0 = off
+
+
 class Config(_Section):
     reflect_every: int = 50
     persist_interval_s: float = 2.0
@@ -73,6 +82,7 @@ class Config(_Section):
     reflector: ReflectorConfig = msgspec.field(default_factory=ReflectorConfig)
     promoter: PromoterConfig = msgspec.field(default_factory=PromoterConfig)
     learnings: LearningsConfig = msgspec.field(default_factory=LearningsConfig)
+    library: LibraryConfig = msgspec.field(default_factory=LibraryConfig)
 
 
 class ConfigError(Exception):
@@ -84,7 +94,9 @@ _POSITIVE = {
     "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
     "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
     "reflector.timeout_s", "promoter.max_body_lines",
+    "library.maturity_turns", "library.capacity_project", "library.capacity_user",
 }
+_NON_NEGATIVE = {"library.curate_every"}
 
 
 def _env_overrides(env: dict[str, str]) -> dict:
@@ -166,4 +178,9 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
             obj = getattr(obj, part)
         if obj <= 0:
             raise ConfigError(f"{path}: invalid config: `{dotted}` must be > 0 (got {obj})")
+    for dotted in sorted(_NON_NEGATIVE):
+        section, key = dotted.split(".")
+        obj = getattr(getattr(cfg, section), key)
+        if obj < 0:
+            raise ConfigError(f"{path}: invalid config: `{dotted}` must be >= 0 (got {obj})")
     return cfg

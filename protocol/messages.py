@@ -79,7 +79,15 @@ class Pause(_Req, tag="pause"):
     paused: bool = True
 
 
-Request = Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
+class Curate(_Req, tag="curate"):
+    """Run the curator now: one layer, or both (the project layer needs `project`)."""
+
+    layer: str | None = None
+    project: str | None = None
+
+
+Request = (Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
+           | Curate)
 
 
 class _Rep(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

@@ -24,12 +24,21 @@ GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 _ids = iter(range(1_000_000))
 
 
+def desc_for(skill: str) -> str:
+    """DESC for `run-checks`; for any other skill a description no other skill's is near
+    (the promoter rejects a create whose description says what a live skill's says)."""
+    if skill == "run-checks":
+        return DESC
+    words = " ".join(hashlib.sha256(f"{skill}{i}".encode()).hexdigest()[:6] for i in range(4))
+    return f"Use when {skill} needs {words}."
+
+
 def intent(action: str, skill: str, layer: str = "project", **kw) -> Intent:
     """An intent with a valid reason and evidence unless the test overrides them."""
     kw.setdefault("reason", "the user corrected the agent twice")
     kw.setdefault("evidence", EVIDENCE)
     if action in ("create", "update"):
-        kw.setdefault("description", DESC)
+        kw.setdefault("description", desc_for(skill))
         kw.setdefault("body", BODY)
     return Intent(id=f"i{next(_ids)}", source="reflector", created_at=time.time(),
                   proposal=Proposal(action=action, skill=skill, layer=layer, **kw))

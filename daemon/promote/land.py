@@ -19,7 +19,11 @@ a crash interrupted, and sweeps temp files. State layout under `<state dir>/prom
     blobs/<sha256>            file contents, landed and replaced
     history/<key>.json        per target path: every version, for history/revert
     archive/<name>/<landing>/ archived skills (meta.json + skill/), outside Claude Code's discovery
-    uses.json                 skill dir → use count
+    uses.json                 skill dir → use count (since it landed or was restored)
+    lifecycle.json            skill dir → its layer's turn count when it landed or was restored
+
+The library's lifecycle (probation, dormancy, capacity: see `lifecycle`) is applied here too,
+as archives with a recorded reason, so it is journaled, listed and restorable like any other.
 """
 
 import fcntl
@@ -30,12 +34,13 @@ import secrets
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
-from claude_autoharness.daemon.promote import gitmode, skillfile, validate
+from claude_autoharness.daemon.promote import duplicate, gitmode, lifecycle, skillfile, validate
 from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR,
     PROVENANCE_FILE,
@@ -47,7 +52,7 @@ from claude_autoharness.daemon.promote.validate import (
 )
 from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, check_shape
 from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config import PromoterConfig
+from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig
 
 PROVENANCE = f"{PROVENANCE_DIR}/{PROVENANCE_FILE}"
 EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
@@ -73,6 +78,10 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     last_changed: float | None = None
     uses: int = 0
     version: int | None = None
+    turns: int = 0  # of its layer since it landed or was restored (autoharness skills)
+    stage: str = ""  # probation | graduated | hand-written | archived
+    reason: str | None = None  # archived: dormant | capacity | curated | proposed
+
 
 
 class SkillView(msgspec.Struct, kw_only=True):
@@ -109,10 +118,15 @@ class Promoter:
     """Validates and lands intents; every method is safe to call from one thread at a time
     per process, and landings are serialised across processes by a file lock."""
 
-    def __init__(self, cfg: PromoterConfig, *, redactor=None, clock=time.time):
+    def __init__(self, cfg: PromoterConfig, *, redactor=None, clock=time.time,
+                 library: LibraryConfig | None = None,
+                 turns: Callable[[str, str | None], int] | None = None):
         self.cfg = cfg
         self.clock = clock
         self._redactor = redactor
+        self.library = library or LibraryConfig()
+        # (layer, project root) -> turns counted so far in that layer; the daemon owns them
+        self.turns = turns or (lambda layer, anchor: 0)
         self.state = validate.promote_state_dir()
         self._thread_lock = threading.Lock()
         self._uses_lock = threading.Lock()
@@ -171,8 +185,12 @@ class Promoter:
             origin = {"source": intent.source, "intent": intent.id, "session": intent.session_id,
                       "job": intent.job_id, "reason": p.reason}
             if plan.action == "archive":
-                return self._run(self._archive_record(plan, origin))
-            return self._run(self._write_record(plan, origin, evidence=p.evidence))
+                reason = "curated" if intent.source == "curator" else "proposed"
+                return self._run(self._archive_record(plan, origin, reason=reason))
+            out = self._run(self._write_record(plan, origin, evidence=p.evidence))
+            if out.status == "landed" and plan.action == "create":
+                self._stamp(plan.skill_dir, plan.layer, project_root)  # probation starts
+            return out
 
     def _shape(self, p: Proposal, root: str, anchor: str | None) -> tuple[Plan, list[Finding]]:
         """The skill as it will be after the action, built from the live tree (read only).
@@ -192,6 +210,7 @@ class Promoter:
         if p.action == "create":
             if plan.exists and self._owned(plan.skill_dir):
                 out.append(_shape_finding("exists", f"{p.skill} exists: update or patch it"))
+            out += _duplicates(root, p.skill, description)
             plan.skill_md = skillfile.render({"name": p.skill, "description": description}, new_body)
             return plan, out
         if not plan.exists:
@@ -315,28 +334,130 @@ class Promoter:
                                     TMP_PREFIX + os.path.basename(meta["path"]))
                 os.rename(meta["path"], gone)
                 shutil.rmtree(gone, ignore_errors=True)
+                self._stamp(target, meta["layer"], meta["anchor"])  # a fresh probation
             return out
 
     def list_skills(self, project_root: str | None = None) -> list[SkillInfo]:
         """Live skills of the user layer (and the project's, given its root), then archives."""
         self._refresh_git(project_root)
         out = []
-        uses = self._uses()
+        uses, stamps = self._uses(), self._stamps()
         for layer, root, _ in self._roots(project_root):
             try:
                 names = sorted(os.listdir(root))
             except OSError:  # missing, not a directory, unreadable
                 continue
+            scope = project_root if layer == "project" else None  # whose turns count
             for name in names:
                 d = os.path.join(root, name)
                 if os.path.isfile(os.path.join(d, SKILL_MD)):
-                    out.append(self._info(layer, d, uses))
+                    out.append(self._info(layer, d, uses, stamps, scope))
         for m in sorted(self._archives(), key=lambda m: (m["name"], m["landing"])):
             if m["layer"] == "user" or (project_root and _same_dir(m["anchor"], project_root)):
                 out.append(SkillInfo(name=m["name"], layer=m["layer"], path=m["path"],
                                      owner="autoharness", status="archived",
-                                     last_changed=m["archived_at"], version=m.get("version")))
+                                     last_changed=m["archived_at"], version=m.get("version"),
+                                     uses=_int(m.get("uses")), turns=_int(m.get("turns")),
+                                     stage=lifecycle.ARCHIVED,
+                                     reason=m.get("reason") if isinstance(m.get("reason"), str)
+                                     else None))
         return out
+
+    # -- the library's lifecycle -------------------------------------------------------------
+
+    def lifecycle_pass(self, project_root: str | None) -> list[lifecycle.Decision]:
+        """Archive what the counts call for in the user layer (and the project's): dormant
+        skills after probation, then the lowest usage rates past a layer's capacity.
+
+        An autoharness skill without a turn stamp (it predates this, or its landing was
+        recovered after a crash) starts its probation now."""
+        infos = [i for i in self.list_skills(project_root)
+                 if i.status == "live" and i.owner == "autoharness"]
+        stamps = self._stamps()
+        fresh = [i for i in infos if i.path not in stamps]
+        for i in fresh:
+            self._stamp(i.path, i.layer, project_root if i.layer == "project" else None,
+                        keep_uses=True)
+        counts = [lifecycle.SkillCounts(  # an unstamped skill was listed with 0 turns
+            name=i.name, layer=i.layer, scope=project_root if i.layer == "project" else None,
+            owned=True, uses=i.uses, turns=i.turns) for i in infos]
+        lib = self.library
+        decisions = lifecycle.decide(counts, maturity_turns=lib.maturity_turns,
+                                     capacity_project=lib.capacity_project,
+                                     capacity_user=lib.capacity_user)
+        done = []
+        for d in decisions:
+            out = self.retire(d, project_root)
+            if out.status == "landed":
+                done.append(d)
+        return done
+
+    def retire(self, d: lifecycle.Decision, project_root: str | None) -> Outcome:
+        """Archive one skill for a lifecycle reason (`dormant`, `capacity`), recorded in its
+        history and archive metadata; `restore` brings it back on a fresh probation."""
+        with self._locked():
+            root, anchor = self._layer_root(d.layer, project_root)
+            if root is None:
+                return _reject(_no_project_root(project_root))
+            try:
+                self._sync_git(root)
+            except OSError as e:
+                return _reject(Finding(family="landing", code="git", message=str(e)))
+            plan = Plan(action="archive", layer=d.layer, name=d.name, root=root, anchor=anchor,
+                        state=self.state)
+            if not validate.name_is_contained(d.name):
+                return _reject(Finding(family="contained", code="name",
+                                       message="not a plain skill name"))
+            plan.exists = os.path.lexists(plan.skill_dir)
+            if not plan.exists or not self._owned(plan.skill_dir):
+                return _reject(Finding(family="owned", code="not_owned",
+                                       message=f"{d.name} is not an autoharness skill"))
+            plan.live = validate.scan_tree(plan.skill_dir)[0]
+            findings = validate.check(plan, max_body_lines=self.cfg.max_body_lines,
+                                      redactor=self.redactor)
+            if findings:
+                return _reject(*findings)
+            why = (f"{d.reason}: {d.uses} uses in {d.turns} turns"
+                   + (" after probation" if d.reason == lifecycle.DORMANT else
+                      f", over the {d.layer} layer's capacity"))
+            origin = {"source": "lifecycle", "reason": why}
+            return self._run(self._archive_record(plan, origin, reason=d.reason,
+                                                  uses=d.uses, turns=d.turns))
+
+    def archived_since(self, project_root: str | None, since: float,
+                       reasons: tuple[str, ...] = (lifecycle.DORMANT, lifecycle.CAPACITY)
+                       ) -> list[dict]:
+        """Archive metadata of skills archived after `since` for one of `reasons`, in the user
+        layer or the given project's, oldest first."""
+        out = [m for m in self._archives()
+               if m["archived_at"] > since and m.get("reason") in reasons
+               and (m["layer"] == "user" or (project_root
+                                             and _same_dir(m["anchor"], project_root)))]
+        return sorted(out, key=lambda m: m["landing"])
+
+    def _stamps(self) -> dict[str, int]:
+        try:
+            with open(self._p("lifecycle.json"), "rb") as f:
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if type(v) is int}
+
+    def _stamp(self, skill_dir: str, layer: str, anchor: str | None, *,
+               keep_uses: bool = False) -> None:
+        """Start the skill's probation: its turns count from now (and its uses, unless kept)."""
+        now = self.turns(layer, anchor)
+        with self._uses_lock:
+            os.makedirs(self.state, mode=0o700, exist_ok=True)
+            stamps = self._stamps()
+            stamps[skill_dir] = now
+            _write_path(self._p("lifecycle.json"), json.dumps(stamps).encode())
+            if not keep_uses:
+                uses = self._uses()
+                if uses.pop(_uses_key(skill_dir), None) is not None:
+                    _write_path(self._p("uses.json"), json.dumps(uses).encode())
 
     def show(self, name: str, project_root: str | None = None,
              layer: str | None = None) -> SkillView | None:
@@ -350,7 +471,8 @@ class Promoter:
         d = os.path.join(root, name)
         prov = validate.read_provenance(d) if self._owned(d) else None
         data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
-        return SkillView(info=self._info(layer, d, self._uses()),
+        return SkillView(info=self._info(layer, d, self._uses(), self._stamps(),
+                                         project_root if layer == "project" else None),
                          skill_md=data.decode("utf-8", "replace"),
                          files=sorted(validate.scan_tree(d)[0]),
                          landings=prov["landings"] if prov else [])
@@ -529,7 +651,8 @@ class Promoter:
                 "created_dir": not plan.exists, "writes": writes, "removes": removes,
                 "history": entry}
 
-    def _archive_record(self, plan: Plan, origin: dict) -> dict:
+    def _archive_record(self, plan: Plan, origin: dict, *, reason: str,
+                        uses: int | None = None, turns: int | None = None) -> dict:
         target = plan.skill_dir
         now = self.clock()
         landing = _landing_id(now)
@@ -545,8 +668,15 @@ class Promoter:
                  "previous": _sha_or_none(prev_md), "files": {}, "archive": dest}
         git_target = gitmode.target_of_root(plan.root)
         anchor = git_target.project if git_target else plan.anchor  # restore asks by project
+        if uses is None:  # what `skills list` shows for the archive
+            uses = self._uses().get(_uses_key(target), 0)
+        if turns is None:
+            stamp = self._stamps().get(target)
+            turns = 0 if stamp is None else max(0, self.turns(plan.layer, anchor) - stamp)
+        entry["retired"] = reason
         meta = {"name": plan.name, "layer": plan.layer, "target": target, "anchor": anchor,
-                "archived_at": now, "landing": landing, "version": version}
+                "archived_at": now, "landing": landing, "version": version, "reason": reason,
+                "uses": uses, "turns": turns}
         return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
                 "archive_to": dest, "meta": meta, "history": entry}
 
@@ -821,19 +951,30 @@ class Promoter:
             return _reject(_shape_finding("ambiguous", f"{name} exists in both layers: name one"))
         return hits[0]
 
-    def _info(self, layer: str, d: str, uses: dict[str, int]) -> SkillInfo:
+    def _info(self, layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
+              scope: str | None) -> SkillInfo:
+        """`scope`: the project root whose turns a project skill counts (None: user layer)."""
         prov = validate.read_provenance(d) if self._owned(d) else None
         landings = (prov or {}).get("landings") or []
         try:
             mtime = os.stat(os.path.join(d, SKILL_MD)).st_mtime
         except OSError:
             mtime = None
+        stamp = stamps.get(d)
+        used = uses.get(_uses_key(d), 0)
+        turns = 0 if stamp is None or not prov else max(0, self.turns(layer, scope) - stamp)
+        counts = lifecycle.SkillCounts(name=os.path.basename(d), layer=layer, scope=scope,
+                                       owned=bool(prov), uses=used, turns=turns)
+        stage = lifecycle.stage(counts, self.library.maturity_turns)
+        if stage == lifecycle.DORMANT:  # due for archive at the next pass; still graduated
+            stage = lifecycle.GRADUATED
         return SkillInfo(name=os.path.basename(d), layer=layer, path=d,
                          owner="autoharness" if prov else "user",
                          created=landings[0]["at"] if landings else None,
                          last_changed=landings[-1]["at"] if landings else mtime,
-                         uses=uses.get(d, 0),
-                         version=landings[-1]["version"] if landings else None)
+                         uses=used,
+                         version=landings[-1]["version"] if landings else None,
+                         turns=turns, stage=stage)
 
 
 # -- filesystem helpers: every write under the skill tree goes through a symlink-refusing fd --
@@ -875,6 +1016,43 @@ def _meta_ok(meta) -> bool:
             and (meta.get("anchor") is None or isinstance(meta.get("anchor"), str))
             and (meta.get("version") is None or type(meta.get("version")) is int)
             and type(meta.get("archived_at")) in (int, float))
+
+
+def _uses_key(skill_dir: str) -> str:
+    """Where a skill's uses are counted: where sessions read it. A git-mode skill is shaped in
+    a mirror but used from the project's working tree once merged."""
+    root, name = os.path.split(skill_dir)
+    t = gitmode.target_of_root(root)
+    return os.path.join(t.real_root, name) if t is not None else skill_dir
+
+
+def _int(v) -> int:
+    return v if type(v) is int else 0
+
+
+def _duplicates(root: str, name: str, description: str) -> list[Finding]:
+    """A `duplicate` finding for each live skill in `root` near the one being created."""
+    out = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for other in names:
+        if other == name or other.startswith(TMP_PREFIX):
+            continue
+        data = read_nofollow(os.path.join(root, other), SKILL_MD, limit=64 * 1024)
+        if data is None:
+            continue
+        try:
+            fields, _ = skillfile.parse(data.decode("utf-8"))
+        except (UnicodeDecodeError, skillfile.SkillFormatError):
+            fields = {}
+        why = duplicate.near(name, description, other, str(fields.get("description") or ""))
+        if why:
+            out.append(_shape_finding(
+                "duplicate", f"{name} is near the live skill {other} (same {why}): "
+                             f"patch or update {other} instead"))
+    return out
 
 
 def _occurrences(text: str, sub: str) -> int:

@@ -21,6 +21,7 @@ from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.learnings.markers import markers_in_text
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.curate import build_curate_request
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.daemon.sessions import Job
 from claude_autoharness.protocol import paths
@@ -32,6 +33,7 @@ SETTLE_S = 1.0
 SETTLE_POLL_S = 0.1
 SETTLE_MAX_S = 5.0
 IDLE_POLL_S = 30.0
+CURATOR_MAX_INTENTS = 10  # a merge is one update plus an archive per absorbed skill
 
 
 def today(ts: float) -> str:
@@ -142,6 +144,9 @@ class ReflectorPool:
         if done_before:  # intake happened before a crash: don't ask the model twice
             await self._finish(job, [i.id for i in done_before], None, {})
             return
+        if job.kind == "curate":
+            await self.run_curator(job)
+            return
         if job.transcript_path:
             await self.wait_settled(job.transcript_path)
         try:
@@ -173,20 +178,9 @@ class ReflectorPool:
             guidance=job.text, max_intents=cfg.max_intents_per_job,
             markers=self.fresh_markers(packet.window if packet else "", project_root),
         )
-        backend = backends.choose_backend(cfg)
-        try:
-            result = await anyio.to_thread.run_sync(backends.reflect, backend, prompt, cfg,
-                                                    abandon_on_cancel=True)
-        except backends.TransientError as e:
-            self._charge(e.usage or {})
-            await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
+        result = await self._ask(job, prompt)
+        if result is None:
             return
-        except backends.PermanentError as e:
-            self._charge(e.usage or {})
-            await self._fail(job, e.reason)
-            return
-        self._charge(result.usage)
-        job.usage = dict(result.usage)
         proposals, dups = drop_saved_lessons(result.proposals, self.queued_marker_texts())
         if dups:  # the agent's own marker already carries this lesson as a `marker` intent
             job.duplicates = dups
@@ -199,6 +193,50 @@ class ReflectorPool:
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), duplicates=dups, tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, result.usage)
+
+    async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
+        """One model call for the job; None when it failed (the job is retried or failed)."""
+        cfg = self.d.cfg.reflector
+        backend = backends.choose_backend(cfg)
+        try:
+            result = await anyio.to_thread.run_sync(backends.reflect, backend, prompt, cfg,
+                                                    abandon_on_cancel=True)
+        except backends.TransientError as e:
+            self._charge(e.usage or {})
+            await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
+            return None
+        except backends.PermanentError as e:
+            self._charge(e.usage or {})
+            await self._fail(job, e.reason)
+            return None
+        self._charge(result.usage)
+        job.usage = dict(result.usage)
+        return result
+
+    async def run_curator(self, job: Job) -> None:
+        """The curator: one layer's autoharness skills in, merges and archives out, as
+        ordinary intents whose evidence must quote the skills that were sent."""
+        d = self.d
+        layer = job.layer or "user"
+        root = job.cwd if layer == "project" else None
+        skills = await anyio.to_thread.run_sync(d.curator_skills, layer, root)
+        if len(skills) < 2:  # nothing to merge: no model call
+            await self._finish(job, [], None, {})
+            return
+        prompt, window, left_out = build_curate_request(
+            skills, layer=layer, max_intents=CURATOR_MAX_INTENTS,
+            max_bytes=d.cfg.capture.max_window_bytes,
+            redact=lambda t: d.redactor.redact(t)[0])
+        result = await self._ask(job, prompt)
+        if result is None:
+            return
+        await anyio.to_thread.run_sync(self._save_window, job.id, window)
+        intents = await anyio.to_thread.run_sync(
+            lambda: d.intents.intake(job.id, job.session_id, "curator", result.proposals,
+                                     window, root, CURATOR_MAX_INTENTS, d.redactor))
+        log.info("curator ran", job=job.id, layer=layer, skills=len(skills) - left_out,
+                 left_out=left_out, intents=len(intents), tokens=result.tokens)
+        await self._finish(job, [i.id for i in intents], None, result.usage)
 
     async def wait_settled(self, path: str) -> None:
         """Claude Code writes the transcript after Stop: give the last records a moment to land
@@ -281,6 +319,8 @@ class ReflectorPool:
         d.state.jobs_done += 1
         await d.record_jobs([job], session=s)
         d.wake_promoter()
+        if job.kind != "curate":
+            await d.count_reflection(job)
 
     async def _fail(self, job: Job, reason: str) -> None:
         job.status = "failed"
