@@ -1,5 +1,6 @@
 """Crash safety of landings through the real daemon: kill -9 at random points, restart, repeat."""
 
+import hashlib
 import os
 import random
 import time
@@ -16,6 +17,12 @@ N_SKILLS = 20
 UPDATES = 9  # each skill: one create, then nine updates -> 200 intents
 
 
+def topic(k: int) -> str:
+    """Words of skill k's own: the promoter refuses a create whose description is near a live
+    skill's."""
+    return " ".join(hashlib.sha256(f"{k}.{i}".encode()).hexdigest()[:6] for i in range(4))
+
+
 def queue_intents(project: str) -> list[str]:
     os.makedirs(paths.state_dir(), mode=0o700)
     q = IntentQueue()
@@ -28,7 +35,7 @@ def queue_intents(project: str) -> list[str]:
                 "action": "create" if round_ == 0 else "update", "skill": f"lint-rule-{k}",
                 "layer": "project", "reason": "the user corrected the workflow",
                 "evidence": "always run the linter before pushing",
-                "description": f"Use when pushing changes (version {round_}).",
+                "description": f"Use when pushing {topic(k)} changes (version {round_}).",
                 "body": f"Run the linter before every push (version {round_}).\n"})
         for j, p in enumerate(props):
             job = f"crashjob{round_:02d}{j:02d}"
