@@ -9,15 +9,16 @@ import os
 import msgspec
 import pytest
 
-from fake_anthropic import FakeAnthropic, tool_reply
-from harness import Daemon, ctl, hook, wait_for
 from claude_autoharness.client.conn import call
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.daemon.store import ensure_private_dir
-from claude_autoharness.protocol import messages as m, paths
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from claude_autoharness.protocol.paths import project_slug
+from fake_anthropic import FakeAnthropic, tool_reply
+from harness import Daemon, ctl, hook, wait_for
 
 EVIDENCE = "the user said: always check the server log first"
 

@@ -1032,7 +1032,7 @@ def _int(v) -> int:
 
 def _duplicates(root: str, name: str, description: str) -> list[Finding]:
     """A `duplicate` finding for each live skill in `root` near the one being created."""
-    out = []
+    out: list[Finding] = []
     try:
         names = sorted(os.listdir(root))
     except OSError:
