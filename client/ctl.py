@@ -176,12 +176,16 @@ def _offline_packet(path: str, start: int) -> dict:
     import msgspec
 
     from claude_autoharness.daemon.capture.packet import build_packet
+    from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
     from claude_autoharness.daemon.core import make_redactor
     from claude_autoharness.protocol.config import load as load_config
 
     cfg = load_config()
     try:
-        packet = build_packet(path, start, cfg.capture, make_redactor(cfg))
+        real = resolve(path, transcript_roots(cfg.capture.transcript_roots))
+        packet = build_packet(real, start, cfg.capture, make_redactor(cfg))
+    except TranscriptRefused as e:
+        raise CtlError(f"not reading {path}: {e.reason}") from None
     except OSError as e:
         raise CtlError(f"cannot read {path}: {e.strerror}") from None
     return msgspec.to_builtins(packet)

@@ -9,6 +9,7 @@ prints the intents; nothing is queued for the promoter.
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -18,6 +19,7 @@ import msgspec
 from claude_autoharness.client.conn import call
 from claude_autoharness.client.words import findings_text, plural
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
 
 
 def session_id_for(path: str, given: str | None) -> str:
@@ -85,6 +87,12 @@ def replay(args) -> int:
         print(f"autoharnessctl replay: {e}", file=sys.stderr)
         return 1
     cwd = os.path.abspath(args.project or os.getcwd())
+    if not args.dry_run:
+        try:
+            path = stage_transcript(path, sid)
+        except OSError as e:
+            print(f"autoharnessctl replay: cannot copy {path} for the daemon: {e}", file=sys.stderr)
+            return 1
     events = events_from_transcript(path, sid, cwd)
     tools = sum(1 for e in events if e["hook_event_name"] == "PreToolUse")
     turns = sum(1 for e in events if e['hook_event_name'] == 'Stop')
@@ -111,6 +119,23 @@ def replay(args) -> int:
             if p.get("reason"):
                 print(f"          why: {p['reason']}")
     return 1 if waiting else 0
+
+
+def stage_transcript(path: str, sid: str) -> str:
+    """A private copy of the named transcript where the daemon may read it: the daemon reads
+    transcripts only under its roots, and the file named here may live anywhere."""
+    from claude_autoharness.daemon import store
+    from claude_autoharness.daemon.capture.source import open_regular
+
+    store.ensure_private_dir(paths.state_dir())
+    store.ensure_private_dir(paths.replays_dir())
+    dst = os.path.join(paths.replays_dir(), f"{sid}.jsonl")
+    tmp = dst + ".tmp"
+    with open(open_regular(path), "rb") as src, \
+            open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        shutil.copyfileobj(src, out)
+    os.replace(tmp, dst)
+    return dst
 
 
 def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict], str]:

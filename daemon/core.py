@@ -18,6 +18,7 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import CaptureStats, build_packet
 from claude_autoharness.daemon.capture.redact import redactor_for
+from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import context as lctx
 from claude_autoharness.daemon.learnings import report as lreport
@@ -88,7 +89,8 @@ class Daemon:
         self.transcripts = TranscriptIndex(paths.claude_projects_dir(), clock=clock)
         self.markers = MarkerIndexer()
         self.watcher = TranscriptWatcher(paths.claude_projects_dir(),
-                                         [self.transcripts, self.markers], clock=clock)
+                                         [self.transcripts, self.markers], clock=clock,
+                                         roots=transcript_roots(cfg.capture.transcript_roots))
         self.capture_stats = CaptureStats()
         self.use_queue: list[tuple[str, str, str | None]] = []
         self.last_landing_at: float | None = None
@@ -739,10 +741,16 @@ class Daemon:
                 start, inode, size = s.watermark, s.wm_inode or None, s.wm_size or None
         if not path:
             return m.Error(code="bad_request", message="name --session or --transcript")
+        roots = transcript_roots(self.cfg.capture.transcript_roots)
         try:
             packet = await anyio.to_thread.run_sync(
-                lambda: build_packet(path, start or 0, self.cfg.capture, self.redactor,
-                                     expect_inode=inode, expect_size=size))
+                lambda: build_packet(resolve(path, roots), start or 0, self.cfg.capture,
+                                     self.redactor, expect_inode=inode, expect_size=size))
+        except TranscriptRefused as e:
+            log.warning("transcript refused", path=e.path, reason=e.reason)
+            self.capture_stats.refuse(e.path, e.reason, self.clock())
+            self.dirty = True
+            return m.Error(code="refused", message=f"not reading {path}: {e.reason}")
         except OSError as e:
             return m.Error(code="io", message=f"cannot read {path}: {e.strerror}")
         return m.Ok(data=msgspec.to_builtins(packet))
@@ -833,17 +841,19 @@ class Daemon:
             return m.Error(code="bad_request", message="name the project directory")
         project = req.project
         lookback = self.cfg.learnings.lookback_days
+        roots = transcript_roots(self.cfg.capture.transcript_roots)
         if req.op == "report":
             ms = await anyio.to_thread.run_sync(
                 lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
                                                  lookback_days=lookback,
-                                                 transcripts=req.transcripts))
+                                                 transcripts=req.transcripts, roots=roots))
             return m.Ok(data=lreport.report_json(ms))
         if req.op == "save":
             res = await anyio.to_thread.run_sync(
                 lambda: lservice.save_project(project, self.markers, self.intents,
                                               lookback_days=lookback, transcripts=req.transcripts,
-                                              dry_run=req.dry_run, redactor=self.redactor))
+                                              dry_run=req.dry_run, redactor=self.redactor,
+                                              roots=roots))
             self.dirty = True
             self.wake_promoter()
             return m.Ok(data=msgspec.to_builtins(res))

@@ -3,8 +3,10 @@
 For each changed transcript only the bytes added since its last offset are read (at most
 `max_bytes_per_pass` per pass, so one huge append cannot monopolise a worker thread) and handed,
 as complete lines, to every indexer through one small interface (`Indexer`). Cost is proportional
-to new bytes, not file size. A file that shrank or changed inode was rewritten: its indexers are
-reset and it is re-read from a bounded tail.
+to new bytes, not file size. Only regular files resolving inside the transcript roots are read
+(`capture.source`): FIFOs, sockets, devices and symlinks leaving the roots are skipped. A file
+that shrank or changed inode was rewritten: its indexers are reset and it is re-read from a
+bounded tail.
 
 The first indexer is `TranscriptIndex` (path → session id, project slug, subagent or not, size,
 inode, mtime, last growth time). Offsets and the index persist through `to_state()` /
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import structlog
+
+from claude_autoharness.daemon.capture.source import TranscriptRefused, open_regular, resolve
 
 log = structlog.get_logger("autoharness.watcher")
 
@@ -204,8 +208,12 @@ class TranscriptWatcher:
         step_ms: int = 50,
         rust_timeout_ms: int = 5_000,
         force_polling: bool | None = None,
+        roots: Iterable[str] | None = None,
     ):
         self.projects_dir = os.fspath(projects_dir)
+        # what a listed file may resolve into (real paths); a symlink leaving them is skipped
+        self.roots = list(roots) if roots is not None else [os.path.realpath(self.projects_dir)]
+        self.refused: dict[str, str] = {}  # path -> why it is not read (logged once)
         self.indexers = list(indexers)
         self.clock = clock
         self.max_bytes_per_pass = max(1, int(max_bytes_per_pass))
@@ -256,12 +264,16 @@ class TranscriptWatcher:
 
     def _scan_path(self, path: str) -> bool:
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = open_regular(resolve(path, self.roots))
         except FileNotFoundError:
             self.forget(path)
             return False
+        except TranscriptRefused as e:
+            self._refuse(path, e.reason)
+            return False
         except OSError:
             return False
+        self.refused.pop(path, None)
         try:
             st = os.fstat(fd)
             tail = self._tails.get(path)
@@ -318,6 +330,16 @@ class TranscriptWatcher:
         finally:
             os.close(fd)
 
+    def _note_refusal(self, path: str, reason: str) -> None:
+        """A FIFO, socket, device or symlink leaving the roots is never read; said once."""
+        if self.refused.get(path) != reason:
+            log.warning("transcript_refused", path=path, reason=reason)
+        self.refused[path] = reason
+
+    def _refuse(self, path: str, reason: str) -> None:
+        self._note_refusal(path, reason)
+        self.forget(path)
+
     def _rewritten(self, fd: int, path: str, tail: _Tail, st: os.stat_result) -> None:
         """Reset a rewritten file; re-read at most `rewrite_tail_bytes` of its end."""
         self.resets += 1
@@ -350,7 +372,10 @@ class TranscriptWatcher:
                     continue
                 p = os.path.join(root, name)
                 try:
-                    mtime = os.stat(p).st_mtime
+                    mtime = os.stat(resolve(p, self.roots)).st_mtime
+                except TranscriptRefused as e:
+                    self._note_refusal(p, e.reason)
+                    continue
                 except OSError:
                     continue
                 if cutoff is None or mtime >= cutoff:
@@ -382,7 +407,8 @@ class TranscriptWatcher:
                 continue
 
     def stats(self) -> dict:
-        return {"files": len(self._tails), "bytes_read": self.bytes_read,
+        return {"files": len(self._tails), "refused": len(self.refused),
+                "bytes_read": self.bytes_read,
                 "bytes_fed": self.bytes_fed, "bytes_skipped": self.bytes_skipped,
                 "resets": self.resets, "indexer_errors": self.indexer_errors,
                 "watching": self.watching, "last_event_at": self.last_event_at}

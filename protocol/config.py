@@ -26,6 +26,8 @@ class CaptureConfig(_Section):
     digest_max_chars: int = 200
     digest_max_bytes: int = 20_000
     digest_max_scan_bytes: int = 4 * 1024 * 1024
+    # directories besides $CLAUDE_CONFIG_DIR/projects whose files may be read as transcripts
+    transcript_roots: list[str] = []
 
 
 class RedactionConfig(_Section):

@@ -92,6 +92,11 @@ def windows_dir() -> str:
     return os.path.join(state_dir(), "windows")
 
 
+def replays_dir() -> str:
+    """Copies of transcripts `autoharnessctl replay` plays through the daemon (a transcript root)."""
+    return os.path.join(state_dir(), "replays")
+
+
 def quarantine_dir() -> str:
     return os.path.join(state_dir(), "quarantine")
 

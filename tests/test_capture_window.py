@@ -376,7 +376,7 @@ def test_capture_prints_what_it_left_out(home, short_tmp):
     bytes it left out, by type, and a window without them."""
     from harness import ctl
 
-    path = short_tmp / "t.jsonl"
+    path = home["claude"] / "projects" / "t.jsonl"  # transcripts are read only there
     path.write_bytes((CLI_TRANSCRIPTS / "markers.jsonl").read_bytes())
     r = ctl("capture", "--transcript", str(path))
     assert r.returncode == 0, r.stderr

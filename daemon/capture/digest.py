@@ -19,6 +19,7 @@ import os
 
 import msgspec
 
+from claude_autoharness.daemon.capture.source import open_regular
 from claude_autoharness.daemon.capture.window import BackwardLines, find_end
 
 MAX_LINE_BYTES = 1024 * 1024
@@ -129,7 +130,7 @@ def build_digest(
     can never cut a secret in half and leave its start unredacted. Raises OSError only if the
     file cannot be opened.
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path)
     try:
         size = os.fstat(fd).st_size
         before = max(0, min(int(before), size))

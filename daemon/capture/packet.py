@@ -126,6 +126,13 @@ class CaptureStats:
         self.bookkeeping_records = 0
         self.bookkeeping_bytes = 0
         self.redactions: dict[str, int] = {}
+        self.refused = 0
+        self.last_refused: dict | None = None  # {path, reason, at}
+
+    def refuse(self, path: str, reason: str, now: float) -> None:
+        """A transcript path that was not read (see `source.resolve`)."""
+        self.refused += 1
+        self.last_refused = {"path": path, "reason": reason, "at": now}
 
     def add(self, p: Packet) -> None:
         self.windows_cut += 1
@@ -139,7 +146,8 @@ class CaptureStats:
         return {"windows_cut": self.windows_cut, "bytes_dropped": self.bytes_dropped,
                 "fallbacks": self.fallbacks, "bookkeeping_records": self.bookkeeping_records,
                 "bookkeeping_bytes": self.bookkeeping_bytes,
-                "redactions": dict(self.redactions)}
+                "redactions": dict(self.redactions),
+                "refused": self.refused, "last_refused": self.last_refused}
 
     def to_state(self) -> dict:
         return self.to_dict()
@@ -148,10 +156,13 @@ class CaptureStats:
         if not isinstance(state, dict):
             return
         for key in ("windows_cut", "bytes_dropped", "fallbacks", "bookkeeping_records",
-                    "bookkeeping_bytes"):
+                    "bookkeeping_bytes", "refused"):
             v = state.get(key)
             if isinstance(v, int) and not isinstance(v, bool):
                 setattr(self, key, v)
+        last = state.get("last_refused")
+        if isinstance(last, dict):
+            self.last_refused = last
         red = state.get("redactions")
         if isinstance(red, dict):
             self.redactions = {str(k): v for k, v in red.items() if isinstance(v, int)}

@@ -17,7 +17,8 @@ The window is bounded three ways:
   not O(file). An over-long line is never buffered whole: only its head is kept while scanning
   back to its start.
 
-The transcript is opened read-only and the bytes before the watermark are never read (except
+The transcript is opened read-only (`source.open_regular`: never a FIFO, a device or a final
+symlink) and the bytes before the watermark are never read (except
 one byte when the watermark is already known to be invalid, to align the re-read).
 """
 
@@ -25,6 +26,8 @@ import os
 import re
 
 import msgspec
+
+from claude_autoharness.daemon.capture.source import open_regular
 
 CHUNK = 64 * 1024
 DEFAULT_MAX_SCAN_BYTES = 16 * 1024 * 1024
@@ -283,7 +286,7 @@ def cut_window(
     max_window_bytes = max(1, int(max_window_bytes))
     budget = max_scan_bytes if max_scan_bytes is not None else DEFAULT_MAX_SCAN_BYTES
     budget = max(budget, max_window_bytes + CHUNK)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path)
     try:
         st = os.fstat(fd)
         size, inode = st.st_size, st.st_ino
@@ -383,7 +386,7 @@ def cut_window(
 def tail_start(path: str | os.PathLike, nbytes: int) -> int:
     """A line start about `nbytes` before the end of `path` (0 for a shorter file): a watermark
     for "the recent past" that does not begin the window mid-record. Reads at most one chunk."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path)
     try:
         size = os.fstat(fd).st_size
         lo = max(0, size - max(0, int(nbytes)))

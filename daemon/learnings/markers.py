@@ -18,6 +18,7 @@ from collections.abc import Container, Iterable
 
 import msgspec
 
+from claude_autoharness.daemon.capture.source import open_regular
 from claude_autoharness.protocol import paths
 
 PREFIX = b"<!-- learning"
@@ -212,7 +213,7 @@ def scan_range(path: str, start: int = 0) -> tuple[list[Marker], int]:
     pending: list[bytes] = []  # pieces of a line not finished yet
     pending_size = 0
     skipping = False  # inside an over-long line: drop bytes up to its newline
-    with open(path, "rb") as f:
+    with open(open_regular(path), "rb") as f:  # never a FIFO or a device: see capture.source
         f.seek(start)
         while block := f.read(READ_CHUNK):
             nl = block.rfind(b"\n")

@@ -8,12 +8,16 @@ import os
 from collections.abc import Sequence
 
 import msgspec
+import structlog
 
+from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
 from claude_autoharness.daemon.learnings import report as rp
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
 from claude_autoharness.daemon.learnings.save import SaveResult, pending, save_markers
 from claude_autoharness.daemon.learnings.state import LearningState, load
 from claude_autoharness.protocol import paths
+
+log = structlog.get_logger("autoharness")
 
 
 def slug_of(project_root: str) -> str:
@@ -21,14 +25,23 @@ def slug_of(project_root: str) -> str:
 
 
 def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: int,
-                    transcripts: Sequence[str] = ()) -> list[Marker]:
-    """Unprocessed markers of one project (optionally only from some transcripts)."""
+                    transcripts: Sequence[str] = (),
+                    roots: list[str] | None = None) -> list[Marker]:
+    """Unprocessed markers of one project (optionally only from some transcripts, each read
+    only if it resolves inside `roots`, default: the Claude Code projects dir)."""
     st = load(slug)
     if transcripts:
+        roots = transcript_roots() if roots is None else roots
         found: list[Marker] = []
         for t in transcripts:
             known = [m for m in indexer.markers(slug) if m.transcript == t] if indexer else []
-            found += known or scan_file(t)
+            if known:
+                found += known
+                continue
+            try:
+                found += scan_file(resolve(t, roots))
+            except TranscriptRefused as e:
+                log.warning("transcript refused", path=t, reason=e.reason)
         return pending(found, st.processed_ids)
     if indexer is not None:
         return pending(indexer.unprocessed(slug, set(st.processed_ids)), st.processed_ids)
@@ -39,7 +52,7 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
 
 def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,
                  transcripts: Sequence[str] = (), dry_run: bool = False,
-                 redactor=None) -> SaveResult:
+                 redactor=None, roots: list[str] | None = None) -> SaveResult:
     """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers.
 
     `redactor` (capture's Redactor, default: the packaged rules; the daemon passes the one of
@@ -51,7 +64,8 @@ def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, loo
 
         redactor = default_redactor()
     slug = slug_of(project_root)
-    markers = project_markers(slug, indexer, lookback_days=lookback_days, transcripts=transcripts)
+    markers = project_markers(slug, indexer, lookback_days=lookback_days, transcripts=transcripts,
+                              roots=roots)
     ls = LearningState(slug)
 
     def queue_intent(intent) -> list[str]:

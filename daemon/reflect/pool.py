@@ -17,6 +17,7 @@ import structlog
 
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
+from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
 from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.learnings.markers import markers_in_text
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
@@ -154,6 +155,12 @@ class ReflectorPool:
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
+        except TranscriptRefused as e:  # nothing was read: no retry will change that
+            log.warning("transcript refused", job=job.id, path=e.path, reason=e.reason)
+            d.capture_stats.refuse(e.path, e.reason, self.clock())
+            d.dirty = True
+            await self._fail(job, f"transcript refused: {e.reason}")
+            return
         except OSError as e:
             await self._retry_or_fail(job, f"cannot read transcript: {e.strerror}", transient=True)
             return
@@ -258,9 +265,9 @@ class ReflectorPool:
     def cut(self, job: Job) -> Packet | None:
         """The job's packet, from where the session's previous job stopped (blocking I/O)."""
         d = self.d
-        path = job.transcript_path
-        if not path:
+        if not job.transcript_path:
             return None  # the hooks never named a transcript: only /learn text to go on
+        path = resolve(job.transcript_path, transcript_roots(d.cfg.capture.transcript_roots))
         s = d.state.sessions.get(job.session_id)
         start = max(job.window_start, s.watermark) if s else job.window_start
         inode = s.wm_inode if s and s.wm_inode else None
