@@ -96,7 +96,7 @@ def replay(args) -> int:
     events = events_from_transcript(path, sid, cwd)
     tools = sum(1 for e in events if e["hook_event_name"] == "PreToolUse")
     turns = sum(1 for e in events if e['hook_event_name'] == 'Stop')
-    print(f"replaying {os.path.basename(path)} as session {sid}: "
+    print(f"replaying {os.path.basename(args.transcript)} as session {sid}: "
           f"{plural(tools, 'tool call')}, {plural(turns, 'turn')}", file=sys.stderr)
     waiting = ""
     if args.dry_run:
