@@ -156,7 +156,7 @@ def test_learnings_report_names_a_missing_transcript(home, short_tmp):
 
 def test_broken_pipes_end_quietly(home, short_tmp):
     """`status`, `capture` and `learnings rule` into a closed pipe: no traceback on stderr."""
-    t = short_tmp / "t.jsonl"
+    t = home["claude"] / "projects" / "t.jsonl"  # transcripts are read only under the roots
     shutil.copyfile(REAL / "spotter/short.jsonl", t)
     d = Daemon(home["home"])
     try:
