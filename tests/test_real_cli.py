@@ -6,14 +6,13 @@ to the network. The daemon is started by the hook (autostart), as on a real mach
 """
 
 import json
-import os
 
 import pytest
 
+from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
-from real_cli import DUMMY_KEY, CliModel, Sandbox, strings
-from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES
+from real_cli import CliModel, Sandbox, strings
 
 SECRET = "AKIA" + "Q7R2X5W9ZK3M8B4N"  # an AWS access key id shape the redactor knows
 MARKER = ("<!-- learning\ntopic: run-tests-first\nkind: convention\ndoc-impact: none\n"
@@ -178,7 +177,7 @@ def test_learn_slash_command_runs_in_p_mode_for_the_session(sandbox, model):
     assert results, "the model's Bash call got no result"
     out = "".join(strings(results[-1]["content"]))
     assert not results[-1].get("is_error"), out
-    assert f"queued learn job" in out and sid in out
+    assert "queued learn job" in out and sid in out
     wait_for(lambda: model.reflector_requests(), timeout=60, what="the learn reflection")
     assert LESSON in "\n".join(strings(model.reflector_requests()[0]["messages"]))
 
