@@ -193,7 +193,8 @@ class Sandbox:
     def run_stream(self, prompt: str, *args: str, before_exit=None, timeout: float = 120) -> dict:
         """One turn of a `--input-format stream-json` session: the CLI stays alive after its
         result until stdin closes, so the async Stop hook is not cut off at exit.
-        `before_exit()` runs between the result and closing stdin; returns the result record."""
+        `before_exit(result)` runs between the result record and closing stdin; returns the
+        result record (it carries the `session_id`)."""
         proc = subprocess.Popen(
             [self.cli, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
              "--verbose", *args],
@@ -211,7 +212,7 @@ class Sandbox:
                     break
             assert result is not None, f"no result record: {proc.stderr.read()[-2000:]}"
             if before_exit:
-                before_exit()
+                before_exit(result)
             proc.stdin.close()
             assert proc.wait(timeout) == 0, proc.stderr.read()[-2000:]
             return result
@@ -220,12 +221,10 @@ class Sandbox:
                 proc.kill()
                 proc.wait()
 
-    def wait_stop(self, session_id: str, timeout: float = 15) -> None:
-        """Until the daemon has the session's Stop (its activity reset, or a job queued)."""
-        def stopped():
-            st = self.status() or {}
-            return st.get("events", {}).get("by_kind", {}).get("Stop", 0) >= 1
-        wait_until(stopped, timeout, f"the Stop of {session_id}")
+    def stops(self) -> int:
+        """How many Stop events the daemon has received (0 when it is not running)."""
+        st = self.status() or {}
+        return st.get("events", {}).get("by_kind", {}).get("Stop", 0)
 
     def status(self) -> dict | None:
         r = self.ctl("status", "--json")

@@ -77,22 +77,25 @@ def test_cli_runs_install_doctor_and_autostart(sandbox, model, claude_cli):
     assert st["pid"] > 0
 
 
-def test_p_mode_counts_exactly(sandbox, model):
-    """In plain `-p` mode every tool call counts exactly once, session after session (3 sessions
-    of Bash, Read, Bash: activity 3 each, 9 PreToolUse events)."""
+def test_stream_json_mode_counts_exactly_and_stops(sandbox, model):
+    """In stream-json mode (the CLI alive until its input closes) every tool call counts exactly
+    once and each session's Stop reaches the daemon: session after session of Bash, Read, Bash,
+    the live session shows activity 3 and the totals grow by 3 PreToolUse and 1 Stop."""
     box = sandbox(AUTOHARNESS_REFLECT_EVERY=1000)
     (box.project / "notes.txt").write_text("nothing here\n")
-    sids = []
-    for i in range(3):
-        three_steps(model, f"count run {i}")
-        sids.append(box.run(f"count run {i}")["session_id"])
 
-    def counted():
-        st = box.status() or {"sessions": []}
-        mine = {s["session_id"]: s["activity"] for s in st["sessions"] if s["session_id"] in sids}
-        return st if mine == dict.fromkeys(sids, 3) else None
-    st = wait_for(counted, timeout=20, what="3 sessions x 3 calls")
-    assert st["events"]["by_kind"]["PreToolUse"] == 9
+    def counted(sid, n):
+        st = box.status() or {"sessions": [], "events": {"by_kind": {}}}
+        live = [s["activity"] for s in st["sessions"] if s["session_id"] == sid]
+        kinds = st["events"]["by_kind"]
+        return live == [3] and kinds.get("PreToolUse") == 3 * n and kinds.get("Stop") == n
+
+    for n in (1, 2, 3):
+        three_steps(model, f"count run {n}")
+        box.run_stream(f"count run {n}", before_exit=lambda result, n=n: wait_for(
+            lambda: counted(result["session_id"], n), timeout=20, what=f"session {n} counted"))
+    kinds = box.status()["events"]["by_kind"]
+    assert kinds["PreToolUse"] == 9 and kinds["Stop"] == 3
 
 
 def test_marker_rule_and_report_reach_the_model(sandbox, model):
@@ -132,7 +135,8 @@ def _reflection_lands(box: Sandbox, model: CliModel) -> None:
                    "body": "1. Read config.env.\n2. Check the keys are set.",
                    "old": None, "new": None, "path": None, "content": None})
     # stream-json mode: the CLI stays up until the daemon has the Stop that triggers the job
-    result = box.run_stream("reflect me", before_exit=lambda: box.wait_stop("reflect me"))
+    result = box.run_stream("reflect me", before_exit=lambda _: wait_for(
+        lambda: box.stops() == 1, timeout=15, what="the Stop"))
     assert result["subtype"] == "success"
     wait_for(lambda: box.skill("check-config-keys").exists(), timeout=60,
              what="the reflected skill to land")
