@@ -7,7 +7,8 @@ import msgspec
 from claude_autoharness.protocol import framing, paths
 from claude_autoharness.protocol import messages as m
 
-START_HINT = "start it with `autoharnessctl service start` or `autoharnessd`"
+START_HINT = ("start it with `autoharnessctl start` (or `autoharnessctl service start` when it "
+              "runs as a service)")
 
 
 class DaemonUnreachable(Exception):

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from claude_autoharness.client import doctor, install, learnings_cli, service
+from claude_autoharness.client import doctor, install, learnings_cli, service, start
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
@@ -48,7 +48,7 @@ def waiting_note(st: dict) -> str:
     if not why:
         return ""
     return (f"jobs wait and nothing is reflected: {why}. Then restart the daemon so it sees "
-            "the change (`autoharnessctl stop`; the next hook starts it); "
+            "the change (`autoharnessctl stop && autoharnessctl start`); "
             "`autoharnessctl doctor` checks it")
 
 
@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_flush)
 
+    start.add_parser(sub)  # start: the daemon in the background
     s = sub.add_parser("stop", help="stop the daemon cleanly (state is persisted)")
     s.set_defaults(func=do_stop)
     s = sub.add_parser("pause", help="make hooks count nothing until resume")

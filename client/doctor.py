@@ -21,8 +21,8 @@ from claude_autoharness.protocol import PROTOCOL, VERSION, paths
 from claude_autoharness.protocol import messages as m
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
-RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl service start` "
-                "(or let the next hook start it)")
+RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl start` (`service "
+                "start` under a service manager), or let the next hook start it")
 
 
 @dataclass
@@ -74,8 +74,9 @@ def last_log_error(log_file: str) -> str:
 def check_daemon(status: dict | None, error: str | None, log_file: str | None = None) -> Check:
     if status is None:
         detail = (error or "not reachable").replace(f": {START_HINT}", "")
-        fix = ("start it: `autoharnessctl service start` (as a service) or `autoharnessd` "
-               "(foreground); hooks also start it on their own unless autostart is off")
+        fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl service "
+               "start` (as a service) or `autoharnessd` (foreground); hooks also start it on "
+               "their own unless autostart is off")
         last = last_log_error(log_file) if log_file else ""
         if last:
             detail += f"; last error in {log_file}: {last}"
@@ -386,7 +387,7 @@ def check_jobs(status: dict | None) -> Check:
     if pending and waiting:
         return Check("jobs", False, f"{plural(pending, 'job')} pending and none can start: "
                      f"{waiting}", "see the reflector check's fix, then restart the daemon "
-                     "(`autoharnessctl stop`; the next hook starts it)")
+                     "(`autoharnessctl stop && autoharnessctl start`)")
     # recent failures only: the lifetime counter would keep doctor failing forever
     failed = int(jobs.get("failed_24h", jobs.get("failed")) or 0)
     if not failed:

@@ -207,7 +207,7 @@ def test_spool_backlog(short_tmp):
                  "autoharnessctl stop", in_detail="3 events")
     spool = short_tmp / "spool.jsonl"
     spool.write_text('{"a":1}\n{"b":2}\n')
-    assert_fails(doctor.check_spool(None, str(spool)), "spool", "autoharnessd",
+    assert_fails(doctor.check_spool(None, str(spool)), "spool", "autoharnessctl start",
                  in_detail="2 events")
     assert doctor.check_spool(None, str(short_tmp / "none.jsonl")).ok
 

@@ -351,3 +351,31 @@ def test_install_remove_restores_settings_byte_for_byte(home, short_tmp):
     r = run("install", "--remove")
     assert r.returncode == 0, r.stderr
     assert settings.read_bytes() == original
+
+
+def test_start_runs_the_daemon_in_the_background(home):
+    """`autoharnessctl start` returns once the daemon answers, leaves it running detached with
+    its log in the state dir; a second `start` says it already runs; `stop` ends it."""
+    r = ctl("start")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert "started autoharnessd" in r.stdout
+        st = json.loads(ctl("status", "--json").stdout)
+        assert f"pid {st['pid']}" in r.stdout
+        assert (home["home"] / "state" / "daemon.log").exists()
+        again = ctl("start")
+        assert again.returncode == 0 and "already running" in again.stdout
+    finally:
+        ctl("stop")
+    wait_for(lambda: ctl("status").returncode == 1, what="the daemon to stop")
+
+
+def test_start_says_why_the_daemon_did_not_start(home):
+    """A daemon that refuses to start (state dir open to others): `start` exits 1 with the
+    daemon's own reason, taken from its log."""
+    state = home["home"] / "state"
+    state.mkdir()
+    os.chmod(state, 0o777)
+    r = ctl("start")
+    assert r.returncode == 1
+    assert "did not start" in r.stderr and f"chmod 700 {state}" in r.stderr
