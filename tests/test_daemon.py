@@ -416,7 +416,7 @@ def test_status_without_daemon_says_how_to_start(home):
     """`status` with no daemon exits 1 and tells how to start one."""
     r = ctl("status")
     assert r.returncode == 1
-    assert "autoharnessd" in r.stderr and "not running" in r.stderr
+    assert "autoharnessctl start" in r.stderr and "not running" in r.stderr
 
 
 def test_status_json_has_the_contract_keys(daemon):
