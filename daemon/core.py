@@ -28,7 +28,7 @@ from claude_autoharness.daemon.learnings.state import load as load_learning_stat
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.promote import lifecycle, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Finding
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Finding, curator_session
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
 from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
@@ -525,7 +525,7 @@ class Daemon:
             if any(j.kind == "curate" and j.layer == layer and j.cwd == cwd
                    and j.status in ("pending", "running") for j in self.state.jobs.values()):
                 continue
-            jobs.append(sm.Job(id=new_id(), session_id=f"curate-{layer}", kind="curate",
+            jobs.append(sm.Job(id=new_id(), session_id=curator_session(layer), kind="curate",
                                created_at=self.clock(), cwd=cwd, layer=layer))
         await self.record_jobs(jobs)
         for job in jobs:

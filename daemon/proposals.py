@@ -66,6 +66,18 @@ def proposal_from_obj(obj: object) -> tuple[Proposal | None, list[str]]:
 
 
 SOURCES = ("reflector", "learn", "marker", "curator")
+CURATOR_SESSION = "curate-"  # a curator job's session id names its layer: curate-<layer>
+
+
+def curator_session(layer: str) -> str:
+    return CURATOR_SESSION + layer
+
+
+def curator_layer(session_id: str | None) -> str | None:
+    """The layer a curator job (known by its session id) was shown."""
+    if session_id and session_id.startswith(CURATOR_SESSION):
+        return session_id[len(CURATOR_SESSION):]
+    return None
 STATUSES = ("queued", "landed", "rejected", "held")
 
 

@@ -172,9 +172,15 @@ def test_curator_merges_and_archives_through_the_promoter(home, project, monkeyp
     """`autoharnessctl curate` sends the project layer's autoharness skills (full text, and no
     hand-written one) to the fake Messages API through the real SDK; the merge (an update)
     lands, the absorbed skill is archived as `curated` and restorable; a proposal quoting text
-    that is not in the sent skills, aimed at a hand-written skill, lands nothing."""
+    that is not in the sent skills, aimed at a hand-written skill, lands nothing, nor does an
+    archive whose quote comes from another skill than the one it archives, nor a change to
+    a layer the curator was not shown."""
     seed(project, "check-server-start", *CHECK)
     seed(project, "server-start-debug", *DEBUG)
+    seed(project, "user-habit", "Use when committing anywhere: keep commits small.",
+         "Commit small.", layer="user")
+    seed(project, "unrelated-skill", "Use when the changelog is due: list merged pull requests.",
+         "List merged pull requests since the last tag.")
     hand = project / ".claude" / "skills" / "by-hand"
     hand.mkdir()
     (hand / "SKILL.md").write_text("---\nname: by-hand\ndescription: Mine.\n---\n\nHands off.\n")
@@ -191,6 +197,12 @@ def test_curator_merges_and_archives_through_the_promoter(home, project, monkeyp
          "description": None, "body": None, **null},
         {"action": "archive", "skill": "by-hand", "layer": "project", "reason": "unused",
          "evidence": "Hands off.", "description": None, "body": None, **null},
+        {"action": "patch", "skill": "user-habit", "layer": "user", "reason": "tidier",
+         "evidence": "Check the project structure.", "description": None, "body": None,
+         **dict(null, old="Commit small.", new="Commit smaller.")},
+        {"action": "archive", "skill": "unrelated-skill", "layer": "project",
+         "reason": "merged too", "evidence": "read the first error",
+         "description": None, "body": None, **null},
     ]}
     with FakeAnthropic() as fake:
         fake.push(tool_reply(reply))
@@ -200,7 +212,8 @@ def test_curator_merges_and_archives_through_the_promoter(home, project, monkeyp
         try:
             r = ctl("curate", "--layer", "project", "--project", str(project))
             assert r.returncode == 0 and "queued curator job" in r.stdout, r.stderr
-            wait_for(lambda: d.status()["intents"].get("landed", 0) == 2, timeout=60,
+            wait_for(lambda: d.status()["intents"].get("landed", 0) == 2
+                     and d.status()["intents"].get("queued", 1) == 0, timeout=60,
                      what="curator intents landed")
             [req] = fake.messages_requests
             body = req.json
@@ -216,9 +229,14 @@ def test_curator_merges_and_archives_through_the_promoter(home, project, monkeyp
             assert (hand / "SKILL.md").read_text().endswith("Hands off.\n")
             intents = json.loads(ctl("queue", "list", "--json").stdout)
             assert {i["source"] for i in intents} == {"curator"}
-            [bad] = [i for i in intents if i["status"] == "rejected"]
-            assert bad["proposal"]["skill"] == "by-hand"
-            assert "unattributable" in {f["code"] for f in bad["findings"]}
+            bad = {i["proposal"]["skill"]: {f["code"] for f in i["findings"]}
+                   for i in intents if i["status"] == "rejected"}
+            assert set(bad) == {"by-hand", "unrelated-skill", "user-habit"}
+            assert bad["user-habit"] == {"wrong_layer"}  # shown the project layer only
+            assert "unattributable" in bad["by-hand"]  # not among the skills sent
+            # quoted from another skill that was sent, not from the one it archives
+            assert bad["unrelated-skill"] == {"evidence_not_found"}
+            assert (project / ".claude/skills/unrelated-skill/SKILL.md").exists()
             arch = skills(project)[("server-start-debug", "archived")]
             assert arch["reason"] == "curated"
             r = ctl("skills", "restore", "server-start-debug", "--project", str(project))

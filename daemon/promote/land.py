@@ -41,6 +41,7 @@ import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
 from claude_autoharness.daemon.promote import duplicate, gitmode, lifecycle, skillfile, validate
+from claude_autoharness.daemon.promote.evidence import evidence_in_window
 from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR,
     PROVENANCE_FILE,
@@ -50,7 +51,13 @@ from claude_autoharness.daemon.promote.validate import (
     open_dir,
     read_nofollow,
 )
-from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, check_shape
+from claude_autoharness.daemon.proposals import (
+    Finding,
+    Intent,
+    Proposal,
+    check_shape,
+    curator_layer,
+)
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig
 
@@ -178,6 +185,8 @@ class Promoter:
             findings += validate.check(plan, max_body_lines=self.cfg.max_body_lines,
                                        redactor=self.redactor)
             findings += validate.attributable(p, window)
+            if intent.source == "curator":
+                findings += _curator_findings(intent, plan, p.evidence)
             if findings:
                 return _reject(*findings)
             if hold:
@@ -1024,6 +1033,23 @@ def _uses_key(skill_dir: str) -> str:
     root, name = os.path.split(skill_dir)
     t = gitmode.target_of_root(root)
     return os.path.join(t.real_root, name) if t is not None else skill_dir
+
+
+def _curator_findings(intent: Intent, plan: Plan, evidence: str) -> list[Finding]:
+    """The curator is shown one layer: it changes that layer only. It archives a skill only on
+    a quote of that very skill (what was absorbed elsewhere, or what is obsolete): a quote of
+    another skill sent with it does not do."""
+    asked = curator_layer(intent.session_id)
+    if asked is not None and asked != plan.layer:
+        return [_shape_finding("wrong_layer", f"the curator was shown the {asked} layer, "
+                                              f"not the {plan.layer} layer")]
+    if plan.action != "archive":
+        return []
+    live = read_nofollow(plan.skill_dir, SKILL_MD) if plan.exists else None
+    if live is not None and evidence_in_window(evidence, live.decode("utf-8", "replace")):
+        return []
+    return [Finding(family="attributable", code="evidence_not_found",
+                    message=f"the evidence is not a quote of {plan.name}, the skill archived")]
 
 
 def _int(v) -> int:
