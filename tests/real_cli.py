@@ -149,6 +149,59 @@ class CliModel:
         self.fake.stop()
 
 
+class Terminal:
+    """A process on a pseudo-terminal; its output is drained in a thread (kept in `output`) so
+    it never blocks on a full pty."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict):
+        import pty
+
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: exec at once
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        self.output = b""
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.output += data
+
+    def screen(self) -> str:
+        """The output so far, without escape sequences and spacing (for `in` checks)."""
+        text = re.sub(r"\x1b(\[[0-9;?>]*[a-zA-Z]|\][^\x07]*\x07|[78])", "",
+                      self.output.decode("utf-8", "replace"))
+        return re.sub(r"\s+", "", text)
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def close(self) -> None:
+        """Ctrl-C twice (Claude Code's exit), then make sure the process is gone."""
+        for _ in range(2):
+            try:
+                self.type("\x03")
+            except OSError:
+                break
+            time.sleep(0.3)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
 class Sandbox:
     """One user's machine: fresh dirs, autoharness installed, the CLI at the scripted model."""
 
@@ -220,6 +273,17 @@ class Sandbox:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+    def interactive(self, *args: str) -> "Terminal":
+        """The CLI in a terminal (a pty), as a person runs it; first-run dialogs (onboarding,
+        folder trust, API key approval) answered beforehand in its config file."""
+        config = self.claude / ".claude.json"
+        data = json.loads(config.read_text()) if config.exists() else {}
+        data.update({"hasCompletedOnboarding": True, "theme": "dark",
+                     "customApiKeyResponses": {"approved": [DUMMY_KEY[-20:]], "rejected": []}})
+        data.setdefault("projects", {})[str(self.project)] = {"hasTrustDialogAccepted": True}
+        config.write_text(json.dumps(data))
+        return Terminal([self.cli, *args], self.project, dict(self.env, TERM="xterm-256color"))
 
     def stops(self) -> int:
         """How many Stop events the daemon has received (0 when it is not running)."""

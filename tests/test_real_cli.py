@@ -6,6 +6,7 @@ to the network. The daemon is started by the hook (autostart), as on a real mach
 """
 
 import json
+import re
 
 import pytest
 
@@ -122,7 +123,8 @@ def test_marker_rule_and_report_reach_the_model(sandbox, model):
 
 def _reflection_lands(box: Sandbox, model: CliModel) -> None:
     """A session whose Bash output carries a planted secret crosses the threshold (2 calls);
-    the reflection lands the proposed skill and no reflector request carries the secret."""
+    the reflection lands the proposed skill, no reflector request carries the secret, and the
+    capture stats count the bookkeeping records left out of the window."""
     (box.project / "config.env").write_text(f"AWS_ACCESS_KEY_ID={SECRET}\n")
     model.script("reflect me",
                  reply(bash("cat config.env")),
@@ -145,6 +147,8 @@ def _reflection_lands(box: Sandbox, model: CliModel) -> None:
     assert reflections
     for body in reflections:
         assert SECRET not in json.dumps(body)
+    capture = box.status()["capture"]  # the window left Claude Code's bookkeeping out
+    assert capture["windows_cut"] >= 1 and capture["bookkeeping_records"] > 0
 
 
 def test_threshold_reflection_through_the_anthropic_backend(sandbox, model):
@@ -184,6 +188,39 @@ def test_learn_slash_command_runs_in_p_mode_for_the_session(sandbox, model):
     assert "queued learn job" in out and sid in out
     wait_for(lambda: model.reflector_requests(), timeout=60, what="the learn reflection")
     assert LESSON in "\n".join(strings(model.reflector_requests()[0]["messages"]))
+
+
+def test_learn_slash_command_runs_interactively(sandbox, model):
+    """In a terminal session with `--permission-mode default` (so a refused command would stop
+    at a permission prompt), `/learn LESSON` runs without a prompt, queues a learn job for that
+    session (the one whose transcript the CLI writes) and the lesson reaches the reflector
+    verbatim."""
+    box = sandbox(AUTOHARNESS_REFLECT_EVERY=1000, AUTOHARNESS_REFLECTOR_BACKEND="anthropic")
+    lesson = "keep \"$HOME\" and `pwd` and ${X} as typed -- 'single' 100% $5"
+    term = box.interactive("--permission-mode", "default")
+    try:
+        wait_for(lambda: "forshortcuts" in term.screen(), timeout=30, what="the input prompt")
+        typed = f"/learn {lesson}"
+        term.type(typed)  # the Enter goes once the input box shows all of it (else: a paste)
+        wait_for(lambda: re.sub(r"\s+", "", typed) in term.screen(), timeout=15, what="echo")
+        term.type("\r")
+
+        def tool_result():
+            for body in model.session_requests():
+                for m in body["messages"]:
+                    for blk in m["content"] if isinstance(m["content"], list) else []:
+                        if blk.get("type") == "tool_result":
+                            return blk
+            return None
+        result = wait_for(tool_result, timeout=30, what="the /learn command's Bash result")
+        out = "".join(strings(result["content"]))
+        assert not result.get("is_error"), out
+        sid = re.search(r"queued learn job \S+ \(session ([0-9a-f-]{36})\)", out).group(1)
+        assert box.transcript(sid).exists()
+        wait_for(lambda: model.reflector_requests(), timeout=60, what="the learn reflection")
+        assert lesson in "\n".join(strings(model.reflector_requests()[0]["messages"]))
+    finally:
+        term.close()
 
 
 def test_save_learnings_slash_command(sandbox, model):
