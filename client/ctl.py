@@ -78,9 +78,12 @@ def format_status(st: dict, now: float | None = None) -> str:
     j = st["jobs"]
     lines.append(f"jobs: {j['pending']} pending, {j['running']} running, {j['done']} done, "
                  f"{j['failed']} failed")
-    note = waiting_note(st)
-    if note:
-        lines.append(f"WAITING: {note}")
+    if j["pending"]:
+        note = waiting_note(st)
+        if note:
+            lines.append(f"WAITING: {note}")
+    elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
+        lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
     sp = st["spool"]
     lines.append(f"spool: {sp['pending']} pending, {sp['replayed']} replayed")
     p = st["persistence"]

@@ -238,6 +238,8 @@ def test_missing_backend_is_said_wherever_jobs_wait(no_backend):
     it, `doctor` fails the jobs check with the reason, and `replay` says the jobs have not run
     (exit 1) instead of "the reflector proposed nothing"."""
     f = no_backend["fields"]
+    r = ctl("status")
+    assert "no reflector backend" in r.stdout and "jobs will wait" in r.stdout
     hook(pre_tool("sess-nb", **f))
     r = ctl("flush", "sess-nb")
     assert r.returncode == 0, r.stderr
