@@ -277,7 +277,7 @@ def format_skill_line(s: dict) -> str:
     """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns."""
     stage = s.get("stage") or s["status"]
     if s["status"] == "archived":
-        stage = f"archived ({s.get('reason') or 'unknown'})"
+        stage = f"archived ({s['reason']})" if s.get("reason") else "archived"
     turns = f"{s.get('turns', 0)} turns" if s["owner"] == "autoharness" else "-"
     return (f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {stage:<22} "
             f"uses {s['uses']:<5} {turns:<11} changed {_ago(s.get('last_changed'), time.time())}")

@@ -142,10 +142,12 @@ def test_turns_and_uses_drive_dormancy_and_capacity(home, project, monkeypatch):
         d.stop()
 
 
-def test_replayed_and_child_sessions_take_no_turn(home, project, monkeypatch):
+def test_only_main_sessions_take_turns_durably(home, project, monkeypatch):
     """Only main sessions' Stops are turns: a Stop from the reflector's own child directory and
     a replayed Stop (`autoharnessctl replay`) count nothing; a real Stop counts one turn for
-    the user layer and one for its project."""
+    the user layer and one for its project, journaled before the hook is answered: with no
+    snapshot taken (a long persist interval), a kill -9 right after loses no turn."""
+    monkeypatch.setenv("AUTOHARNESS_PERSIST_INTERVAL_S", "3600")
     d = Daemon(home["home"])
     try:
         child = {"session_id": "child-1", "hook_event_name": "Stop",
@@ -157,6 +159,9 @@ def test_replayed_and_child_sessions_take_no_turn(home, project, monkeypatch):
         s.send("Stop")
         st = d.status()["library"]["turns"]
         assert st == {"user": 1, "projects": 1}
+        d.kill9()
+        d = Daemon(home["home"])
+        assert d.status()["library"]["turns"] == {"user": 1, "projects": 1}
     finally:
         d.stop()
 

@@ -7,9 +7,11 @@ import random
 
 import pytest
 
+from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.promote import duplicate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.lifecycle import SkillCounts, decide, stage
+from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request
 from claude_autoharness.protocol.config import ConfigError, LibraryConfig, PromoterConfig, load
 from promote_support import WINDOW, hand_written, intent
 
@@ -270,3 +272,25 @@ def test_duplicate_guard_rejects_a_near_create_naming_the_near_skill(lib):
     assert pr.promote(intent("create", "pre-push", layer="user", description=reworded),
                       WINDOW, None).status == "landed"
     assert not (lib["skills"] / "runchecks").exists()
+
+
+# -- the curator's request ------------------------------------------------------------------
+
+def test_curator_request_is_redacted_capped_and_its_window_is_the_skills_only():
+    """Skills go in name order, each redacted, until the byte cap; the rest are left out and
+    the request says how many; the evidence window is the sent skill texts and nothing else
+    (no tags, no counts), so a quote must come from a skill."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    skills = [CuratedSkill(name="b-skill", text=f"B body, token {token}\n", uses=2, turns=9),
+              CuratedSkill(name="a-skill", text="A body.\n", uses=0, turns=3),
+              CuratedSkill(name="c-skill", text="C" * 500, uses=1, turns=1)]
+    redactor = default_redactor()
+    prompt, window, left_out = build_curate_request(
+        skills, layer="project", max_intents=10, max_bytes=200,
+        redact=lambda t: redactor.redact(t)[0])
+    assert left_out == 1 and "1 more did not fit" in prompt.user_text
+    assert token not in prompt.user_text and "[REDACTED" in prompt.user_text
+    assert prompt.user_text.index("a-skill") < prompt.user_text.index("b-skill")
+    assert 'uses="2" turns="9"' in prompt.user_text and "C" * 500 not in prompt.user_text
+    assert window.startswith("A body.") and "B body" in window and "uses=" not in window
+    assert "curator" in prompt.system_text.lower() and prompt.schema["required"] == ["proposals"]
