@@ -275,8 +275,8 @@ def sync(t: Target) -> str:
         if rel.endswith("/" + PROVENANCE):
             data = _retarget(data, t.real_root, t.mirror_root)
         dest = os.path.join(fresh, *rel.split("/"))
-        os.makedirs(os.path.dirname(dest), mode=0o755, exist_ok=True)
-        with open(dest, "wb") as f:
+        os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)  # state: private
+        with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(data)
     old = os.path.join(t.base, f"{TMP_PREFIX}old-{secrets.token_hex(4)}")
     if os.path.isdir(t.mirror_root):

@@ -930,8 +930,8 @@ class Promoter:
     def _layer_root(self, layer: str, project_root: str | None) -> tuple[str | None, str | None]:
         """(resolved skills dir, anchor it must stay inside) for a layer; (None, None) for the
         project layer without a project root that is an existing directory."""
-        if layer == "user":
-            return os.path.realpath(paths.user_skills_dir()), None
+        if layer == "user":  # like the project's: a skills dir symlinked elsewhere is refused
+            return os.path.realpath(paths.user_skills_dir()), paths.claude_dir()
         if not project_root or not os.path.isdir(project_root):
             return None, None
         t = gitmode.target_for(project_root, self.cfg, self.state)
@@ -1092,13 +1092,15 @@ def _occurrences(text: str, sub: str) -> int:
     return n
 
 
-def _write_at(base: str, parts: list[str], data: bytes, *, create: bool = True) -> None:
-    """Atomically replace base/parts... with `data`: temp, fsync, rename, fsync the dir."""
+def _write_at(base: str, parts: list[str], data: bytes, *, create: bool = True,
+              mode: int = 0o644) -> None:
+    """Atomically replace base/parts... with `data`: temp, fsync, rename, fsync the dir.
+    `mode` (less the umask): skills are the project's files, state files are 0600."""
     dfd = open_dir(base, parts[:-1], create=create)
     try:
         tmp = f"{TMP_PREFIX}{secrets.token_hex(4)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644, dir_fd=dfd)
+                     mode, dir_fd=dfd)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -1131,8 +1133,8 @@ def _unlink_at(base: str, parts: list[str]) -> None:
 
 
 def _write_path(path: str, data: bytes) -> None:
-    """Atomic write of a state-dir file (private: 0600 by way of the 0700 directory)."""
-    _write_at(os.path.dirname(path), [os.path.basename(path)], data, create=False)
+    """Atomic write of a state-dir file: 0600, in a 0700 directory."""
+    _write_at(os.path.dirname(path), [os.path.basename(path)], data, create=False, mode=0o600)
 
 
 def _unlink(path: str) -> None:

@@ -192,7 +192,8 @@ def contained(plan: Plan) -> list[Finding]:
     if plan.anchor is not None:
         anchor = os.path.realpath(plan.anchor)
         if os.path.commonpath([anchor, plan.root]) != anchor:
-            out.append(bad("symlink", "the project's skills dir resolves outside the project"))
+            out.append(bad("symlink", f"the skills dir resolves outside {plan.anchor} "
+                                      f"(to {plan.root}): a symlink on the way is refused"))
     if os.path.lexists(plan.root) and not os.path.isdir(plan.root):
         out.append(bad("not_a_directory", "the skills directory is not a directory"))
     skill_dir = plan.skill_dir
