@@ -9,6 +9,14 @@ from claude_autoharness.protocol import messages as m
 
 START_HINT = ("start it with `autoharnessctl start` (or `autoharnessctl service start` when it "
               "runs as a service)")
+DEFAULT_TIMEOUT_S = 10.0
+_timeout_s = DEFAULT_TIMEOUT_S
+
+
+def set_timeout(seconds: float) -> None:
+    """How long `call` waits for the daemon by default (`autoharnessctl --timeout`)."""
+    global _timeout_s
+    _timeout_s = seconds
 
 
 class DaemonUnreachable(Exception):
@@ -19,6 +27,10 @@ class DaemonNotRunning(DaemonUnreachable):
     """Nothing listens at the socket: the request certainly was not delivered."""
 
 
+class DaemonTimeout(DaemonUnreachable):
+    """The daemon took the request (or the connection) but did not answer in time."""
+
+
 class DaemonError(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(f"{message} ({code})")
@@ -26,9 +38,19 @@ class DaemonError(Exception):
         self.message = message
 
 
-def call(req: m.Request, *, timeout: float = 10.0, sock_path: str | None = None):
-    """Send `req`; return the reply's data (Ok) or output (HookReply); raise on Error."""
+_TIMEOUT_HINT = ("it is busy or stuck; see `autoharnessctl doctor`, or wait longer with "
+                 "--timeout SECONDS")
+
+
+def call(req: m.Request, *, timeout: float | None = None, sock_path: str | None = None):
+    """Send `req`; return the reply's data (Ok) or output (HookReply); raise on Error.
+
+    Never waits longer than `timeout` (default: `set_timeout`'s, else DEFAULT_TIMEOUT_S) for
+    the connection, and again for the reply; DaemonTimeout says which request waited.
+    """
     path = sock_path or paths.socket_path()
+    timeout = _timeout_s if timeout is None else timeout
+    verb = type(req).__name__.lower()
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
@@ -36,11 +58,17 @@ def call(req: m.Request, *, timeout: float = 10.0, sock_path: str | None = None)
             s.connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
             raise DaemonNotRunning(f"daemon not running (no socket at {path}): {START_HINT}") from None
+        except TimeoutError:
+            raise DaemonTimeout(f"waited {timeout:g} s to connect to the daemon at {path} "
+                                f"for `{verb}`: {_TIMEOUT_HINT}") from None
         except OSError as e:
             raise DaemonUnreachable(f"cannot reach the daemon at {path}: {e}") from None
         try:
             s.sendall(framing.frame(m.encode(req)))
             body = framing.recv_frame(s, timeout)
+        except TimeoutError:
+            raise DaemonTimeout(f"waited {timeout:g} s for the daemon at {path} to answer "
+                                f"`{verb}`: {_TIMEOUT_HINT}") from None
         except (OSError, framing.FrameError) as e:
             raise DaemonUnreachable(f"the daemon at {path} did not answer: {e}") from None
     finally:

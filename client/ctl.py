@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from claude_autoharness.client import doctor, install, learnings_cli, service, start
+from claude_autoharness.client import conn, doctor, install, learnings_cli, service, start
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
@@ -89,6 +89,9 @@ def format_status(st: dict, now: float | None = None) -> str:
     p = st["persistence"]
     q = ", ".join(p["quarantined"]) or "none"
     lines.append(f"persistence: last snapshot {_ago(p['last_snapshot_at'], now)}; quarantined: {q}")
+    if p.get("failing"):
+        lines.append(f"PERSISTENCE FAILING since {_ago(p['failing']['since'], now)}: "
+                     f"{p['failing']['reason']}")
     lib = st.get("library")
     if lib:
         by = ", ".join(f"{k} {v}" for k, v in sorted(lib["archived_by_reason"].items()))
@@ -159,7 +162,7 @@ def do_capture(args) -> int:
         raise CtlError("name exactly one of --session ID or --transcript PATH")
     try:
         data = call(m.Capture(session_id=args.session, start=args.start,
-                              transcript_path=args.transcript), timeout=120)
+                              transcript_path=args.transcript))
     except DaemonUnreachable:
         if args.session:
             raise
@@ -258,7 +261,7 @@ def do_skills(args) -> int:
         raise CtlError(f"skills {args.op} needs a skill NAME")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     out = call(m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer,
-                        project=project), timeout=60)
+                        project=project))
     if args.json or args.op in ("show", "history"):
         _print_json(out)
         return 0
@@ -311,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect what it learned.",
     )
     p.add_argument("--version", action="version", version=f"autoharnessctl {VERSION}")
+    p.add_argument("--timeout", type=_seconds, default=conn.DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="how long to wait for the daemon's answer (default "
+                   f"{conn.DEFAULT_TIMEOUT_S:g})")
     sub = p.add_subparsers(dest="verb", metavar="COMMAND")
 
     s = sub.add_parser("status", help="show sessions, events, jobs, spool and persistence")
@@ -407,12 +413,35 @@ def _quiet_broken_pipe() -> int:
     return 141  # what a shell reports for a command ended by SIGPIPE
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = 0.0
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"--timeout wants a number of seconds > 0, not {text!r}")
+    return v
+
+
+def _timeout_everywhere(parser: argparse.ArgumentParser) -> None:
+    """`--timeout` is accepted after any verb too (`autoharnessctl status --timeout 30`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in set(action.choices.values()):
+                if "--timeout" not in sp._option_string_actions:
+                    sp.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS,
+                                    metavar="SECONDS", help="how long to wait for the daemon")
+                _timeout_everywhere(sp)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
+    _timeout_everywhere(parser)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):  # bare `autoharnessctl`: say what it can do
         parser.print_help()
         sys.exit(0)
+    conn.set_timeout(args.timeout)
     try:
         code = args.func(args)
         sys.stdout.flush()

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
@@ -375,6 +376,21 @@ def check_quarantine(status: dict | None, quarantine_dir: str) -> Check:
                  "already runs without them), then move them out of that directory")
 
 
+def check_persistence(status: dict | None, now: float | None = None) -> Check:
+    """The daemon's state writes succeed (a read-only or full state dir fails this)."""
+    if status is None:
+        return _skipped("persistence")
+    failing = (status.get("persistence") or {}).get("failing")
+    if not failing:
+        return Check("persistence", True, "the daemon's snapshot and journal writes succeed")
+    since = failing.get("since") or 0
+    age = max(0.0, (time.time() if now is None else now) - since)
+    return Check("persistence", False, f"the daemon cannot save its state for {age:.0f}s: "
+                 f"{failing.get('reason')}",
+                 "fix that (free space, make the state dir writable, move the odd file away); "
+                 "the daemon retries on its own and this check passes once a save succeeds")
+
+
 def check_jobs(status: dict | None) -> Check:
     if status is None:
         return _skipped("jobs")
@@ -461,6 +477,7 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("reflector", lambda: check_reflector(status, cfg.reflector, env, cfg_file)),
         ("spool", lambda: check_spool(status, paths.spool_file())),
         ("quarantine", lambda: check_quarantine(status, paths.quarantine_dir())),
+        ("persistence", lambda: check_persistence(status)),
         ("jobs", lambda: check_jobs(status)),
         ("disk", lambda: check_disk(paths.state_dir())),
     ]

@@ -14,7 +14,8 @@ import sys
 import anyio
 import structlog
 
-from claude_autoharness.daemon import store
+from claude_autoharness.daemon import listener as accept
+from claude_autoharness.daemon import persistence, shutdown, store
 from claude_autoharness.daemon.core import Daemon
 from claude_autoharness.daemon.server import Server
 from claude_autoharness.protocol import VERSION, paths
@@ -169,20 +170,23 @@ def prepare_dirs(sock_path: str) -> None:
         raise StartupError(f"cannot prepare directories: {e}") from None
 
 
-async def serve(daemon: Daemon, sock: socket.socket) -> None:
+async def serve(daemon: Daemon, sock: socket.socket, on_forced_exit=lambda: None) -> None:
+    """Serve until a stop is requested; from then on the process ends within the stop
+    deadline even if a worker thread never returns (`on_forced_exit` runs first)."""
     from anyio.abc import SocketListener
 
     listener = await SocketListener.from_socket(sock)
     server = Server(daemon)
     async with anyio.create_task_group() as tg:
         await tg.start(_signals, daemon)
-        tg.start_soon(listener.serve, server.handle)
+        tg.start_soon(accept.accept_loop, listener, daemon.connections, server.handle)
         await daemon.replay_spool()
         daemon.start_background(tg)
         notify_ready()
         release_spawn_lock()
         log.info("ready", socket=daemon.socket_path, pid=os.getpid(), version=VERSION)
         await daemon.stop_event.wait()
+        shutdown.exit_by_deadline(on_forced_exit)
         tg.cancel_scope.cancel()
     await listener.aclose()
 
@@ -207,29 +211,43 @@ def run() -> None:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     cfg = load_config()
     configure_logging(cfg.log_level)
+    fd_limit = accept.raise_fd_limit()
     sock_path = paths.socket_path()
     prepare_dirs(sock_path)
     lock_fd = take_lock(paths.lock_file())
     daemon = Daemon(cfg)
+    daemon.connections.cap = accept.connection_cap(cfg.max_connections, fd_limit)
+    log.info("limits", fd_limit=fd_limit, max_connections=daemon.connections.cap)
     sock = _socket_activated()
     owned_socket = sock is None
     if sock is None:
         sock = bind_socket(sock_path)
     sock_ino = os.stat(sock_path).st_ino if owned_socket else None
-    try:
-        daemon.load()
-        daemon.persist_now()
-        anyio.run(serve, daemon, sock)
-    finally:
-        stop_children()
-        daemon.persist_now()
-        daemon.journal.close()
+
+    def remove_socket() -> None:
         if owned_socket:
             try:
                 if os.stat(sock_path).st_ino == sock_ino:
                     os.unlink(sock_path)
             except OSError:
                 pass
+
+    try:
+        try:
+            daemon.load()
+            daemon.persist_now()
+        except OSError as e:  # an unreadable or unwritable state file: say which, and the fix
+            raise StartupError(f"cannot load or save the daemon state: {persistence.describe(e)}, "
+                               "then start again") from None
+        anyio.run(serve, daemon, sock, remove_socket)
+        stop_children()
+        try:
+            daemon.persist_now()
+        except OSError as e:  # the journal holds everything acknowledged: said, not fatal
+            log.error("state not saved at stop", reason=persistence.describe(e))
+    finally:
+        daemon.journal.close()
+        remove_socket()
         os.close(lock_fd)
         log.info("stopped")
 
@@ -266,6 +284,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         pass
+    except Exception as e:  # one line for the user; the traceback goes to the log
+        log.exception("autoharnessd failed")
+        print(f"autoharnessd: stopped by an unexpected error: {persistence.describe(e)} "
+              "(its traceback is in the daemon's log output)", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
     # State is persisted; don't wait for worker threads still inside a model call.
     sys.stdout.flush()
     sys.stderr.flush()

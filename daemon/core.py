@@ -25,6 +25,8 @@ from claude_autoharness.daemon.learnings import report as lreport
 from claude_autoharness.daemon.learnings import service as lservice
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
+from claude_autoharness.daemon.listener import Connections
+from claude_autoharness.daemon.persistence import PersistenceHealth
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.promote import lifecycle, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
@@ -76,6 +78,8 @@ class Daemon:
         self.in_review: set[str] = set()
         self.windows_pruned_at = 0.0  # held intents an operator is approving/rejecting
         self.socket_path = paths.socket_path()
+        self.connections = Connections(cfg.max_connections)  # the app lowers the cap to fit
+        self.persistence = PersistenceHealth(clock)
         self.jobs_changed = anyio.Event()
         self.child_dir = paths.reflector_dir()
         self.projects = ProjectSwitches()
@@ -173,9 +177,12 @@ class Daemon:
                 await anyio.to_thread.run_sync(store.write_private, paths.snapshot_file(), data)
                 self.last_snapshot_at = self.clock()
                 await anyio.to_thread.run_sync(self.journal.truncate_if, seq)
-            except BaseException:
+            except BaseException as e:
                 self.dirty = True
+                if isinstance(e, OSError):
+                    self.persistence.failed(e)
                 raise
+            self.persistence.ok()
 
     def persist_now(self) -> None:
         """Blocking persist for shutdown and startup, when nothing else runs."""
@@ -210,7 +217,11 @@ class Daemon:
             if session is not None:
                 self.journal.append("session", session=session)
 
-        await anyio.to_thread.run_sync(write)
+        try:
+            await anyio.to_thread.run_sync(write)
+        except OSError as e:
+            self.persistence.failed(e)
+            raise
         self.jobs_changed.set()
 
     # ---- spool ----------------------------------------------------------------------------
@@ -250,7 +261,7 @@ class Daemon:
             n += 1
             try:
                 req = m.request_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
                 self.state.events.received += 1
                 self._rejected(f"unreadable spool record: {_clip(str(e))}", from_spool=True)
                 continue
@@ -283,7 +294,7 @@ class Daemon:
         ev_counts.received += 1
         try:
             ev = _event_decoder.decode(req.payload)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
             return self._rejected(f"not a hook event: {_clip(str(e))}", from_spool=from_spool)
         if not sm.valid_session_id(ev.session_id):
             # a session id we will not key state on (it names files and state keys)
@@ -671,10 +682,12 @@ class Daemon:
                 "peer_rejected": st.events.peer_rejected,
             },
             "jobs": jobs,
+            "connections": self.connections.stats(),
             "spool": {"replayed": st.events.spool_replayed, "pending": _spool_pending()},
             "persistence": {
                 "last_snapshot_at": self.last_snapshot_at,
                 "quarantined": list(self.quarantined),
+                "failing": self.persistence.to_dict(),
             },
             "watcher": {**self.transcripts.stats(), "watching": self.watcher.watching},
             "capture": self.capture_stats.to_dict(),
@@ -928,6 +941,8 @@ class Daemon:
                 if self.clock() - self.windows_pruned_at > WINDOW_PRUNE_EVERY_S:
                     self.windows_pruned_at = self.clock()
                     await anyio.to_thread.run_sync(self.prune_windows)
+            except OSError as e:  # said once per episode; status and doctor show it
+                self.persistence.failed(e)
             except Exception as e:
                 log.error("persistence step failed", error=f"{type(e).__name__}: {e}")
 

@@ -1,7 +1,10 @@
 """The RPC listener: framing, the peer check, timeouts and a per-connection error boundary.
 
-An exception escaping one connection handler would stop `serve()` for everyone, so
-each connection is wrapped; malformed or oversized frames get an `Error` reply and a close.
+An exception escaping one connection handler would stop `serve()` for everyone, so each
+connection is wrapped. Every malformed request gets a typed `Error` reply and is counted as
+received and rejected: an oversized or truncated frame, JSON nested too deep to decode, an
+unknown request type, or a protocol version other than this daemon's. Accepting, the connection
+cap and descriptor exhaustion live in `listener`.
 """
 
 import os
@@ -15,7 +18,8 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from claude_autoharness.protocol import framing
+from claude_autoharness.daemon.listener import Connection
+from claude_autoharness.protocol import PROTOCOL, framing
 from claude_autoharness.protocol import messages as m
 
 log = structlog.get_logger("autoharness")
@@ -35,22 +39,54 @@ def peer_uid(sock: socket.socket) -> int | None:
     return None
 
 
+def decode_request(body: bytes) -> m.Request | m.Error:
+    """The request in `body`, or the typed error to answer instead."""
+    try:
+        req = m.request_decoder.decode(body)
+    except RecursionError:
+        return m.Error(code="too_deep", message="request nested too deeply to decode")
+    except msgspec.ValidationError as e:
+        if "`$.type`" in str(e):
+            return m.Error(code="unknown_type", message=_short(f"unknown request type: {e}"))
+        return m.Error(code="malformed", message=_short(str(e)))
+    except msgspec.DecodeError as e:
+        return m.Error(code="malformed", message=_short(str(e)))
+    if req.v != PROTOCOL:
+        return m.Error(code="protocol_version", message=version_mismatch(req.v))
+    return req
+
+
+def version_mismatch(client_v: int) -> str:
+    return (f"protocol version mismatch: the client speaks protocol {client_v}, this daemon "
+            f"protocol {PROTOCOL}; restart the daemon after an upgrade "
+            "(`autoharnessctl service stop`, then `autoharnessctl service start`)")
+
+
 class Server:
     def __init__(self, daemon):
         self.daemon = daemon
         self.uid = os.getuid()
 
-    async def handle(self, stream: SocketStream) -> None:
+    async def handle(self, conn: Connection) -> None:
         try:
-            async with stream:
-                await self._serve(stream)
+            async with conn.stream:
+                await self._serve(conn)
         except Exception as e:  # the boundary: one bad client never stops the listener
             log.warning("connection error", error=type(e).__name__)
 
     async def _reply(self, stream: SocketStream, reply: m.Reply) -> None:
         await stream.send(framing.frame(m.encode(reply)))
 
-    async def _serve(self, stream: SocketStream) -> None:
+    def _reject(self, code: str) -> None:
+        counters = self.daemon.state.events
+        counters.malformed_frames += 1
+        counters.received += 1
+        counters.rejected += 1
+        self.daemon.dirty = True
+        log.info("request rejected", code=code)
+
+    async def _serve(self, conn: Connection) -> None:
+        stream = conn.stream
         counters = self.daemon.state.events
         sock = stream.extra(SocketAttribute.raw_socket)
         uid = peer_uid(sock)
@@ -67,22 +103,16 @@ class Server:
                 n = framing.frame_length(header)
                 body = await reader.receive_exactly(n)
         except framing.FrameError as e:
-            counters.malformed_frames += 1
-            counters.rejected += 1
-            log.warning("frame rejected", reason=e.message, code=e.code)
+            self._reject(e.code)
             await self._reply(stream, m.Error(code=e.code, message=e.message))
             return
         except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
             return  # abandoned or too slow: nothing was accepted, nothing to answer
-        try:
-            req = m.request_decoder.decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            counters.malformed_frames += 1
-            counters.received += 1
-            counters.rejected += 1
-            log.warning("request rejected", reason=f"malformed: {_short(str(e), 200)}")
-            self.daemon.dirty = True
-            await self._reply(stream, m.Error(code="malformed", message=_short(str(e))))
+        conn.idle = False  # from here on the client waits for us: never dropped as idle
+        req = decode_request(body)
+        if isinstance(req, m.Error):
+            self._reject(req.code)
+            await self._reply(stream, req)
             return
         try:
             reply = await self.daemon.dispatch(req)

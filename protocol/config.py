@@ -43,6 +43,7 @@ class ReflectorConfig(_Section):
     max_attempts: int = 5
     max_tokens: int = 4_096
     timeout_s: float = 120.0
+    step_timeout_s: float = 300.0  # any other step of a job (reading, listing) stuck this long fails it
     daily_token_budget: int = 0  # 0 = off
     max_intents_per_job: int = 3
     api_key: str = ""
@@ -77,6 +78,7 @@ class Config(_Section):
     persist_interval_s: float = 2.0
     idle_flush_after_s: float = 1_800.0
     autostart: bool = True
+    max_connections: int = 256  # open client connections; fewer if the descriptor limit is low
     watch: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     capture: CaptureConfig = msgspec.field(default_factory=CaptureConfig)
@@ -92,10 +94,10 @@ class ConfigError(Exception):
 
 
 _POSITIVE = {
-    "reflect_every", "persist_interval_s", "idle_flush_after_s",
+    "reflect_every", "persist_interval_s", "idle_flush_after_s", "max_connections",
     "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
     "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
-    "reflector.timeout_s", "promoter.max_body_lines",
+    "reflector.timeout_s", "reflector.step_timeout_s", "promoter.max_body_lines",
     "library.maturity_turns", "library.capacity_project", "library.capacity_user",
 }
 _NON_NEGATIVE = {"library.curate_every"}

@@ -2,6 +2,7 @@
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -45,11 +46,16 @@ def connectable(path: str) -> bool:
 class Daemon:
     """`autoharnessd` as a subprocess; started in __init__, waited for until it listens."""
 
-    def __init__(self, home: Path, env: dict | None = None, wait: bool = True):
+    def __init__(self, home: Path, env: dict | None = None, wait: bool = True,
+                 limit_fds: int | None = None, argv: list[str] | None = None):
         self.home = home
         self.env = dict(os.environ, **(env or {}))
         self.log = open(home / "daemon-test.log", "ab")
-        self.proc = subprocess.Popen([DAEMON], env=self.env, stdout=self.log, stderr=self.log)
+        # `ulimit -n N` for the daemon alone (soft and hard, so it cannot raise it back)
+        limit = None if limit_fds is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit_fds, limit_fds)))
+        self.proc = subprocess.Popen(argv or [DAEMON], env=self.env, stdout=self.log,
+                                     stderr=self.log, preexec_fn=limit)
         self.sock = self.env.get("AUTOHARNESS_SOCKET") or str(home / "run" / "autoharness.sock")
         if wait:
             self.wait_ready()

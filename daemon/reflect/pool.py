@@ -37,6 +37,10 @@ IDLE_POLL_S = 30.0
 CURATOR_MAX_INTENTS = 10  # a merge is one update plus an archive per absorbed skill
 
 
+class StepStuck(Exception):
+    """A job step did not finish within its bound."""
+
+
 def today(ts: float) -> str:
     return "day:" + datetime.date.fromtimestamp(ts).isoformat()
 
@@ -120,10 +124,23 @@ class ReflectorPool:
                 with anyio.move_on_after(timeout):
                     await changed.wait()
 
+    async def step(self, what: str, fn, *args, limit_s: float | None = None):
+        """Run one blocking step of a job in a worker thread, bounded in time: a step still
+        running after `limit_s` (default `reflector.step_timeout_s`) is abandoned (its thread
+        is left to finish or hang on its own) and raises StepStuck, which fails the job."""
+        limit = self.d.cfg.reflector.step_timeout_s if limit_s is None else limit_s
+        with anyio.move_on_after(limit) as scope:
+            return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
+        if scope.cancelled_caught:
+            raise StepStuck(f"stuck {what} for more than {limit:g} s; abandoned")
+        raise AssertionError("unreachable")
+
     async def _guarded(self, job: Job) -> None:
         try:
             try:
                 await self.run_job(job)
+            except StepStuck as e:  # its slot is free again; a retry would likely stick too
+                await self._fail(job, str(e))
             except Exception as e:  # a bug in one job must not stop the pool
                 log.exception("job crashed", job=job.id)
                 await self._retry_or_fail(job, f"internal error: {type(e).__name__}",
@@ -151,7 +168,7 @@ class ReflectorPool:
         if job.transcript_path:
             await self.wait_settled(job.transcript_path)
         try:
-            packet = await anyio.to_thread.run_sync(self.cut, job)
+            packet = await self.step("reading the transcript", self.cut, job)
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
@@ -181,7 +198,7 @@ class ReflectorPool:
         project_root = d.project_root_of(job)
         prompt = build_request(
             packet.window if packet else "", packet.digest if packet else "",
-            await anyio.to_thread.run_sync(d.skill_index, project_root),
+            await self.step("listing the skills", d.skill_index, project_root),
             guidance=job.text, max_intents=cfg.max_intents_per_job,
             markers=self.fresh_markers(packet.window if packet else "", project_root),
         )
@@ -206,8 +223,9 @@ class ReflectorPool:
         cfg = self.d.cfg.reflector
         backend = backends.choose_backend(cfg)
         try:
-            result = await anyio.to_thread.run_sync(backends.reflect, backend, prompt, cfg,
-                                                    abandon_on_cancel=True)
+            # the backend has its own timeout; the step's bound is the backstop behind it
+            result = await self.step("waiting for the model", backends.reflect, backend, prompt,
+                                     cfg, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.TransientError as e:
             self._charge(e.usage or {})
             await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
@@ -226,7 +244,7 @@ class ReflectorPool:
         d = self.d
         layer = job.layer or "user"
         root = job.cwd if layer == "project" else None
-        skills = await anyio.to_thread.run_sync(d.curator_skills, layer, root)
+        skills = await self.step("reading the skills", d.curator_skills, layer, root)
         if len(skills) < 2:  # nothing to merge: no model call
             await self._finish(job, [], None, {})
             return
@@ -252,7 +270,7 @@ class ReflectorPool:
         waited = 0.0
         while waited < SETTLE_MAX_S:
             try:
-                st = await anyio.to_thread.run_sync(os.stat, path)
+                st = await self.step("checking the transcript", os.stat, path)
             except OSError:
                 return
             quiet_for = time.time() - st.st_mtime  # file times are wall-clock times

@@ -1,0 +1,40 @@
+"""`autoharnessd` with one step made to block on a FIFO read (for tests of stuck workers).
+
+    python stuck_daemon.py FIFO prune       # the persist loop's window pruning blocks
+    python stuck_daemon.py FIFO cut SESSION  # the job of SESSION blocks reading its transcript
+
+The rest is the real daemon. Nothing ever writes to the FIFO, so the worker thread stays in
+its read until the process ends: the blocking read a hung mount or a stray pipe would cause.
+"""
+
+import sys
+
+from claude_autoharness.daemon import app, core
+from claude_autoharness.daemon.reflect import pool
+
+
+def _block(fifo: str) -> bytes:
+    with open(fifo, "rb") as f:  # blocks in open() until a writer comes, then in read()
+        return f.read()
+
+
+def main() -> None:
+    fifo, where = sys.argv[1], sys.argv[2]
+    if where == "prune":
+        core.Daemon.prune_windows = lambda self: _block(fifo)
+    elif where == "cut":
+        stuck_session, real_cut = sys.argv[3], pool.ReflectorPool.cut
+
+        def cut(self, job):
+            if job.session_id == stuck_session:
+                _block(fifo)
+            return real_cut(self, job)
+
+        pool.ReflectorPool.cut = cut
+    else:
+        raise SystemExit(f"unknown step {where!r}")
+    app.main([])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Every malformed request gets a typed answer, and descriptor exhaustion is survived.
+
+Real daemons on temp sockets: one started under `ulimit -n 256` with 400 idle clients, and the
+accept loop alone in a process whose descriptors really run out (EMFILE on accept).
+"""
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from claude_autoharness.protocol import PROTOCOL
+from harness import Daemon, frame, hook, pre_tool, send_raw, wait_for
+
+DEEP = 100_000
+
+
+def _reply(sock_path: str, body: bytes) -> dict:
+    raw = send_raw(sock_path, frame(body), timeout=30)
+    assert len(raw) >= 4, "no reply at all"
+    return json.loads(raw[4:])
+
+
+@pytest.fixture
+def daemon(home, monkeypatch):
+    monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
+    d = Daemon(home["home"])
+    yield d
+    d.stop()
+
+
+def test_malformed_requests_get_a_typed_error_and_count_as_rejected(daemon):
+    """JSON nested 100,000 levels deep (as a hook payload and as a request field), protocol
+    version 999 and an unknown request type each get an `error` reply with its own code; each
+    is counted received and rejected; the daemon keeps serving."""
+    before = daemon.status()["events"]
+    deep = b"[" * DEEP + b"]" * DEEP
+    r = _reply(daemon.sock, b'{"type":"hook","v":1,"payload":' + deep + b"}")
+    assert r["type"] == "error" and r["code"] == "too_deep"
+    r = _reply(daemon.sock, b'{"type":"status","v":1,"x":' + deep + b"}")
+    assert r["type"] == "error" and r["code"] == "too_deep"
+    r = _reply(daemon.sock, b'{"type":"status","v":999}')
+    assert r["type"] == "error" and r["code"] == "protocol_version"
+    assert "999" in r["message"] and f"protocol {PROTOCOL}" in r["message"]
+    assert "restart the daemon" in r["message"]
+    r = _reply(daemon.sock, b'{"type":"launch-missiles","v":1}')
+    assert r["type"] == "error" and r["code"] == "unknown_type"
+    after = daemon.status()["events"]
+    assert after["received"] - before["received"] == 4
+    assert after["rejected"] - before["rejected"] == 4
+    assert hook(pre_tool("s-after")).returncode == 0
+    assert daemon.status()["events"]["by_kind"]["PreToolUse"] == 1
+
+
+def test_client_names_a_version_mismatch_and_the_fix(daemon, tmp_path):
+    """A client of another protocol version hears both versions and the fix."""
+    from claude_autoharness.client import conn
+    from claude_autoharness.protocol import messages as m
+
+    with pytest.raises(conn.DaemonError) as e:
+        conn.call(m.Status(v=PROTOCOL + 1))
+    assert e.value.code == "protocol_version"
+    assert str(PROTOCOL + 1) in e.value.message and "restart the daemon" in e.value.message
+
+
+def _fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_daemon_under_a_low_descriptor_limit_survives_more_idle_clients(home, monkeypatch):
+    """`autoharnessd` under `ulimit -n 256` (hard too, so it cannot raise it): 400 idle
+    clients connect; `status` is still answered during the flood, the connection cap is the
+    limit minus the reserve, the oldest idle clients were dropped, and once they are gone the
+    daemon holds no more descriptors than before."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"this test needs 1024 descriptors for its clients (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1024), hard))
+    monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
+    d = Daemon(home["home"], limit_fds=256)
+    clients = []
+    try:
+        baseline = _fd_count(d.proc.pid)
+        for _ in range(400):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.sock)
+            clients.append(s)
+        st = d.status()  # answered while 400 idle clients hold on
+        conns = st["connections"]
+        assert conns["cap"] == 256 - 64 and conns["open"] <= conns["cap"]
+        assert conns["dropped_idle"] > 0
+        assert _fd_count(d.proc.pid) < 256
+        assert hook(pre_tool("s-flood")).returncode == 0
+        for s in clients:
+            s.close()
+        clients.clear()
+        wait_for(lambda: _fd_count(d.proc.pid) <= baseline + 1, what="descriptors released")
+        st = d.status()
+        assert st["events"]["by_kind"]["PreToolUse"] == 1
+        assert d.proc.poll() is None
+    finally:
+        for s in clients:
+            s.close()
+        d.stop()
+
+
+ACCEPT_CHILD = textwrap.dedent("""
+    import os, resource, socket, sys
+    import anyio
+    from claude_autoharness.daemon.listener import Connections, accept_loop
+
+    async def handle(conn):
+        data = await conn.stream.receive()
+        conn.idle = False
+        await conn.stream.send(b"ok:" + data)
+
+    async def main(path):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen(512)
+        used = len(os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (used + 20, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        listener = await anyio.abc.SocketListener.from_socket(sock)
+        print("ready", flush=True)
+        await accept_loop(listener, Connections(cap=10_000), handle)
+
+    anyio.run(main, sys.argv[1])
+""")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_accept_survives_emfile(short_tmp):
+    """The accept loop in a process 20 descriptors from its limit: 60 idle clients make
+    `accept` fail with EMFILE; the loop logs it once, drops the oldest idle connections and
+    keeps accepting, so a client that speaks is still answered."""
+    path = str(short_tmp / "s")
+    p = subprocess.Popen([sys.executable, "-c", ACCEPT_CHILD, path], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    clients = []
+    try:
+        assert p.stdout.readline().strip() == b"ready"
+        for _ in range(60):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            clients.append(s)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(path)
+        s.sendall(b"hello")
+        assert s.recv(100) == b"ok:hello"
+        s.close()
+        assert p.poll() is None
+    finally:
+        for c in clients:
+            c.close()
+        p.kill()
+        out = p.communicate()[0].decode()
+    assert out.count("accept failed") == 1 and "EMFILE" in out, out
