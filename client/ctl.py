@@ -453,6 +453,10 @@ def main(argv: list[str] | None = None) -> None:
     except (DaemonError, CtlError) as e:
         print(f"autoharnessctl: {e}", file=sys.stderr)
         code = 1
+    except OSError as e:  # a file in the way, a full or read-only disk: one line, no traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"autoharnessctl: {where}{e.strerror or e}", file=sys.stderr)
+        code = 1
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)

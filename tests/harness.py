@@ -47,13 +47,16 @@ class Daemon:
     """`autoharnessd` as a subprocess; started in __init__, waited for until it listens."""
 
     def __init__(self, home: Path, env: dict | None = None, wait: bool = True,
-                 limit_fds: int | None = None, argv: list[str] | None = None):
+                 limit_fds: int | tuple[int, int] | None = None,
+                 argv: list[str] | None = None):
         self.home = home
         self.env = dict(os.environ, **(env or {}))
         self.log = open(home / "daemon-test.log", "ab")
-        # `ulimit -n N` for the daemon alone (soft and hard, so it cannot raise it back)
-        limit = None if limit_fds is None else (
-            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit_fds, limit_fds)))
+        # `ulimit -n N` for the daemon alone: N soft and hard (so it cannot raise it back), or
+        # a (soft, hard) pair
+        pair = (limit_fds, limit_fds) if isinstance(limit_fds, int) else limit_fds
+        limit = None if pair is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, pair))
         self.proc = subprocess.Popen(argv or [DAEMON], env=self.env, stdout=self.log,
                                      stderr=self.log, preexec_fn=limit)
         self.sock = self.env.get("AUTOHARNESS_SOCKET") or str(home / "run" / "autoharness.sock")

@@ -110,6 +110,24 @@ def test_daemon_under_a_low_descriptor_limit_survives_more_idle_clients(home, mo
         d.stop()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reads /proc/PID/limits")
+def test_daemon_raises_its_soft_descriptor_limit(home, monkeypatch):
+    """Started with a soft limit of 256 under a hard limit of 4096, the daemon runs with 4096
+    and keeps the configured cap of 256 connections (the limit no longer constrains it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"needs a hard descriptor limit of 4096 (have {hard})")
+    monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
+    d = Daemon(home["home"], limit_fds=(256, 4096))
+    try:
+        limits = open(f"/proc/{d.proc.pid}/limits").read()
+        row = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+        assert row.split()[3:5] == ["4096", "4096"], row
+        assert d.status()["connections"]["cap"] == 256
+    finally:
+        d.stop()
+
+
 ACCEPT_CHILD = textwrap.dedent("""
     import os, resource, socket, sys
     import anyio
