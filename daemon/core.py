@@ -689,7 +689,8 @@ class Daemon:
                 "quarantined": list(self.quarantined),
                 "failing": self.persistence.to_dict(),
             },
-            "watcher": {**self.transcripts.stats(), "watching": self.watcher.watching},
+            "watcher": {**self.transcripts.stats(), "watching": self.watcher.watching,
+                        "refused": len(self.watcher.refused)},
             "capture": self.capture_stats.to_dict(),
             "intents": self.intents.counts(),
             "reflector": {

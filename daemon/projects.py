@@ -9,6 +9,8 @@ import os
 import time
 import tomllib
 
+from claude_autoharness.daemon.capture.source import open_regular
+
 SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
 
 
@@ -30,7 +32,7 @@ def project_root(cwd: str) -> str:
 
 def _main_worktree(d: str, dotgit: str) -> str | None:
     try:
-        with open(dotgit, encoding="utf-8") as f:
+        with open(open_regular(dotgit), encoding="utf-8") as f:  # never blocks (a FIFO)
             line = f.read(4096).strip()
     except OSError:
         return None
@@ -40,7 +42,7 @@ def _main_worktree(d: str, dotgit: str) -> str | None:
     if not os.path.isabs(gitdir):
         gitdir = os.path.normpath(os.path.join(d, gitdir))
     try:
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+        with open(open_regular(os.path.join(gitdir, "commondir")), encoding="utf-8") as f:
             common = f.read(4096).strip()
     except OSError:
         return None
@@ -88,7 +90,8 @@ class ProjectSwitches:
             data = {}
             if key is not None:
                 try:
-                    with open(path, "rb") as f:
+                    # on the event loop: a FIFO here must fail the open, not block it
+                    with open(open_regular(path), "rb") as f:
                         data = tomllib.load(f)
                 except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
                     data = {}

@@ -4,7 +4,9 @@ Nested keys take the section as prefix: `reflector.backend` ↔ `AUTOHARNESS_REF
 Invalid values are an error naming the key, never a silent default.
 """
 
+import errno
 import os
+import stat
 import tomllib
 from typing import Any, Literal
 
@@ -157,13 +159,23 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _open_regular(path: str) -> int:
+    """An fd for `path` if it is a regular file; the open never blocks (a FIFO would freeze a
+    SIGHUP reload, which runs on the daemon's event loop)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
 def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
     """Read the config file (missing is fine) and the environment; raise ConfigError if invalid."""
     path = path or paths.config_file()
     env = dict(os.environ) if env is None else env
     data: dict = {}
     try:
-        with open(path, "rb") as f:
+        with open(_open_regular(path), "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
         pass

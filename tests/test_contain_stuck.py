@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -50,16 +49,13 @@ def test_sigterm_ends_the_daemon_with_a_worker_stuck_on_a_read(home, monkeypatch
     writer = _open_writer_when_read(fifo)
     try:
         assert d.status()["pid"] == d.proc.pid  # still serving around the stuck thread
-        t0 = time.monotonic()
         d.proc.send_signal(signal.SIGTERM)
         try:
             d.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             d.proc.kill()
             pytest.fail("SIGTERM did not end the daemon within 10 s with a stuck worker")
-        elapsed = time.monotonic() - t0
         assert "stop did not finish in time" in d.output(), d.output()[-2000:]
-        assert elapsed < 10
     finally:
         os.close(writer)
         d.stop()
@@ -99,12 +95,42 @@ def test_a_stuck_job_fails_with_a_reason_and_frees_its_slot(home, monkeypatch):
             st = wait_for(lambda: (s := d.status())["jobs"]["done"] == 1 and s,
                           timeout=60, what="the second session's job")
             assert st["jobs"]["failed"] == 1 and st["jobs"]["running"] == 0
-            assert "stuck reading the transcript" in st["jobs"]["last_error"]["error"] or any(
-                "stuck reading the transcript" in line for line in d.output().splitlines())
+            assert "stuck reading the transcript" in st["jobs"]["last_error"]["error"]
             assert len(fake.messages_requests) == 1  # only the free session reached the model
         finally:
             os.close(writer)
             d.stop()
+
+
+def test_a_fifo_switch_file_does_not_block_the_daemon(home, monkeypatch):
+    """A FIFO where a project's `.claude/autoharness.toml` switch goes (read on the event loop
+    for every event) is treated as no switch: the project's events count and the daemon keeps
+    answering."""
+    monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
+    proj = home["tmp"] / "fifo-proj"
+    (proj / ".claude").mkdir(parents=True)
+    os.mkfifo(proj / ".claude" / "autoharness.toml")
+    d = Daemon(home["home"])
+    try:
+        ev = {"session_id": "s-fifo", "cwd": str(proj), "hook_event_name": "PreToolUse",
+              "transcript_path": str(proj / "t.jsonl"), "tool_name": "Bash",
+              "tool_input": {"command": "ls"}}
+        assert hook(ev).returncode == 0
+        st = d.status()
+        assert st["events"]["by_kind"]["PreToolUse"] == 1
+        assert [s["activity"] for s in st["sessions"]] == [1]
+    finally:
+        d.stop()
+
+
+def test_a_fifo_config_file_is_an_error_not_a_hang(home, short_tmp):
+    """A FIFO where the config file goes: loading it fails at once with the path named."""
+    from claude_autoharness.protocol.config import ConfigError, load
+
+    fifo = short_tmp / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load(str(fifo), env={})
 
 
 @pytest.fixture

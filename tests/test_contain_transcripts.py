@@ -151,6 +151,23 @@ def test_daemon_reads_nothing_outside_and_shows_why(home, monkeypatch):
             d.stop()
 
 
+def test_daemon_watcher_counts_what_it_skips(home, monkeypatch):
+    """The daemon's own watcher over a projects dir holding a FIFO, a socket, /dev/zero and a
+    symlink leaving the root keeps running, indexes the real transcript only, and counts
+    the skipped files in `status --json`."""
+    files = _hostile_tree(home)
+    d = Daemon(home["home"])
+    try:
+        st = wait_for(lambda: (s := d.status())["watcher"]["refused"] >= 4 and s,
+                      what="the watcher's refusals")
+        assert st["watcher"]["transcripts"] == 1
+        assert d.proc.poll() is None
+        assert "transcript_refused" in d.output()
+        assert str(files["fifo"]) in d.output()
+    finally:
+        d.stop()
+
+
 def test_offline_capture_refuses_too(home):
     """`autoharnessctl capture --transcript` with no daemon refuses the same files itself."""
     files = _hostile_tree(home)
