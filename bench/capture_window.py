@@ -3,7 +3,9 @@
 Both files are built from real corpus records (repeated) in a temp dir under /tmp that is
 deleted afterwards. The cut is O(window): the two must cost about the same (ratio <= 2).
 Runs are interleaved (big, small, big, …) from the page cache (one warm-up cut each). Also
-reports a whole packet (window + digest + redaction) per file.
+reports the cut with the conversation filter (`record_types`, as packets cut it: each record's
+type read from its head, bookkeeping left out before the cap, so more of the file is scanned)
+against the plain cut, and a whole packet (window + digest + redaction) per file.
 
     .venv/bin/python bench/capture_window.py [--size-mb 1024] [--small-mb 10] [--runs 41]
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.redact import default_redactor
-from claude_autoharness.daemon.capture.window import cut_window
+from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
 from claude_autoharness.protocol.config import CaptureConfig
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
@@ -76,6 +78,7 @@ def main() -> None:
         cfg, red = CaptureConfig(), default_redactor()
         cut: dict[str, list[float]] = {k: [] for k in files}
         pkt: dict[str, list[float]] = {k: [] for k in files}
+        conv: dict[str, list[float]] = {k: [] for k in files}
         scanned = {}
         for k, p in files.items():  # warm-up
             scanned[k] = cut_window(p, marks[k]).scanned_bytes
@@ -86,15 +89,22 @@ def main() -> None:
                 cut_window(p, marks[k])
                 cut[k].append(time.perf_counter() - t)
                 t = time.perf_counter()
+                cut_window(p, marks[k], record_types=CONVERSATION_TYPES)
+                conv[k].append(time.perf_counter() - t)
+                t = time.perf_counter()
                 build_packet(p, marks[k], cfg, red)
                 pkt[k].append(time.perf_counter() - t)
         for k, p in files.items():
             print(f"{k:5s} {p.stat().st_size / 2**20:8.1f} MiB  bytes read per cut {scanned[k]:,}")
             print(f"      cut_window:   {stats(cut[k])}")
+            print(f"      cut_window, conversation only: {stats(conv[k])}  "
+                  f"(x{statistics.median(conv[k]) / statistics.median(cut[k]):.2f} the plain cut)")
             print(f"      build_packet: {stats(pkt[k])}")
         r_cut = statistics.median(cut["big"]) / statistics.median(cut["small"])
         r_pkt = statistics.median(pkt["big"]) / statistics.median(pkt["small"])
-        print(f"ratio big/small (medians): cut_window {r_cut:.2f}, build_packet {r_pkt:.2f} "
+        r_conv = statistics.median(conv["big"]) / statistics.median(conv["small"])
+        print(f"ratio big/small (medians): cut_window {r_cut:.2f}, conversation only "
+              f"{r_conv:.2f}, build_packet {r_pkt:.2f} "
               f"(O(window) requires <= 2)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

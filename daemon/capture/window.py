@@ -41,7 +41,9 @@ CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "summary"})
 # within the first ~150 bytes, before the message).
 SNIFF_BYTES = 4096
 # JSON strings (escapes included) and the structural characters that change nesting depth
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]')
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
+# a `"type": "<string>"` pair (the value captured)
+_TYPE_KEY = re.compile(rb'"type"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")')
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,84 +68,60 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     bookkeeping_types: dict[str, int] = {}
 
 
+def _escaped(data: bytes, i: int) -> bool:
+    """Whether the byte at `i` is escaped (an odd run of backslashes before it)."""
+    k = i
+    while k > 0 and data[k - 1] == 0x5C:
+        k -= 1
+    return (i - k) % 2 == 1
+
+
+def _nesting(tokens: list[bytes]) -> int:
+    """Opened minus closed objects and arrays among `tokens`."""
+    return (tokens.count(b"{") + tokens.count(b"[")) - (tokens.count(b"}") + tokens.count(b"]"))
+
+
+def _type_value(m: "re.Match[bytes]") -> str | None:
+    try:
+        return msgspec.json.decode(m.group(1), type=str)
+    except msgspec.DecodeError:
+        return None
+
+
 def record_type(head: bytes) -> str | None:
     """The top-level `"type"` of a JSON object record, read from its head (a prefix of the line);
-    None when the head is not an object or names no top-level type. Nested `type` keys (content
-    blocks, attachments) are skipped by tracking the nesting depth."""
+    None when the head is not an object or names no top-level type in it.
+
+    A `"type":` whose opening quote is not escaped is a real key (inside a JSON string every
+    quote is escaped); it is the top-level one when the tokens before it leave exactly one
+    object open. Tokenizing is done by the regex engine, not byte by byte."""
     if not head.lstrip().startswith(b"{"):
         return None
-    depth = 0
-    tokens = _JSON_TOKEN.finditer(head)
-    for tok in tokens:
-        t = tok.group()
-        if t in (b"{", b"["):
-            depth += 1
-        elif t in (b"}", b"]"):
-            depth -= 1
-            if depth <= 0:
-                return None
-        elif depth == 1 and t == b'"type"':
-            colon = next(tokens, None)
-            value = next(tokens, None)
-            if colon is None or colon.group() != b":" or value is None:
-                return None
-            v = value.group()
-            if not v.startswith(b'"') or head[colon.end():value.start()].strip():
-                return None  # not a plain string value
-            try:
-                return msgspec.json.decode(v, type=str)
-            except msgspec.DecodeError:
-                return None
+    depth, pos = 0, 0  # nesting at `pos`, always a token boundary (a key's opening quote)
+    for m in _TYPE_KEY.finditer(head):
+        if _escaped(head, m.start()):
+            continue
+        depth += _nesting(_JSON_TOKEN.findall(head, pos, m.start()))
+        pos = m.start()
+        if depth == 1:
+            return _type_value(m)
     return None
 
 
 def record_type_from_tail(tail: bytes) -> str | None:
-    """The top-level `"type"` of a JSON object record, read backward from its end (a suffix of
-    the line, newline allowed): older Claude Code versions write `type` after the message. Read
-    backward from the closing brace, a quote is always a string's end, so the scan never starts
-    inside a string; None when the suffix ends before a top-level type is met."""
+    """The top-level `"type"` of a JSON object record, read from its end (a suffix of the line,
+    newline allowed): older Claude Code versions write `type` after the message. A real key
+    (opening quote not escaped) is the top-level one when the tokens after it close exactly one
+    more object than they open (the record's own closing brace)."""
     data = tail.rstrip()
     if not data.endswith(b"}"):
         return None
-    depth, i = 0, len(data) - 1
-    after: list[bytes] = []  # the depth-1 tokens following the current one (nearest first)
-    while i >= 0:
-        c = data[i]
-        if c in b"}]":
-            depth += 1
-            after.clear()
-        elif c in b"{[":
-            depth -= 1
-            if depth <= 0:
-                return None
-            after.clear()
-        elif c == 0x22:  # '"': find the opening quote (one not escaped by an odd run of \\)
-            j = i - 1
-            while j >= 0:
-                if data[j] == 0x22:
-                    k = j - 1
-                    while k >= 0 and data[k] == 0x5C:
-                        k -= 1
-                    if (j - 1 - k) % 2 == 0:
-                        break
-                j -= 1
-            if j < 0:
-                return None
-            token = data[j:i + 1]
-            if depth == 1:
-                if token == b'"type"' and len(after) >= 2 and after[0] == b":" \
-                        and after[1].startswith(b'"'):
-                    try:
-                        return msgspec.json.decode(after[1], type=str)
-                    except msgspec.DecodeError:
-                        return None
-                after.insert(0, token)
-                del after[3:]
-            i = j
-        elif c in b":," and depth == 1:
-            after.insert(0, bytes([c]))
-            del after[3:]
-        i -= 1
+    depth, pos = 0, len(data)  # nesting change from `pos` (a token boundary) to the end
+    for m in reversed([m for m in _TYPE_KEY.finditer(data) if not _escaped(data, m.start())]):
+        depth += _nesting(_JSON_TOKEN.findall(data, m.start(), pos))
+        pos = m.start()
+        if depth == -1:
+            return _type_value(m)
     return None
 
 
