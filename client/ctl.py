@@ -307,11 +307,22 @@ def do_replay(args) -> int:
     return replay(args)
 
 
+FIRST_STEPS = """first steps:
+  autoharnessctl start      start the daemon in the background
+  autoharnessctl install    wire the hooks into Claude Code
+  autoharnessctl doctor     check everything; each failure says its fix
+  autoharnessctl status     see sessions being counted
+
+`autoharnessctl COMMAND --help` shows a command's options."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="autoharnessctl",
         description="Operate the autoharness daemon: see what it counted, flush sessions, "
         "inspect what it learned.",
+        epilog=FIRST_STEPS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"autoharnessctl {VERSION}")
     p.add_argument("--timeout", type=_seconds, default=conn.DEFAULT_TIMEOUT_S, metavar="SECONDS",

@@ -103,6 +103,7 @@ def test_bare_ctl_prints_help():
     assert r.stdout.startswith("usage: autoharnessctl")
     for verb in ("status", "install", "doctor", "service", "learnings"):
         assert verb in r.stdout
+    assert "first steps:" in r.stdout and "COMMAND --help" in r.stdout
 
 
 def test_hook_help_and_terminal_never_wait(home):
