@@ -146,6 +146,7 @@ class Daemon:
             log.warning("quarantined", file=path)
         self.journal.open()
         self.dirty = True
+        self.lifecycle_due.update(self.state.turns.projects)  # counts for status from the start
 
     def snapshot_bytes(self) -> tuple[bytes, int]:
         # The watcher's tables change in worker threads; copy them only between scans (if a

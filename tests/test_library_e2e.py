@@ -122,6 +122,8 @@ def test_turns_and_uses_drive_dormancy_and_capacity(home, project, monkeypatch):
         d.kill9()
         d = Daemon(home["home"])
         assert d.status()["library"]["turns"]["user"] == 3  # journaled before the reply
+        # every project with turns is judged (and counted for status) at start
+        wait_for(lambda: d.status()["library"]["graduated"] == 1, what="counts after restart")
         assert skills(project)[("alpha-skill", "live")]["turns"] == 3
 
         s2 = Session(home, project, "sess-lib-2")
