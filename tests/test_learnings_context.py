@@ -35,6 +35,14 @@ def test_rule_is_short_and_complete():
         assert word in rule, word
 
 
+def test_rule_does_not_promise_the_marker_is_hidden():
+    """The terminal shows markers verbatim: the rule must not tell the model they are hidden,
+    and asks for them short."""
+    rule = rule_text().lower()
+    assert "hidden" not in rule and "invisible" not in rule
+    assert "short" in rule
+
+
 def test_rule_text_is_the_packaged_file():
     """`rule_text()` (what is injected and what `learnings rule` prints) is the package data."""
     shipped = resources.files("claude_autoharness.daemon.learnings").joinpath("rule.md").read_text()
