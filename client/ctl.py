@@ -183,7 +183,7 @@ def _offline_packet(path: str, start: int) -> dict:
 
     from claude_autoharness.daemon.capture.packet import build_packet
     from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
-    from claude_autoharness.daemon.core import make_redactor
+    from claude_autoharness.daemon.live import make_redactor
     from claude_autoharness.protocol.config import load as load_config
 
     cfg = load_config()

@@ -159,8 +159,8 @@ def dry_run(events: list[dict], path: str) -> list[dict]:
     """The pipeline's own parts, in-process: nothing reaches the daemon or the skill tree."""
     from claude_autoharness.daemon import sessions as sm
     from claude_autoharness.daemon.capture.packet import build_packet
-    from claude_autoharness.daemon.core import make_redactor, new_id
     from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.live import make_redactor, new_id
     from claude_autoharness.daemon.reflect import backends
     from claude_autoharness.daemon.reflect.prompt import build_request
     from claude_autoharness.protocol.config import load as load_config

@@ -176,7 +176,7 @@ async def serve(daemon: Daemon, sock: socket.socket, on_forced_exit=lambda: None
     from anyio.abc import SocketListener
 
     listener = await SocketListener.from_socket(sock)
-    server = Server(daemon)
+    server = Server(daemon.dispatch, daemon.book, replied=daemon.after_reply)
     async with anyio.create_task_group() as tg:
         await tg.start(_signals, daemon)
         tg.start_soon(accept.accept_loop, listener, daemon.connections, server.handle)
@@ -246,7 +246,7 @@ def run() -> None:
         except OSError as e:  # the journal holds everything acknowledged: said, not fatal
             log.error("state not saved at stop", reason=persistence.describe(e))
     finally:
-        daemon.journal.close()
+        daemon.close()
         remove_socket()
         os.close(lock_fd)
         log.info("stopped")

@@ -5,12 +5,18 @@ connection is wrapped. Every malformed request gets a typed `Error` reply and is
 received and rejected: an oversized or truncated frame, JSON nested too deep to decode, an
 unknown request type, or a protocol version other than this daemon's. Accepting, the connection
 cap and descriptor exhaustion live in `listener`.
+
+The server knows three things of the daemon: how to answer a request (`dispatch`), where to
+count what it refused (`ConnectionCounters`), and what to call once a reply is sent (`replied`,
+which stops the daemon after a `stop` request).
 """
 
 import os
 import socket
 import struct
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -62,9 +68,20 @@ def version_mismatch(client_v: int) -> str:
             "(`autoharnessctl service stop`, then `autoharnessctl service start`)")
 
 
+class ConnectionCounters(Protocol):
+    def peer_rejected(self) -> None: ...
+
+    def request_rejected(self) -> None:
+        """A bad frame, or a frame that is no request this daemon serves."""
+        ...
+
+
 class Server:
-    def __init__(self, daemon):
-        self.daemon = daemon
+    def __init__(self, dispatch: Callable[[m.Request], Awaitable[m.Reply]],
+                 counters: ConnectionCounters, *, replied: Callable[[], None] = lambda: None):
+        self.dispatch = dispatch
+        self.counters = counters
+        self.replied = replied
         self.uid = os.getuid()
 
     async def handle(self, conn: Connection) -> None:
@@ -78,20 +95,15 @@ class Server:
         await stream.send(framing.frame(m.encode(reply)))
 
     def _reject(self, code: str) -> None:
-        counters = self.daemon.state.events
-        counters.malformed_frames += 1
-        counters.received += 1
-        counters.rejected += 1
-        self.daemon.dirty = True
+        self.counters.request_rejected()
         log.info("request rejected", code=code)
 
     async def _serve(self, conn: Connection) -> None:
         stream = conn.stream
-        counters = self.daemon.state.events
         sock = stream.extra(SocketAttribute.raw_socket)
         uid = peer_uid(sock)
         if uid is not None and uid != self.uid:
-            counters.peer_rejected += 1
+            self.counters.peer_rejected()
             log.warning("peer rejected", peer_uid=uid)
             await self._reply(stream, m.Error(code="peer", message="connection from another user refused"))
             return
@@ -115,13 +127,12 @@ class Server:
             await self._reply(stream, req)
             return
         try:
-            reply = await self.daemon.dispatch(req)
+            reply = await self.dispatch(req)
         except Exception as e:
             log.exception("request failed", request=type(req).__name__)
             reply = m.Error(code="internal", message=f"{type(e).__name__}: {_short(str(e))}")
         await self._reply(stream, reply)
-        if self.daemon.stop_requested:
-            self.daemon.stop_event.set()
+        self.replied()
 
 
 def _short(text: str, n: int = 300) -> str:

@@ -33,20 +33,20 @@ async def test_idle_session_is_flushed_by_the_clock(home):
     core.load()
     t = str(home["claude"] / "projects" / "-p" / "s.jsonl")
     try:
-        await core.cmd_hook(hook_req(session_id="idle-1", hook_event_name="PreToolUse",
+        await core.hooks.cmd_hook(hook_req(session_id="idle-1", hook_event_name="PreToolUse",
                                      transcript_path=t, cwd="/tmp", tool_name="Bash"))
         now[0] += 1_799
-        assert await core.idle_check(core.last_growth) == []
+        assert await core.jobs.idle_check(core.jobs.last_growth) == []
         core.transcripts.feed(t, 0, b"{}\n")  # the transcript grew: not idle yet
         now[0] += 1_000
-        assert await core.idle_check(core.last_growth) == []
+        assert await core.jobs.idle_check(core.jobs.last_growth) == []
         now[0] += 800
-        jobs = await core.idle_check(core.last_growth)
+        jobs = await core.jobs.idle_check(core.jobs.last_growth)
         assert [(j.kind, j.session_id) for j in jobs] == [("idle", "idle-1")]
-        assert core.state.sessions["idle-1"].activity == 0
-        assert await core.idle_check(core.last_growth) == []  # once
+        assert core.book.state.sessions["idle-1"].activity == 0
+        assert await core.jobs.idle_check(core.jobs.last_growth) == []  # once
     finally:
-        core.journal.close()
+        core.close()
 
 
 def write_transcript(home, project, marker=MARKER):
@@ -229,7 +229,7 @@ async def test_old_job_windows_are_pruned_unless_an_intent_needs_them(home):
             with open(p, "w") as f:
                 f.write(window)
             os.utime(p, (0, 0))  # written long ago
-        assert core.prune_windows() == 1
+        assert core.review.prune_windows() == 1
         assert sorted(os.listdir(paths.windows_dir())) == ["jobheld.txt"]
     finally:
-        core.journal.close()
+        core.close()

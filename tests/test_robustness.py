@@ -70,16 +70,16 @@ async def test_spool_left_replaying_and_new_spool_are_both_replayed_once(home):
             await core.replay_spool()
     finally:
         os.unlink = real_unlink
-        core.journal.close()
+        core.close()
     core = Core(load_config())
     core.load()
     try:
         await core.replay_spool()
-        assert core.state.sessions["old"].activity == 2
-        assert core.state.sessions["new"].activity == 1
+        assert core.book.state.sessions["old"].activity == 2
+        assert core.book.state.sessions["new"].activity == 1
         assert not os.path.exists(spool) and not os.path.exists(spool + ".replaying")
     finally:
-        core.journal.close()
+        core.close()
 
 
 def test_spool_written_while_the_daemon_runs_is_picked_up(home):
@@ -100,18 +100,18 @@ async def test_a_job_that_keeps_crashing_the_daemon_ends_failed(home):
     """A job found `running` at start after max_attempts attempts is failed, not retried forever."""
     core = Core(load_config())
     core.load()
-    core.state.jobs["j1"] = job(1, "s", status="running", attempts=5)
-    core.state.jobs["j2"] = job(2, "s", status="running", attempts=1)
+    core.book.state.jobs["j1"] = job(1, "s", status="running", attempts=5)
+    core.book.state.jobs["j2"] = job(2, "s", status="running", attempts=1)
     core.persist_now()
-    core.journal.close()
+    core.close()
     core = Core(load_config())
     core.load()
     try:
-        assert core.state.jobs["j1"].status == "failed"
-        assert "interrupted" in core.state.jobs["j1"].last_error
-        assert core.state.jobs["j2"].status == "pending"
+        assert core.book.state.jobs["j1"].status == "failed"
+        assert "interrupted" in core.book.state.jobs["j1"].last_error
+        assert core.book.state.jobs["j2"].status == "pending"
     finally:
-        core.journal.close()
+        core.close()
 
 
 @pytest.fixture

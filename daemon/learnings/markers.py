@@ -329,6 +329,12 @@ class MarkerIndexer:
                     "projects": {s: [msgspec.to_builtins(m) for m in known.values()]
                                  for s, known in self._by_slug.items() if known}}
 
+    def restore(self, state: object) -> None:
+        """Replace what this indexer holds with `to_state()` output (see `from_state`)."""
+        loaded = type(self).from_state(state)
+        with self._lock:
+            self._by_slug = loaded._by_slug
+
     @classmethod
     def from_state(cls, state: object) -> "MarkerIndexer":
         """Rebuild from `to_state()` output; anything unreadable is skipped, never fatal."""

@@ -4,13 +4,19 @@ Order: `/learn` jobs first, then oldest first; one job per session at a time, so
 windows follow each other without overlap. A job's proposals are durably queued as intents
 *before* the job is marked done and the session watermark advances (at-least-once); a job that
 already has intents (a crash after intake) is finished without asking the model again.
+
+The pool sees the rest of the daemon through three small protocols: the `JobBook` (jobs and
+sessions, durably recorded), a `Counters` sink (its tallies), and the `IntentSink` (intake);
+plus the live config and a few callables. It is unit-testable with in-memory stand-ins.
 """
 
+import builtins
 import datetime
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 import anyio
 import structlog
@@ -20,11 +26,13 @@ from claude_autoharness.daemon.capture.packet import Packet, build_packet
 from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
 from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.learnings.markers import markers_in_text
+from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
+from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.curate import build_curate_request
-from claude_autoharness.daemon.reflect.prompt import build_request
-from claude_autoharness.daemon.sessions import Job
+from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request
+from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
+from claude_autoharness.daemon.sessions import Job, Session
 from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
@@ -81,10 +89,70 @@ def drop_saved_lessons(proposals: list[object], marker_texts: list[str]) -> tupl
     return keep, len(proposals) - len(keep)
 
 
+class JobBook(Protocol):
+    """Where jobs and sessions live; `record_jobs` is durable before it returns."""
+
+    def jobs(self) -> Iterable[Job]: ...
+
+    def session(self, session_id: str) -> Session | None: ...
+
+    async def record_jobs(self, jobs: list[Job], session: Session | None = None) -> None: ...
+
+    def watch(self) -> anyio.Event:
+        """An event set at the next change to the jobs."""
+        ...
+
+    def changed(self) -> None: ...
+
+
+class Counters(Protocol):
+    """Where the pool's tallies go."""
+
+    def job_finished(self, ok: bool) -> None: ...
+
+    def tokens_on(self, day: str) -> int: ...
+
+    def add_tokens(self, day: str, n: int) -> None: ...
+
+    def captured(self, packet: Packet) -> None: ...
+
+    def refused(self, path: str, reason: str) -> None:
+        """A transcript that was not read (outside the roots, not a regular file...)."""
+        ...
+
+
+class IntentSink(Protocol):
+    """The durable intent queue, as far as the pool uses it."""
+
+    def list(self, status: str | None = None) -> builtins.list[Intent]: ...
+
+    def intake(self, job_id: str, session_id: str, source: str,
+               raw_proposals: builtins.list[object], window: str, project_root: str | None,
+               max_intents: int, redactor) -> builtins.list[Intent]: ...
+
+
 class ReflectorPool:
-    def __init__(self, daemon, *, clock: Callable[[], float] = time.time,
+    def __init__(self, book: JobBook, counters: Counters, intents: IntentSink, live: Live, *,
+                 project_root: Callable[[str | None], str | None],
+                 skill_index: Callable[[str | None], list[dict]],
+                 queued: Callable[[], None],
+                 curator_skills: Callable[[str, str | None], list[CuratedSkill]] | None = None,
+                 reflected: Callable[[Job], Awaitable[None]] | None = None,
+                 clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
-        self.d = daemon
+        """`project_root` maps a job's cwd to its project; `skill_index` lists a project's live
+        skills (blocking); `queued` is called once a job's intents are queued;
+        `curator_skills` gives one layer's skills whole (blocking), for the curator;
+        `reflected` is awaited after each finished reflection (not curator) job."""
+        self.book = book
+        self.counters = counters
+        self.intents = intents
+        self.live = live
+        self.project_root = project_root
+        self.skill_index = skill_index
+        self.queued = queued
+        self.curator_skills = curator_skills or (lambda layer, root: [])
+        self.reflected = reflected
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
@@ -94,30 +162,30 @@ class ReflectorPool:
 
     def blocked_reason(self) -> str:
         """Why no job may start at all right now ("" when they may)."""
-        cfg = self.d.cfg.reflector
+        cfg = self.live.cfg.reflector
         avail = backends.available(cfg)
         if avail["backend"] == "none":
             return avail["reason"]
         budget = cfg.daily_token_budget
-        if budget and self.d.state.tokens.get(today(self.clock()), 0) >= budget:
+        if budget and self.counters.tokens_on(today(self.clock())) >= budget:
             return f"daily token budget of {budget} reached: jobs wait until tomorrow"
         return ""
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             while True:
-                changed = self.d.jobs_changed = anyio.Event()
+                changed = self.book.watch()
                 self.waiting_reason = self.blocked_reason()
                 timeout = IDLE_POLL_S
                 if not self.waiting_reason:
                     now = self.clock()
-                    free = self.d.cfg.reflector.concurrency - len(self.running)
-                    ready = order_runnable(list(self.d.state.jobs.values()), now=now,
-                                           busy_sessions=set(self.running.values()))
+                    free = self.live.cfg.reflector.concurrency - len(self.running)
+                    jobs = list(self.book.jobs())
+                    ready = order_runnable(jobs, now=now, busy_sessions=set(self.running.values()))
                     for job in ready[:max(0, free)]:
                         self.running[job.id] = job.session_id
                         tg.start_soon(self._guarded, job)
-                    later = [j.next_attempt_at - now for j in self.d.state.jobs.values()
+                    later = [j.next_attempt_at - now for j in jobs
                              if j.status == "pending" and j.next_attempt_at > now]
                     if later:
                         timeout = max(0.01, min(timeout, min(later)))
@@ -128,7 +196,7 @@ class ReflectorPool:
         """Run one blocking step of a job in a worker thread, bounded in time: a step still
         running after `limit_s` (default `reflector.step_timeout_s`) is abandoned (its thread
         is left to finish or hang on its own) and raises StepStuck, which fails the job."""
-        limit = self.d.cfg.reflector.step_timeout_s if limit_s is None else limit_s
+        limit = self.live.cfg.reflector.step_timeout_s if limit_s is None else limit_s
         with anyio.move_on_after(limit) as scope:
             return await anyio.to_thread.run_sync(fn, *args, abandon_on_cancel=True)
         if scope.cancelled_caught:
@@ -149,16 +217,16 @@ class ReflectorPool:
             log.exception("job bookkeeping failed", job=job.id)
         finally:
             self.running.pop(job.id, None)
-            self.d.jobs_changed.set()
+            self.book.changed()
 
     # ---- one job -------------------------------------------------------------------------
 
     async def run_job(self, job: Job) -> None:
-        d = self.d
+        book = self.book
         job.status = "running"
         job.attempts += 1
-        await d.record_jobs([job])
-        done_before = [i for i in d.intents.list() if i.job_id == job.id]
+        await book.record_jobs([job])
+        done_before = [i for i in self.intents.list() if i.job_id == job.id]
         if done_before:  # intake happened before a crash: don't ask the model twice
             await self._finish(job, [i.id for i in done_before], None, {})
             return
@@ -174,34 +242,27 @@ class ReflectorPool:
             return
         except TranscriptRefused as e:  # nothing was read: no retry will change that
             log.warning("transcript refused", job=job.id, path=e.path, reason=e.reason)
-            d.capture_stats.refuse(e.path, e.reason, self.clock())
-            d.dirty = True
+            self.counters.refused(e.path, e.reason)
             await self._fail(job, f"transcript refused: {e.reason}")
             return
         except OSError as e:
             await self._retry_or_fail(job, f"cannot read transcript: {e.strerror}", transient=True)
             return
         if packet is not None:
-            d.capture_stats.add(packet)
-            d.dirty = True
+            self.counters.captured(packet)
             # the window is fixed now: a crash after intake still knows where it ended
             job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
             job.wm_inode, job.wm_size = packet.inode, packet.size
-            await d.record_jobs([job])
+            await book.record_jobs([job])
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
         if not job.text and (packet is None or not packet.window.strip()):
             await self._finish(job, [], packet, {})  # nothing (new) was written
             return
-        cfg = d.cfg.reflector
-        project_root = d.project_root_of(job)
-        prompt = build_request(
-            packet.window if packet else "", packet.digest if packet else "",
-            await self.step("listing the skills", d.skill_index, project_root),
-            guidance=job.text, max_intents=cfg.max_intents_per_job,
-            markers=self.fresh_markers(packet.window if packet else "", project_root),
-        )
+        cfg = self.live.cfg.reflector
+        project_root = self.project_root(job.cwd)
+        prompt = await self.step("listing the skills", self.prompt_for, job, packet, project_root)
         result = await self._ask(job, prompt)
         if result is None:
             return
@@ -210,17 +271,18 @@ class ReflectorPool:
             job.duplicates = dups
         source = "learn" if job.kind == "learn" else "reflector"
         await anyio.to_thread.run_sync(self._save_window, job.id, evidence_window)
+        redactor = self.live.redactor
         intents = await anyio.to_thread.run_sync(
-            lambda: d.intents.intake(job.id, job.session_id, source, proposals,
-                                     evidence_window, project_root, cfg.max_intents_per_job,
-                                     d.redactor))
+            lambda: self.intents.intake(job.id, job.session_id, source, proposals,
+                                        evidence_window, project_root, cfg.max_intents_per_job,
+                                        redactor))
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), duplicates=dups, tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, result.usage)
 
     async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
         """One model call for the job; None when it failed (the job is retried or failed)."""
-        cfg = self.d.cfg.reflector
+        cfg = self.live.cfg.reflector
         backend = backends.choose_backend(cfg)
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
@@ -241,24 +303,24 @@ class ReflectorPool:
     async def run_curator(self, job: Job) -> None:
         """The curator: one layer's autoharness skills in, merges and archives out, as
         ordinary intents whose evidence must quote the skills that were sent."""
-        d = self.d
         layer = job.layer or "user"
         root = job.cwd if layer == "project" else None
-        skills = await self.step("reading the skills", d.curator_skills, layer, root)
+        skills = await self.step("reading the skills", self.curator_skills, layer, root)
         if len(skills) < 2:  # nothing to merge: no model call
             await self._finish(job, [], None, {})
             return
+        redactor = self.live.redactor
         prompt, window, left_out = build_curate_request(
             skills, layer=layer, max_intents=CURATOR_MAX_INTENTS,
-            max_bytes=d.cfg.capture.max_window_bytes,
-            redact=lambda t: d.redactor.redact(t)[0])
+            max_bytes=self.live.cfg.capture.max_window_bytes,
+            redact=lambda t: redactor.redact(t)[0])
         result = await self._ask(job, prompt)
         if result is None:
             return
         await anyio.to_thread.run_sync(self._save_window, job.id, window)
         intents = await anyio.to_thread.run_sync(
-            lambda: d.intents.intake(job.id, job.session_id, "curator", result.proposals,
-                                     window, root, CURATOR_MAX_INTENTS, d.redactor))
+            lambda: self.intents.intake(job.id, job.session_id, "curator", result.proposals,
+                                        window, root, CURATOR_MAX_INTENTS, redactor))
         log.info("curator ran", job=job.id, layer=layer, skills=len(skills) - left_out,
                  left_out=left_out, intents=len(intents), tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], None, result.usage)
@@ -280,35 +342,32 @@ class ReflectorPool:
             await anyio.sleep(step)
             waited += step
 
+    def prompt_for(self, job: Job, packet: Packet | None, project_root: str | None) -> Prompt:
+        """The reflection request for a job's packet (blocking: reads the skill index)."""
+        return reflection_prompt(packet, job.text, self.skill_index(project_root),
+                                 max_intents=self.live.cfg.reflector.max_intents_per_job,
+                                 queued_markers=self.queued_marker_texts())
+
     def cut(self, job: Job) -> Packet | None:
         """The job's packet, from where the session's previous job stopped (blocking I/O)."""
-        d = self.d
         if not job.transcript_path:
             return None  # the hooks never named a transcript: only /learn text to go on
-        path = resolve(job.transcript_path, transcript_roots(d.cfg.capture.transcript_roots))
-        s = d.state.sessions.get(job.session_id)
+        capture = self.live.cfg.capture
+        path = resolve(job.transcript_path, transcript_roots(capture.transcript_roots))
+        s = self.book.session(job.session_id)
         start = max(job.window_start, s.watermark) if s else job.window_start
         inode = s.wm_inode if s and s.wm_inode else None
         size = s.wm_size if s and s.wm_size else None
         if job.kind == "learn":
             st = os.stat(path)
             if start >= st.st_size:  # nothing new: reflect on the recent past instead
-                start = tail_start(path, d.cfg.capture.max_window_bytes)
+                start = tail_start(path, capture.max_window_bytes)
                 inode = size = None
-        return build_packet(path, start, d.cfg.capture, d.redactor,
+        return build_packet(path, start, capture, self.live.redactor,
                             expect_inode=inode, expect_size=size)
 
     def queued_marker_texts(self) -> list[str]:
-        return [i.proposal.evidence for i in self.d.intents.list()
-                if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
-
-    def fresh_markers(self, window: str, project_root: str | None) -> list[str]:
-        """Valid learning markers in the window not already queued as `marker` intents."""
-        if "<!-- learning" not in window:
-            return []
-        queued = {normalize(t) for t in self.queued_marker_texts()}
-        return [mk.raw for mk in markers_in_text(decode_escapes(window))
-                if normalize(mk.raw) not in queued]
+        return queued_marker_texts(self.intents.list())
 
     def _save_window(self, job_id: str, text: str) -> None:
         store.ensure_private_dir(paths.windows_dir())
@@ -317,54 +376,74 @@ class ReflectorPool:
     def _charge(self, usage: dict) -> None:
         n = sum(int(usage.get(k) or 0) for k in
                 ("input_tokens", "output_tokens", "cache_read", "cache_creation"))
-        if not n:
-            return
-        t = self.d.state.tokens
-        day = today(self.clock())
-        for k in [k for k in t if k.startswith("day:") and k != day]:
-            del t[k]  # only today's count matters
-        t[day] = t.get(day, 0) + n
-        t["total"] = t.get("total", 0) + n
-        self.d.dirty = True
+        if n:
+            self.counters.add_tokens(today(self.clock()), n)
 
     async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None,
                       usage: dict) -> None:
-        d = self.d
         job.status = "done"
         job.intents = intent_ids
         job.finished_at = self.clock()
         job.last_error = None
-        s = d.state.sessions.get(job.session_id)
+        s = self.book.session(job.session_id)
         if packet is not None:
             job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
             job.wm_inode, job.wm_size = packet.inode, packet.size
         if s is not None and job.window_end is not None and not (
                 job.kind == "learn" and job.window_start < s.watermark):
             s.watermark, s.wm_inode, s.wm_size = job.window_end, job.wm_inode, job.wm_size
-        d.state.jobs_done += 1
-        await d.record_jobs([job], session=s)
-        d.wake_promoter()
-        if job.kind != "curate":
-            await d.count_reflection(job)
+        self.counters.job_finished(ok=True)
+        await self.book.record_jobs([job], session=s)
+        self.queued()
+        if job.kind != "curate" and self.reflected is not None:
+            await self.reflected(job)
 
     async def _fail(self, job: Job, reason: str) -> None:
         job.status = "failed"
         job.last_error = reason
         job.finished_at = self.clock()
-        self.d.state.jobs_failed += 1
+        self.counters.job_finished(ok=False)
         log.warning("job failed", job=job.id, kind=job.kind, reason=reason)
-        await self.d.record_jobs([job])
+        await self.book.record_jobs([job])
 
     async def _retry_or_fail(self, job: Job, reason: str, *, transient: bool,
                              retry_after: float | None = None) -> None:
-        if not transient or job.attempts >= self.d.cfg.reflector.max_attempts:
+        rcfg = self.live.cfg.reflector
+        if not transient or job.attempts >= rcfg.max_attempts:
             await self._fail(job, f"{reason} (after {job.attempts} attempts)")
             return
-        wait = backoff(job.attempts, self.d.cfg.reflector.backoff_base_s, self.rand)
+        wait = backoff(job.attempts, rcfg.backoff_base_s, self.rand)
         if retry_after:
             wait = max(wait, retry_after)
         job.status = "pending"
         job.last_error = reason
         job.next_attempt_at = self.clock() + wait
         log.info("job retry", job=job.id, attempt=job.attempts, wait_s=round(wait, 2), reason=reason)
-        await self.d.record_jobs([job])
+        await self.book.record_jobs([job])
+
+
+# ---- the packet pipeline, shared with offline replay -------------------------------------------
+
+def queued_marker_texts(intents: Iterable[Intent]) -> list[str]:
+    """The lessons already queued from the agent's own markers."""
+    return [i.proposal.evidence for i in intents
+            if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
+
+
+def fresh_markers(window: str, queued_markers: list[str]) -> list[str]:
+    """Valid learning markers in the window not already queued as `marker` intents."""
+    if "<!-- learning" not in window:
+        return []
+    queued = {normalize(t) for t in queued_markers}
+    return [mk.raw for mk in markers_in_text(decode_escapes(window))
+            if normalize(mk.raw) not in queued]
+
+
+def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: list[dict], *,
+                      max_intents: int, queued_markers: list[str]) -> Prompt:
+    """What the model is asked for one packet: its window and digest, the live skills, the
+    user's guidance (/learn) and the markers in the window not yet queued."""
+    window = packet.window if packet else ""
+    return build_request(window, packet.digest if packet else "", skill_index,
+                         guidance=guidance, max_intents=max_intents,
+                         markers=fresh_markers(window, queued_markers))

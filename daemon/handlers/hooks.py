@@ -1,0 +1,223 @@
+"""Hook events: count them into the session state machine, create the jobs it asks for, and
+answer SessionStart with the context autoharness injects.
+
+Runs on the event loop; the SessionStart context reads files, so it is built in a worker thread.
+"""
+
+import os
+import re
+from collections.abc import Awaitable, Callable
+
+import anyio
+import msgspec
+import structlog
+
+from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.learnings import context as lctx
+from claude_autoharness.daemon.learnings import report as lreport
+from claude_autoharness.daemon.learnings import service as lservice
+from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
+from claude_autoharness.daemon.learnings.state import load as load_learning_state
+from claude_autoharness.daemon.live import Live, new_id
+from claude_autoharness.daemon.projects import ProjectSwitches
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
+from claude_autoharness.daemon.spool import clip
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+
+log = structlog.get_logger("autoharness")
+
+_event_decoder = msgspec.json.Decoder(sm.HookEvent)
+_tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
+PROMOTER_SUMMARY_CHARS = 1_000
+SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+# A skill use to record: ("name", skill name, project root) or ("path", SKILL.md path, root).
+SkillUse = tuple[str, str, str | None]
+
+
+class Hooks:
+    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches, markers: MarkerIndexer,
+                 intents: IntentQueue, skill_used: Callable[[SkillUse], None],
+                 turn: Callable[[sm.HookEvent], Awaitable[None]], clock: Callable[[], float]):
+        """`skill_used` queues a skill use; `turn` counts a main session's Stop."""
+        self.book = book
+        self.live = live
+        self.projects = projects
+        self.markers = markers
+        self.intents = intents
+        self.skill_used = skill_used
+        self.turn = turn
+        self.clock = clock
+        self.child_dir = paths.reflector_dir()
+
+    def rejected(self, reason: str, *, from_spool: bool = False) -> m.HookReply:
+        """Count and log an event we will not act on, with why (no payload: it may hold secrets)."""
+        self.book.state.events.rejected += 1
+        self.book.mark_dirty()
+        log.warning("event rejected", reason=reason, source="spool" if from_spool else "hook")
+        return m.HookReply()
+
+    async def cmd_hook(self, req: m.Hook, *, from_spool: bool = False) -> m.HookReply:
+        state = self.book.state
+        ev_counts = state.events
+        ev_counts.received += 1
+        try:
+            ev = _event_decoder.decode(req.payload)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
+            return self.rejected(f"not a hook event: {clip(str(e))}", from_spool=from_spool)
+        if not sm.valid_session_id(ev.session_id):
+            # a session id we will not key state on (it names files and state keys)
+            return self.rejected(f"invalid session id {clip(repr(ev.session_id), 60)} "
+                                 f"({ev.hook_event_name})", from_spool=from_spool)
+        name = ev.hook_event_name
+        if name in sm.KNOWN_EVENTS:
+            ev_counts.by_kind[name] = ev_counts.by_kind.get(name, 0) + 1
+        else:
+            ev_counts.unknown_kinds += 1
+            self.book.mark_dirty()
+            return m.HookReply()
+        now = req.ts if (from_spool and req.ts) else self.clock()
+        counting = self.counting(ev)
+        jobs = sm.apply_event(state.sessions, ev, now=now, reflect_every=self.live.cfg.reflect_every,
+                              make_id=new_id, counting=counting)
+        self.book.mark_dirty()
+        # the counter reset travels with the job: a restart must not count the same work again
+        await self.book.record_jobs(jobs, session=state.sessions.get(ev.session_id))
+        for job in jobs:
+            log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
+        if req.replayed:  # a replayed session uses no skill, takes no turn, reads no context
+            return m.HookReply()
+        if name == "Stop" and counting:
+            await self.turn(ev)
+        if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read"):
+            self.count_skill_use(ev)
+        if name == "SessionStart" and counting and not from_spool:
+            text = await anyio.to_thread.run_sync(self.session_start_context, ev)
+            if text:
+                return m.HookReply(output=_session_start_output(text))
+        return m.HookReply()
+
+    async def replay(self, req: m.Hook) -> None:
+        """A spooled event: counted like a live one, answered to no one."""
+        await self.cmd_hook(req, from_spool=True)
+
+    def counting(self, ev: sm.HookEvent) -> bool:
+        """Whether this event may count: not paused, not our own reflector child's."""
+        state = self.book.state
+        if state.paused:
+            return False
+        if ev.cwd and _is_within(ev.cwd, self.child_dir):
+            return False
+        s = state.sessions.get(ev.session_id)
+        cwd = (s.cwd if s is not None and s.ended_at is None else None) or ev.cwd
+        return self.projects.enabled(cwd)
+
+    # ---- SessionStart context --------------------------------------------------------------
+
+    def session_start_context(self, ev: sm.HookEvent) -> str:
+        """Marker report, promoter summary and the marker rule under one budget (worker thread).
+
+        The rule and report go out on startup/clear/compact (compaction drops earlier context)
+        and on resume only if this session never got them; the promoter summary once a session.
+        """
+        state = self.book.state
+        s = state.sessions.get(ev.session_id)
+        if s is None:
+            return ""
+        source = ev.source or "startup"
+        sent = set(s.context_sent)
+        fresh = source != "resume"
+        parts: list[tuple[str, str]] = []
+        root = self.projects.root(s.cwd) if s.cwd else None
+        slug: str | None
+        if ev.transcript_path:
+            slug = slug_for(ev.transcript_path)
+        else:
+            slug = lservice.slug_of(root) if root else None
+        if slug and (fresh or "report" not in sent):
+            processed = set(load_learning_state(slug).processed_ids)
+            report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
+            if report:
+                parts.append(("report", report))
+        now = self.clock()
+        if root and "promoter" not in sent:
+            summary = self.promoter_summary(root)
+            if summary:
+                parts.append(("promoter", summary))
+        if self.live.cfg.learnings.teach and (fresh or "rule" not in sent):
+            parts.append(("rule", lctx.rule_text()))
+        text = lctx.session_start_context(parts)
+        # only what fitted the budget counts as delivered
+        delivered = {name for name, part in parts if part.splitlines()[0] in text}
+        if "promoter" in delivered and root:
+            state.project_marks[root] = now
+        s.context_sent = sorted(sent | delivered)
+        self.book.mark_dirty()
+        return text
+
+    def promoter_summary(self, root: str) -> str:
+        """What landed or was rejected for this project since its previous session start."""
+        since = self.book.state.project_marks.get(root, 0.0)
+        done = [i for i in self.intents.list()
+                if i.project_root == root and i.status in ("landed", "rejected", "held")
+                and i.updated_at > since and i.proposal is not None]
+        retired = self.live.promoter.archived_since(root, since)
+        if not done and not retired:
+            return ""
+        lines = ["🛠 autoharness skills since your last session:"]
+        for meta in retired[-4:]:  # archive names were checked when they landed
+            lines.append(f"  archived {meta['name']} [{meta['layer']}] ({meta['reason']}: "
+                         f"{meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns); "
+                         f"undo: autoharnessctl skills restore {meta['name']}")
+        for i in done[-8:]:
+            p = i.proposal
+            if p is None:
+                continue
+            why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
+            # a model chose these words: only well-formed names reach the main session's context
+            name = p.skill if SKILL_NAME_RE.match(p.skill or "") else "(invalid name)"
+            action = p.action if p.action in ACTIONS else "(invalid action)"
+            layer = p.layer if p.layer in LAYERS else "?"
+            lines.append(f"  {i.status} {action} {name} [{layer}]{why}")
+        if len(done) > 8:
+            lines.append(f"  … and {len(done) - 8} more: autoharnessctl queue list")
+        if len(retired) > 4:
+            lines.append(f"  … and {len(retired) - 4} more archived: autoharnessctl skills list")
+        text = "\n".join(lines)
+        while len(text) > PROMOTER_SUMMARY_CHARS and len(lines) > 2:
+            lines.pop(-1)
+            text = "\n".join(lines)
+        return text
+
+    def count_skill_use(self, ev: sm.HookEvent) -> None:
+        """A main session's Skill call or read of a SKILL.md counts as one use of that skill."""
+        try:
+            args = _tool_input_decoder.decode(ev.tool_input) or {}
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        s = self.book.state.sessions.get(ev.session_id)
+        root = self.projects.root(s.cwd) if s and s.cwd else None
+        if ev.tool_name == "Skill":
+            name = args.get("skill") or args.get("command") or args.get("name")
+            if not isinstance(name, str) or not name:
+                return
+            self.skill_used(("name", name.split(":")[-1], root))  # plugin skills: "plugin:name"
+        else:
+            path = args.get("file_path")
+            if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":
+                return
+            self.skill_used(("path", path, root))
+
+
+def _session_start_output(text: str) -> str:
+    return msgspec.json.encode({
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
+    }).decode()
+
+
+def _is_within(path: str, parent: str) -> bool:
+    path, parent = os.path.normpath(path), os.path.normpath(parent)
+    return path == parent or path.startswith(parent + os.sep)

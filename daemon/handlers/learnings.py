@@ -1,0 +1,51 @@
+"""Marker reports and saves for a project. The daemon owns marker state: saves go through here
+so nothing is reported again."""
+
+from collections.abc import Callable
+
+import anyio
+import msgspec
+
+from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.capture.source import transcript_roots
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.learnings import report as lreport
+from claude_autoharness.daemon.learnings import service as lservice
+from claude_autoharness.daemon.learnings.markers import MarkerIndexer
+from claude_autoharness.daemon.live import Live
+from claude_autoharness.protocol import messages as m
+
+
+class Learnings:
+    def __init__(self, book: Book, live: Live, markers: MarkerIndexer, intents: IntentQueue, *,
+                 saved: Callable[[], None]):
+        """`saved` is called after a save queued marker intents (it wakes the promoter)."""
+        self.book = book
+        self.live = live
+        self.markers = markers
+        self.intents = intents
+        self.saved = saved
+
+    async def cmd_learnings(self, req: m.Learnings) -> m.Reply:
+        if not req.project:
+            return m.Error(code="bad_request", message="name the project directory")
+        project = req.project
+        lookback = self.live.cfg.learnings.lookback_days
+        roots = transcript_roots(self.live.cfg.capture.transcript_roots)
+        if req.op == "report":
+            ms = await anyio.to_thread.run_sync(
+                lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
+                                                 lookback_days=lookback,
+                                                 transcripts=req.transcripts, roots=roots))
+            return m.Ok(data=lreport.report_json(ms))
+        if req.op == "save":
+            redactor = self.live.redactor
+            res = await anyio.to_thread.run_sync(
+                lambda: lservice.save_project(project, self.markers, self.intents,
+                                              lookback_days=lookback, transcripts=req.transcripts,
+                                              dry_run=req.dry_run, redactor=redactor,
+                                              roots=roots))
+            self.book.mark_dirty()
+            self.saved()
+            return m.Ok(data=msgspec.to_builtins(res))
+        return m.Error(code="bad_request", message=f"unknown learnings op {req.op!r}")

@@ -1,0 +1,133 @@
+"""`status`: the daemon's counters as a typed reply.
+
+In-memory tables are read on the event loop (they change there); what needs files (the spool's
+length, per-project marker state, which reflector backend is usable) is read in a worker thread.
+"""
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from claude_autoharness.daemon import spool
+from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.learnings import report as lreport
+from claude_autoharness.daemon.learnings.markers import MarkerIndexer
+from claude_autoharness.daemon.learnings.state import load as load_learning_state
+from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.pool import today
+from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
+from claude_autoharness.protocol import PROTOCOL, VERSION
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
+
+DAY_S = 86_400
+
+
+@dataclass
+class StatusSources:
+    """Everything status reads, besides the book and the live config."""
+
+    intents: IntentQueue
+    markers: MarkerIndexer
+    transcripts: TranscriptIndex
+    watcher: TranscriptWatcher
+    waiting_reason: Callable[[], str]  # why the pool starts no job ("" when it may)
+    last_landing_at: Callable[[], float | None]
+    library: Callable[[], dict]  # skills per lifecycle stage
+    connections: Callable[[], dict]  # open connections against the cap
+    socket_path: str
+    started_at: float
+
+
+class StatusReport:
+    def __init__(self, book: Book, live: Live, sources: StatusSources, *,
+                 clock: Callable[[], float]):
+        self.book = book
+        self.live = live
+        self.src = sources
+        self.clock = clock
+
+    async def cmd_status(self, req: m.Status) -> m.Reply:
+        return m.Ok(data=await self.status())
+
+    async def status(self) -> r.Status:
+        files = await anyio.to_thread.run_sync(self._from_files)
+        return self.assemble(*files)
+
+    def _from_files(self) -> tuple[int, r.LearningsInfo, dict]:
+        learnings = lreport.status_json(
+            self.src.markers, lambda slug: set(load_learning_state(slug).processed_ids))
+        return (spool.pending(), r.LearningsInfo(**learnings),
+                backends.available(self.live.cfg.reflector))
+
+    def assemble(self, spool_pending: int, learnings: r.LearningsInfo, avail: dict) -> r.Status:
+        st = self.book.state
+        rcfg = self.live.cfg.reflector
+        ev = st.events
+        return r.Status(
+            version=VERSION, protocol=PROTOCOL, pid=os.getpid(),
+            uptime_s=round(self.clock() - self.src.started_at, 3),
+            socket=self.src.socket_path, paused=st.paused,
+            sessions=[r.SessionInfo(session_id=s.session_id, activity=s.activity,
+                                    watermark=s.watermark, transcript_path=s.transcript_path,
+                                    last_event_at=s.last_event_at)
+                      for s in st.sessions.values() if s.ended_at is None],
+            events=r.EventCounts(received=ev.received, rejected=ev.rejected,
+                                 by_kind=dict(ev.by_kind), unknown_kinds=ev.unknown_kinds,
+                                 malformed_frames=ev.malformed_frames,
+                                 peer_rejected=ev.peer_rejected),
+            jobs=self.job_counts(),
+            connections=self.src.connections(),
+            spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),
+            persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
+                                          quarantined=list(self.book.quarantined),
+                                          failing=self.book.health.to_dict()),
+            watcher={**self.src.transcripts.stats(), "watching": self.src.watcher.watching,
+                     "refused": len(self.src.watcher.refused)},
+            capture=self.book.capture_stats.to_dict(),
+            intents=self.src.intents.counts(),
+            reflector=r.ReflectorInfo(
+                backend=avail["backend"], configured=rcfg.backend, model=rcfg.model,
+                reason=avail["reason"] or None,
+                tokens_today=st.tokens.get(today(self.clock()), 0),
+                tokens_total=st.tokens.get("total", 0),
+                daily_token_budget=rcfg.daily_token_budget or None),
+            promoter=self.promoter_info(),
+            library=self.src.library(),
+            learnings=learnings,
+        )
+
+    def job_counts(self) -> r.JobCounts:
+        st = self.book.state
+        jobs = r.JobCounts(done=st.jobs_done, failed=st.jobs_failed, by_kind={},
+                           waiting=self.src.waiting_reason() or None)
+        last_err_at = -1.0
+        day_ago = self.clock() - DAY_S
+        for j in st.jobs.values():
+            if j.status == "pending":
+                jobs.pending += 1
+            elif j.status == "running":
+                jobs.running += 1
+            if j.status == "failed" and (j.finished_at or 0) >= day_ago:
+                jobs.failed_24h += 1
+            jobs.by_kind[j.kind] = jobs.by_kind.get(j.kind, 0) + 1
+            if j.last_error and (j.finished_at or j.created_at) > last_err_at:
+                last_err_at = j.finished_at or j.created_at
+                jobs.last_error = r.LastError(job=j.id, error=j.last_error, status=j.status)
+        return jobs
+
+    def promoter_info(self) -> r.PromoterInfo:
+        """Outcomes as the durable queue records them (they survive restarts)."""
+        findings: dict[str, int] = {}
+        counts = {"landed": 0, "rejected": 0, "held": 0}
+        for i in self.src.intents.list():
+            if i.status in counts:
+                counts[i.status] += 1
+            for f in i.findings:
+                findings[f.family] = findings.get(f.family, 0) + 1
+        return r.PromoterInfo(mode=self.live.cfg.promoter.mode, **counts,
+                              last_landing_at=self.src.last_landing_at(), findings=findings)

@@ -1,0 +1,118 @@
+"""Typed `Ok.data` payloads: what the daemon sends and the CLI reads, one Struct per reply.
+
+Field order is wire order. Every field is encoded (None included): clients that read the JSON
+by key see the same document as before. Additive evolution only: new fields get defaults.
+"""
+
+from typing import Any, Literal
+
+import msgspec
+
+# ---- request sub-operations ---------------------------------------------------------------
+
+QueueOp = Literal["list", "show", "approve", "reject"]
+SkillsOp = Literal["list", "show", "history", "revert", "restore"]
+LearningsOp = Literal["report", "save"]
+QUEUE_OPS: tuple[str, ...] = QueueOp.__args__  # type: ignore[attr-defined]
+SKILLS_OPS: tuple[str, ...] = SkillsOp.__args__  # type: ignore[attr-defined]
+LEARNINGS_OPS: tuple[str, ...] = LearningsOp.__args__  # type: ignore[attr-defined]
+
+
+# ---- status ---------------------------------------------------------------------------------
+
+class _Part(msgspec.Struct, kw_only=True):
+    pass
+
+
+class SessionInfo(_Part):
+    session_id: str
+    activity: int
+    watermark: int
+    transcript_path: str | None
+    last_event_at: float
+
+
+class EventCounts(_Part):
+    received: int
+    rejected: int
+    by_kind: dict[str, int]
+    unknown_kinds: int
+    malformed_frames: int
+    peer_rejected: int
+
+
+class LastError(_Part):
+    job: str
+    error: str
+    status: str
+
+
+class JobCounts(_Part):
+    pending: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    failed_24h: int = 0
+    by_kind: dict[str, int] = {}
+    last_error: LastError | None = None
+    waiting: str | None = None
+
+
+class SpoolInfo(_Part):
+    replayed: int
+    pending: int
+
+
+class PersistenceInfo(_Part):
+    last_snapshot_at: float | None
+    quarantined: list[str]
+    failing: dict[str, Any] | None  # {reason, since} while state writes fail
+
+
+class ReflectorInfo(_Part):
+    backend: str
+    configured: str
+    model: str
+    reason: str | None
+    tokens_today: int
+    tokens_total: int
+    daily_token_budget: int | None
+
+
+class PromoterInfo(_Part):
+    mode: str
+    landed: int
+    rejected: int
+    held: int
+    last_landing_at: float | None
+    findings: dict[str, int]
+
+
+class LearningsInfo(_Part):
+    markers_seen: int
+    unprocessed: int
+    projects: int
+
+
+class Status(_Part):
+    """`autoharnessctl status`: the daemon's view of itself."""
+
+    version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    socket: str
+    paused: bool
+    sessions: list[SessionInfo]
+    events: EventCounts
+    jobs: JobCounts
+    connections: dict[str, Any]  # open connections, the cap, drops
+    spool: SpoolInfo
+    persistence: PersistenceInfo
+    watcher: dict[str, Any]  # the transcript index's and the watcher's own counters
+    capture: dict[str, Any]  # capture statistics, including redactions by kind
+    intents: dict[str, int]  # intents by status
+    reflector: ReflectorInfo
+    promoter: PromoterInfo
+    library: dict[str, Any]  # skills per lifecycle stage, turns, the library config
+    learnings: LearningsInfo

@@ -1,0 +1,169 @@
+"""The pool and the server through their narrow interfaces, without a daemon: in-memory
+stand-ins for the job book, the counters and the intent queue; a real socket for the server."""
+
+import os
+import socket
+
+import anyio
+import msgspec
+import pytest
+
+from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.listener import Connections, accept_loop
+from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
+from claude_autoharness.daemon.server import Server
+from claude_autoharness.protocol import framing
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.config import Config, ReflectorConfig
+
+
+class MemoryBook:
+    """A JobBook that keeps every recorded version of every job, in order."""
+
+    def __init__(self, jobs=(), sessions=()):
+        self.table = {j.id: j for j in jobs}
+        self.sessions = {s.session_id: s for s in sessions}
+        self.recorded: list[tuple[str, str, int | None]] = []  # (job, status, session watermark)
+        self.changes = 0
+
+    def jobs(self):
+        return list(self.table.values())
+
+    def session(self, session_id):
+        return self.sessions.get(session_id)
+
+    async def record_jobs(self, jobs, session=None):
+        for j in jobs:
+            self.table[j.id] = j
+            self.recorded.append((j.id, j.status, session.watermark if session else None))
+
+    def watch(self):
+        return anyio.Event()
+
+    def changed(self):
+        self.changes += 1
+
+
+class MemoryCounters:
+    def __init__(self, tokens_today=0):
+        self.finished: list[bool] = []
+        self.tokens = {}
+        self.tokens_today = tokens_today
+        self.packets = 0
+
+    def job_finished(self, ok):
+        self.finished.append(ok)
+
+    def tokens_on(self, day):
+        return self.tokens_today
+
+    def add_tokens(self, day, n):
+        self.tokens[day] = self.tokens.get(day, 0) + n
+
+    def captured(self, packet):
+        self.packets += 1
+
+
+class NoIntents:
+    def list(self, status=None):
+        return []
+
+    def intake(self, *a, **kw):
+        raise AssertionError("no proposal was expected")
+
+
+def make_pool(book, counters, cfg: Config | None = None, queued=None):
+    return ReflectorPool(book, counters, NoIntents(), Live.build(cfg or Config()),
+                         project_root=lambda cwd: cwd, skill_index=lambda root: [],
+                         queued=queued or (lambda: None), clock=lambda: 1_000.0)
+
+
+@pytest.mark.anyio
+async def test_pool_finishes_a_job_with_nothing_new_without_the_model(home, tmp_path):
+    """A job whose window is empty is done without a backend: recorded running then done,
+    the session's watermark moved in the same record, counted as finished, promoter woken."""
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b"")
+    session = sm.Session(session_id="s1", transcript_path=str(transcript))
+    job = sm.Job(id="j1", session_id="s1", kind="threshold", created_at=1.0,
+                 transcript_path=str(transcript))
+    book, counters, woken = MemoryBook([job], [session]), MemoryCounters(), []
+    await make_pool(book, counters, queued=lambda: woken.append(1)).run_job(job)
+    assert [(j, s) for j, s, _ in book.recorded] == [("j1", "running"), ("j1", "running"),
+                                                     ("j1", "done")]
+    assert book.recorded[-1][2] == 0 and job.window_end == 0
+    assert counters.finished == [True] and counters.packets == 1
+    assert woken == [1]
+
+
+@pytest.mark.anyio
+async def test_pool_fails_a_job_whose_transcript_is_gone(home, tmp_path):
+    """A missing transcript fails the job (no retry) and counts one failure."""
+    job = sm.Job(id="j2", session_id="s2", kind="threshold", created_at=1.0,
+                 transcript_path=str(tmp_path / "gone.jsonl"))
+    book, counters = MemoryBook([job]), MemoryCounters()
+    await make_pool(book, counters).run_job(job)
+    assert book.recorded[-1][:2] == ("j2", "failed")
+    assert job.last_error == "transcript not found"
+    assert counters.finished == [False]
+
+
+def test_pool_waits_when_the_daily_token_budget_is_spent(home):
+    """With a backend available, the counters' tokens for today decide whether jobs wait."""
+    cfg = Config(reflector=ReflectorConfig(backend="anthropic", api_key="sk-test",
+                                           daily_token_budget=100))
+    assert make_pool(MemoryBook(), MemoryCounters(tokens_today=99), cfg).blocked_reason() == ""
+    reason = make_pool(MemoryBook(), MemoryCounters(tokens_today=100), cfg).blocked_reason()
+    assert "daily token budget of 100 reached" in reason
+    assert today(0).startswith("day:")
+
+
+class MemoryConnCounters:
+    def __init__(self):
+        self.peers = 0
+        self.rejected = 0
+
+    def peer_rejected(self):
+        self.peers += 1
+
+    def request_rejected(self):
+        self.rejected += 1
+
+
+def _ask(path: str, raw: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(raw)
+        return framing.recv_frame(s, timeout=10)
+
+
+@pytest.mark.anyio
+async def test_server_dispatches_counts_and_calls_back_after_replying(short_tmp):
+    """One request per connection goes to `dispatch`; its reply comes back framed and
+    `replied` runs after it is sent; a frame that is not a request and an oversized frame are
+    counted and answered with a typed error, without reaching dispatch."""
+    seen, replied = [], []
+    counters = MemoryConnCounters()
+
+    async def dispatch(req):
+        seen.append(type(req).__name__)
+        return m.Ok(data={"pong": True})
+
+    server = Server(dispatch, counters, replied=lambda: replied.append(len(seen)))
+    path = str(short_tmp / "s.sock")
+    listener = await anyio.create_unix_listener(path)
+    os.chmod(path, 0o600)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(accept_loop, listener, Connections(8), server.handle)
+        ok = await anyio.to_thread.run_sync(_ask, path, framing.frame(m.encode(m.Status())))
+        bad = await anyio.to_thread.run_sync(_ask, path, framing.frame(b'{"type":"nope"}'))
+        huge = (framing.MAX_FRAME + 1).to_bytes(framing.HEADER, "big")
+        too_big = await anyio.to_thread.run_sync(_ask, path, huge)
+        tg.cancel_scope.cancel()
+    assert msgspec.json.decode(ok) == {"type": "ok", "data": {"pong": True}}
+    assert m.reply_decoder.decode(bad).code == "unknown_type"
+    assert m.reply_decoder.decode(too_big).code == "too_large"
+    assert seen == ["Status"] and replied == [1]
+    assert counters.rejected == 2 and counters.peers == 0
