@@ -51,6 +51,7 @@ class MemoryCounters:
         self.tokens = {}
         self.tokens_today = tokens_today
         self.packets = 0
+        self.refusals: list[str] = []
 
     def job_finished(self, ok):
         self.finished.append(ok)
@@ -63,6 +64,9 @@ class MemoryCounters:
 
     def captured(self, packet):
         self.packets += 1
+
+    def refused(self, path, reason):
+        self.refusals.append(path)
 
 
 class NoIntents:
@@ -80,10 +84,11 @@ def make_pool(book, counters, cfg: Config | None = None, queued=None):
 
 
 @pytest.mark.anyio
-async def test_pool_finishes_a_job_with_nothing_new_without_the_model(home, tmp_path):
+async def test_pool_finishes_a_job_with_nothing_new_without_the_model(home):
     """A job whose window is empty is done without a backend: recorded running then done,
     the session's watermark moved in the same record, counted as finished, promoter woken."""
-    transcript = tmp_path / "t.jsonl"
+    transcript = home["claude"] / "projects" / "-p" / "t.jsonl"
+    transcript.parent.mkdir()
     transcript.write_bytes(b"")
     session = sm.Session(session_id="s1", transcript_path=str(transcript))
     job = sm.Job(id="j1", session_id="s1", kind="threshold", created_at=1.0,
@@ -98,15 +103,29 @@ async def test_pool_finishes_a_job_with_nothing_new_without_the_model(home, tmp_
 
 
 @pytest.mark.anyio
-async def test_pool_fails_a_job_whose_transcript_is_gone(home, tmp_path):
+async def test_pool_fails_a_job_whose_transcript_is_gone(home):
     """A missing transcript fails the job (no retry) and counts one failure."""
     job = sm.Job(id="j2", session_id="s2", kind="threshold", created_at=1.0,
-                 transcript_path=str(tmp_path / "gone.jsonl"))
+                 transcript_path=str(home["claude"] / "projects" / "-p" / "gone.jsonl"))
     book, counters = MemoryBook([job]), MemoryCounters()
     await make_pool(book, counters).run_job(job)
     assert book.recorded[-1][:2] == ("j2", "failed")
     assert job.last_error == "transcript not found"
     assert counters.finished == [False]
+
+
+@pytest.mark.anyio
+async def test_pool_refuses_a_transcript_outside_the_roots(home, tmp_path):
+    """A transcript outside the transcript roots is never read: the job fails and the
+    refusal goes to the counters."""
+    outside = tmp_path / "t.jsonl"
+    outside.write_bytes(b"{}\n")
+    job = sm.Job(id="j3", session_id="s3", kind="threshold", created_at=1.0,
+                 transcript_path=str(outside))
+    book, counters = MemoryBook([job]), MemoryCounters()
+    await make_pool(book, counters).run_job(job)
+    assert book.recorded[-1][:2] == ("j3", "failed")
+    assert counters.refusals == [str(outside)]
 
 
 def test_pool_waits_when_the_daily_token_budget_is_spent(home):
