@@ -170,31 +170,19 @@ def do_capture(args) -> int:
     if args.json:
         _print_json(data)
     else:
-        import msgspec
+        from claude_autoharness.daemon import offline
 
-        from claude_autoharness.daemon.capture.packet import Packet, format_packet
-
-        print(format_packet(msgspec.convert(data, Packet)))
+        print(offline.format_packet(data))
     return 0
 
 
 def _offline_packet(path: str, start: int) -> dict:
-    import msgspec
+    from claude_autoharness.daemon import offline
 
-    from claude_autoharness.daemon.capture.packet import build_packet
-    from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
-    from claude_autoharness.daemon.live import make_redactor
-    from claude_autoharness.protocol.config import load as load_config
-
-    cfg = load_config()
     try:
-        real = resolve(path, transcript_roots(cfg.capture.transcript_roots))
-        packet = build_packet(real, start, cfg.capture, make_redactor(cfg))
-    except TranscriptRefused as e:
-        raise CtlError(f"not reading {path}: {e.reason}") from None
-    except OSError as e:
-        raise CtlError(f"cannot read {path}: {e.strerror}") from None
-    return msgspec.to_builtins(packet)
+        return offline.capture_packet(path, start)
+    except offline.OfflineError as e:
+        raise CtlError(str(e)) from None
 
 
 def do_learn(args) -> int:

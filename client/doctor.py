@@ -311,9 +311,9 @@ def check_config(config_file: str, error: str | None) -> Check:
 
 def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
     """(backend, reason) from this process's view, when the daemon cannot tell us."""
-    from claude_autoharness.daemon.reflect.backends.base import available
+    from claude_autoharness.daemon import offline
 
-    info = available(cfg, env)
+    info = offline.reflector_available(cfg, env)
     return info["backend"], info.get("reason") or ""
 
 

@@ -14,13 +14,7 @@ import secrets
 import shutil
 import sys
 
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import (
-    PROVENANCE_DIR,
-    PROVENANCE_FILE,
-    TMP_PREFIX,
-    read_nofollow,
-)
+from claude_autoharness.daemon import offline
 from claude_autoharness.protocol import VERSION
 from claude_autoharness.protocol.config import load as load_config
 
@@ -57,7 +51,7 @@ def public_provenance(data: bytes, home: str) -> bytes:
 
 def collect(layers: list[str], project: str | None) -> list:
     """Live, autoharness-owned skills of the layers, project first; one per name."""
-    pr = Promoter(load_config().promoter)
+    pr = offline.promoter(load_config())
     seen, out = set(), []
     infos = pr.list_skills(project if "project" in layers else None)
     for info in sorted(infos, key=lambda i: (i.layer != "project", i.name)):
@@ -73,7 +67,7 @@ def _skill_files(d: str) -> list[str]:
     for here, _dirs, names in os.walk(d, followlinks=False):
         for n in names:
             full = os.path.join(here, n)
-            if n.startswith(TMP_PREFIX) or os.path.islink(full) or not os.path.isfile(full):
+            if n.startswith(offline.TMP_PREFIX) or os.path.islink(full) or not os.path.isfile(full):
                 continue
             out.append(os.path.relpath(full, d).replace(os.sep, "/"))
     return sorted(out)
@@ -109,17 +103,17 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
     home = os.path.expanduser("~")
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f"{TMP_PREFIX}{os.path.basename(dest)}-{secrets.token_hex(4)}")
+    tmp = os.path.join(parent, f"{offline.TMP_PREFIX}{os.path.basename(dest)}-{secrets.token_hex(4)}")
     os.makedirs(os.path.join(tmp, ".claude-plugin"))
     try:
         for info in skills:
             for rel in _skill_files(info.path):
-                data = read_nofollow(info.path, rel)
+                data = offline.read_nofollow(info.path, rel)
                 if data is None:
                     continue
-                if rel == f"{PROVENANCE_DIR}/{PROVENANCE_FILE}":
+                if rel == f"{offline.PROVENANCE_DIR}/{offline.PROVENANCE_FILE}":
                     data = public_provenance(data, home)
-                elif rel.startswith(PROVENANCE_DIR + "/"):
+                elif rel.startswith(offline.PROVENANCE_DIR + "/"):
                     data = scrub(data.decode("utf-8", "replace"), home).encode()
                 out = os.path.join(tmp, "skills", info.name, *rel.split("/"))
                 os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -135,7 +129,7 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
             f.write("exported by autoharnessctl skills export; replaced by the next export\n")
         old = None
         if os.path.isdir(dest):
-            old = os.path.join(parent, f"{TMP_PREFIX}old-{secrets.token_hex(4)}")
+            old = os.path.join(parent, f"{offline.TMP_PREFIX}old-{secrets.token_hex(4)}")
             os.rename(dest, old)
         os.rename(tmp, dest)
         if old:

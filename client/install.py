@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
-from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.offline import write_atomic
 from claude_autoharness.protocol import paths
 
 HOOK = "autoharness-hook"

@@ -12,37 +12,19 @@ import sys
 from claude_autoharness.client.conn import DaemonNotRunning, call
 from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol.config import load as load_config
 
 TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
                  "--previous-transcripts does; --transcript-path FILE lists one transcript")
 
 
-def _lookback() -> int:
-    try:
-        return load_config().learnings.lookback_days
-    except Exception:
-        return 7
-
-
 def _print_report(markers, args, *, listing: bool) -> None:
-    from claude_autoharness.daemon.learnings import report as rp
+    from claude_autoharness.daemon import offline
 
-    if args.json:
-        print(json.dumps(rp.report_json(markers), indent=2))
-        return
-    if not markers:
-        if not args.silent_if_empty:
-            print(rp.NO_MARKERS)
-        return
-    print(rp.transcript_listing(markers) if listing else rp.session_start_report(markers))
-
+    offline.print_report(markers, as_json=args.json, listing=listing,
+                         silent_if_empty=args.silent_if_empty)
 
 def do_report(args) -> int:
-    from claude_autoharness.daemon.learnings import service
-    from claude_autoharness.daemon.learnings.markers import scan_file, slug_for
-    from claude_autoharness.daemon.learnings.save import pending
-    from claude_autoharness.daemon.learnings.state import load
+    from claude_autoharness.daemon import offline
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
     if hook_mode and _stdin_is_terminal():
@@ -58,8 +40,7 @@ def do_report(args) -> int:
         if args.transcript_path:
             # The processed ids are the transcript's project's: its directory under projects/
             # is the Claude Code slug, whatever directory this runs from.
-            st = load(slug_for(args.transcript_path))
-            _print_report(pending(scan_file(args.transcript_path), st.processed_ids), args,
+            _print_report(offline.markers_of_transcript(args.transcript_path), args,
                           listing=True)
             return 0
         if hook_mode:
@@ -67,12 +48,12 @@ def do_report(args) -> int:
             if not isinstance(payload, dict):
                 raise ValueError("hook input must be a JSON object")
             tp = payload.get("transcript_path")
-            slug = slug_for(tp) if isinstance(tp, str) and tp else None
+            slug = offline.slug_of_transcript(tp) if isinstance(tp, str) and tp else None
             cwd = payload["cwd"] if isinstance(payload.get("cwd"), str) else os.getcwd()
-            slug = slug or service.slug_of(cwd)
+            slug = slug or offline.slug_of_project(cwd)
         else:
-            slug = service.slug_of(args.project or os.getcwd())
-        markers = service.project_markers(slug, None, lookback_days=_lookback())
+            slug = offline.slug_of_project(args.project or os.getcwd())
+        markers = offline.project_markers(slug)
         _print_report(markers, args, listing=False)
     except (OSError, ValueError) as e:
         print(f"autoharnessctl learnings report: {e}", file=sys.stderr)
@@ -93,38 +74,17 @@ def _projects_hint() -> str:
     return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
-def _redactor():
-    """The configured redactor, as the daemon would use it (extra rules, allow list)."""
-    from claude_autoharness.daemon.capture.redact import redactor_for
-
-    return redactor_for(load_config().redaction)
-
-
 def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict | None:
     """The save on the files themselves (no daemon); None after printing why it failed."""
-    import msgspec
-
-    from claude_autoharness.daemon.intents import IntentQueue
-    from claude_autoharness.daemon.learnings import service
+    from claude_autoharness.daemon import offline
 
     try:
-        redactor = _redactor()
-    except Exception as e:  # fail closed: never write markers with weaker redaction
-        print(f"autoharnessctl learnings save: cannot load the redaction config: {e}",
-              file=sys.stderr)
-        return None
-    try:
-        queue = None
-        if not dry_run:
-            queue = IntentQueue()
-            queue.load()
-        return msgspec.to_builtins(service.save_project(
-            project, None, queue, lookback_days=_lookback(), transcripts=transcripts,
-            dry_run=dry_run, redactor=redactor))
+        return offline.save_learnings(project, transcripts, dry_run=dry_run)
+    except offline.OfflineError as e:
+        print(f"autoharnessctl learnings save: {e}", file=sys.stderr)
     except (OSError, ValueError) as e:
         print(f"autoharnessctl learnings save: {e}", file=sys.stderr)
-        return None
-
+    return None
 
 def do_save(args) -> int:
     project = os.path.abspath(args.project or os.getcwd())
@@ -155,9 +115,9 @@ def do_save(args) -> int:
 
 
 def do_rule(args) -> int:
-    from claude_autoharness.daemon.learnings.context import rule_text
+    from claude_autoharness.daemon import offline
 
-    print(rule_text())
+    print(offline.rule_text())
     return 0
 
 

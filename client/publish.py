@@ -5,20 +5,20 @@ Offline and read-only: it reads refs and logs, prints the exact commands, and pu
 
 import os
 
-from claude_autoharness.daemon.promote import gitmode
-from claude_autoharness.daemon.promote.validate import promote_state_dir
+from claude_autoharness.daemon import offline
 from claude_autoharness.protocol.config import load as load_config
 
 
 def publish(project: str) -> tuple[int, str]:
     """(exit code, text to print) for the project's review branch."""
     cfg = load_config()
+    gitmode = offline.gitmode
     mode, branch = gitmode.mode_for(project, cfg.promoter)
     if mode != "git":
         return 1, (f"{project} is not in git mode (promoter.mode is {mode!r}): set "
                    f'`[promoter] mode = "git"` in {os.path.join(project, gitmode.PROJECT_CONFIG)}'
                    " or in the autoharness config")
-    t = gitmode.target_for(project, cfg.promoter, promote_state_dir())
+    t = gitmode.target_for(project, cfg.promoter, offline.promote_state_dir())
     if t is None:
         return 1, (f"{project} is not inside a git repository (or {branch!r} is not a valid "
                    "branch name): git mode needs one")

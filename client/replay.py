@@ -9,9 +9,7 @@ prints the intents; nothing is queued for the promoter.
 import hashlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 import msgspec
@@ -19,14 +17,13 @@ import msgspec
 from claude_autoharness.client.conn import call
 from claude_autoharness.client.words import findings_text, plural
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
 
 
 def session_id_for(path: str, given: str | None) -> str:
-    from claude_autoharness.daemon.sessions import valid_session_id
+    from claude_autoharness.daemon import offline
 
     if given:
-        if not valid_session_id(given):
+        if not offline.valid_session_id(given):
             raise ValueError(f"invalid session id {given!r}")
         return given
     # never the file's own id: that is a real session the daemon may know
@@ -77,6 +74,8 @@ def events_from_transcript(path: str, session_id: str, cwd: str) -> list[dict]:
 
 
 def replay(args) -> int:
+    from claude_autoharness.daemon import offline
+
     path = args.transcript
     if not os.path.isfile(path):
         print(f"autoharnessctl replay: no such transcript: {path}", file=sys.stderr)
@@ -89,7 +88,7 @@ def replay(args) -> int:
     cwd = os.path.abspath(args.project or os.getcwd())
     if not args.dry_run:
         try:
-            path = stage_transcript(path, sid)
+            path = offline.stage_transcript(path, sid)
         except OSError as e:
             print(f"autoharnessctl replay: cannot copy {path} for the daemon: {e}", file=sys.stderr)
             return 1
@@ -100,7 +99,11 @@ def replay(args) -> int:
           f"{plural(tools, 'tool call')}, {plural(turns, 'turn')}", file=sys.stderr)
     waiting = ""
     if args.dry_run:
-        intents = dry_run(events, path)
+        try:
+            intents = offline.replay_dry_run(events, path)
+        except offline.OfflineError as e:
+            print(f"autoharnessctl replay: {e}", file=sys.stderr)
+            return 1
     else:
         intents, waiting = through_daemon(events, sid, args.wait)
     if waiting:
@@ -121,23 +124,6 @@ def replay(args) -> int:
     return 1 if waiting else 0
 
 
-def stage_transcript(path: str, sid: str) -> str:
-    """A private copy of the named transcript where the daemon may read it: the daemon reads
-    transcripts only under its roots, and the file named here may live anywhere."""
-    from claude_autoharness.daemon import store
-    from claude_autoharness.daemon.capture.source import open_regular
-
-    store.ensure_private_dir(paths.state_dir())
-    store.ensure_private_dir(paths.replays_dir())
-    dst = os.path.join(paths.replays_dir(), f"{sid}.jsonl")
-    tmp = dst + ".tmp"
-    with open(open_regular(path), "rb") as src, \
-            open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-        shutil.copyfileobj(src, out)
-    os.replace(tmp, dst)
-    return dst
-
-
 def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict], str]:
     """Send the events, wait for the jobs; (this session's intents, why jobs wait or "")."""
     from claude_autoharness.client.ctl import waiting_note
@@ -153,44 +139,3 @@ def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict
             break
         time.sleep(0.2)
     return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid], note
-
-
-def dry_run(events: list[dict], path: str) -> list[dict]:
-    """The pipeline's own parts, in-process: nothing reaches the daemon or the skill tree."""
-    from claude_autoharness.daemon import sessions as sm
-    from claude_autoharness.daemon.capture.packet import build_packet
-    from claude_autoharness.daemon.intents import IntentQueue
-    from claude_autoharness.daemon.live import make_redactor, new_id
-    from claude_autoharness.daemon.reflect import backends
-    from claude_autoharness.daemon.reflect.prompt import build_request
-    from claude_autoharness.protocol.config import load as load_config
-
-    cfg = load_config()
-    redactor = make_redactor(cfg)
-    backend = backends.choose_backend(cfg.reflector)
-    if backend == "none":
-        raise SystemExit(f"autoharnessctl replay: {backends.available(cfg.reflector)['reason']}")
-    decoder = msgspec.json.Decoder(sm.HookEvent)
-    sessions: dict[str, sm.Session] = {}
-    jobs: list[sm.Job] = []
-    for ev in events:
-        jobs += sm.apply_event(sessions, decoder.decode(json.dumps(ev)), now=time.time(),
-                               reflect_every=cfg.reflect_every, make_id=new_id)
-    out: list[dict] = []
-    start = 0
-    with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
-        queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
-        queue.load()
-        for job in jobs:
-            packet = build_packet(path, start, cfg.capture, redactor)
-            start = packet.watermark_to
-            if not packet.window.strip():
-                continue
-            prompt = build_request(packet.window, packet.digest, [], guidance=None,
-                                   max_intents=cfg.reflector.max_intents_per_job)
-            result = backends.reflect(backend, prompt, cfg.reflector)
-            intents = queue.intake(job.id, job.session_id, "reflector", result.proposals,
-                                   packet.window, events[0]["cwd"],
-                                   cfg.reflector.max_intents_per_job, redactor)
-            out += [msgspec.to_builtins(i) for i in intents]
-    return out

@@ -400,6 +400,23 @@ def test_replay_dry_run_queues_nothing(make_env, fake):
     assert e.status()["events"]["received"] == 0
 
 
+def test_replay_dry_run_asks_like_a_real_job(make_env, fake):
+    """The dry run runs the pool's own pipeline: the request lists the project's live skills,
+    as a daemon job's does (the dry run used to send an empty skill index)."""
+    fake.push(tool_reply({"proposals": [proposal()]}))
+    e = make_env()
+    skill = e.project / ".claude" / "skills" / "hand-rolled"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: hand-rolled\ndescription: Use when rolling by "
+                                    "hand.\n---\n\nRoll it.\n")
+    r = ctl("replay", str(REAL / "spotter/short.jsonl"), "--dry-run", "--json",
+            "--project", str(e.project))
+    assert r.returncode == 0, r.stderr
+    system = json.dumps(fake.messages_requests[-1].json["system"])
+    assert "- hand-rolled [project" in system and "Use when rolling by hand." in system
+    assert e.intents() == []
+
+
 def test_capture_prints_the_redacted_packet(make_env):
     """`capture` prints exactly what would leave the machine: redacted, with and without the
     daemon (for --transcript)."""

@@ -138,12 +138,15 @@ class ReflectorPool:
                  queued: Callable[[], None],
                  curator_skills: Callable[[str, str | None], list[CuratedSkill]] | None = None,
                  reflected: Callable[[Job], Awaitable[None]] | None = None,
+                 save_window: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
         """`project_root` maps a job's cwd to its project; `skill_index` lists a project's live
         skills (blocking); `queued` is called once a job's intents are queued;
         `curator_skills` gives one layer's skills whole (blocking), for the curator;
-        `reflected` is awaited after each finished reflection (not curator) job."""
+        `reflected` is awaited after each finished reflection (not curator) job;
+        `save_window(job_id, text)` keeps the evidence window for the promoter (default: in
+        the state dir)."""
         self.book = book
         self.counters = counters
         self.intents = intents
@@ -153,6 +156,7 @@ class ReflectorPool:
         self.queued = queued
         self.curator_skills = curator_skills or (lambda layer, root: [])
         self.reflected = reflected
+        self._save_window = save_window or save_window_file
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
@@ -369,10 +373,6 @@ class ReflectorPool:
     def queued_marker_texts(self) -> list[str]:
         return queued_marker_texts(self.intents.list())
 
-    def _save_window(self, job_id: str, text: str) -> None:
-        store.ensure_private_dir(paths.windows_dir())
-        store.write_private(os.path.join(paths.windows_dir(), f"{job_id}.txt"), text.encode())
-
     def _charge(self, usage: dict) -> None:
         n = sum(int(usage.get(k) or 0) for k in
                 ("input_tokens", "output_tokens", "cache_read", "cache_creation"))
@@ -447,3 +447,9 @@ def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: 
     return build_request(window, packet.digest if packet else "", skill_index,
                          guidance=guidance, max_intents=max_intents,
                          markers=fresh_markers(window, queued_markers))
+
+
+def save_window_file(job_id: str, text: str) -> None:
+    """A job's evidence window, kept (0600) until no intent needs it."""
+    store.ensure_private_dir(paths.windows_dir())
+    store.write_private(os.path.join(paths.windows_dir(), f"{job_id}.txt"), text.encode())

@@ -1,0 +1,318 @@
+"""The CLI's one door into the daemon's code: what runs in the CLI's own process, because no
+daemon is needed or none answers.
+
+- a capture packet for a transcript, and its human-readable form;
+- a replay dry run, through the reflector pool's own job pipeline (the same packet cut, prompt,
+  saved-lesson filter and intake as a real job) into a throwaway queue;
+- marker reports and saves on the files themselves, and the marker rule;
+- which reflector backend this environment would use;
+- the library helpers `skills export`, `skills publish` and `install` build on.
+
+Importing this module costs nothing beyond the standard library: each function imports what it
+needs, so the verbs that only talk to the socket never load the daemon's dependencies.
+"""
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+
+class OfflineError(Exception):
+    """What went wrong, said for the user (the CLI prints it as is)."""
+
+
+# ---- capture -----------------------------------------------------------------------------------
+
+def capture_packet(path: str, start: int = 0) -> dict:
+    """The packet a model would receive for `path` from byte `start`, redacted with the
+    configured rules. Only transcripts under the transcript roots are read."""
+    import msgspec
+
+    from claude_autoharness.daemon.capture.packet import build_packet
+    from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
+    from claude_autoharness.daemon.live import make_redactor
+    from claude_autoharness.protocol.config import load as load_config
+
+    cfg = load_config()
+    try:
+        real = resolve(path, transcript_roots(cfg.capture.transcript_roots))
+        packet = build_packet(real, start, cfg.capture, make_redactor(cfg))
+    except TranscriptRefused as e:
+        raise OfflineError(f"not reading {path}: {e.reason}") from None
+    except OSError as e:
+        raise OfflineError(f"cannot read {path}: {e.strerror}") from None
+    return msgspec.to_builtins(packet)
+
+
+def format_packet(data: Mapping[str, Any]) -> str:
+    """A capture packet (as `capture_packet` or the daemon returns it) for reading."""
+    import msgspec
+
+    from claude_autoharness.daemon.capture.packet import Packet
+    from claude_autoharness.daemon.capture.packet import format_packet as fmt
+
+    return fmt(msgspec.convert(data, Packet))
+
+
+# ---- replay ------------------------------------------------------------------------------------
+
+def valid_session_id(sid: str) -> bool:
+    from claude_autoharness.daemon.sessions import valid_session_id as valid
+
+    return valid(sid)
+
+
+def stage_transcript(path: str, sid: str) -> str:
+    """A private copy of the named transcript where the daemon may read it: the daemon reads
+    transcripts only under its roots, and the file named here may live anywhere."""
+    import shutil
+
+    from claude_autoharness.daemon import store
+    from claude_autoharness.daemon.capture.source import open_regular
+    from claude_autoharness.protocol import paths
+
+    store.ensure_private_dir(paths.state_dir())
+    store.ensure_private_dir(paths.replays_dir())
+    dst = os.path.join(paths.replays_dir(), f"{sid}.jsonl")
+    tmp = dst + ".tmp"
+    with open(open_regular(path), "rb") as src, \
+            open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        shutil.copyfileobj(src, out)
+    os.replace(tmp, dst)
+    return dst
+
+
+def replay_dry_run(events: list[dict], path: str) -> list[dict]:
+    """Play hook events through the session state machine and run every job they create
+    through the reflector pool's own pipeline, in this process: the packet is cut and
+    redacted, the prompt carries the project's live skills and the window's fresh markers,
+    lessons already queued from markers are left out, and proposals are judged at intake —
+    into a throwaway queue. Nothing reaches the daemon, its state or the skill tree.
+
+    `path` (the transcript the events name) is read where it is: the user named it."""
+    import tempfile
+    import time
+
+    import anyio
+    import msgspec
+
+    from claude_autoharness.daemon import sessions as sm
+    from claude_autoharness.daemon.handlers.skills import Skills
+    from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.live import Live, new_id
+    from claude_autoharness.daemon.projects import ProjectSwitches
+    from claude_autoharness.daemon.reflect import backends
+    from claude_autoharness.daemon.reflect.pool import ReflectorPool
+    from claude_autoharness.protocol.config import load as load_config
+
+    _log_warnings_to_stderr()  # stdout carries the intents
+    cfg = load_config()
+    here = os.path.dirname(os.path.abspath(path))
+    cfg = msgspec.structs.replace(cfg, capture=msgspec.structs.replace(
+        cfg.capture, transcript_roots=[*cfg.capture.transcript_roots, here]))
+    if backends.choose_backend(cfg.reflector) == "none":
+        raise OfflineError(backends.available(cfg.reflector)["reason"])
+    live = Live.build(cfg)
+    decoder = msgspec.json.Decoder(sm.HookEvent)
+    sessions: dict[str, sm.Session] = {}
+    jobs: list[sm.Job] = []
+    for ev in events:
+        jobs += sm.apply_event(sessions, decoder.decode(msgspec.json.encode(ev)),
+                               now=time.time(), reflect_every=cfg.reflect_every, make_id=new_id)
+    book = _Book(sessions)
+    projects = ProjectSwitches()
+    with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
+        queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
+        queue.load()
+        pool = ReflectorPool(book, _NoCounters(), queue, live,
+                             project_root=lambda cwd: projects.root(cwd) if cwd else None,
+                             skill_index=Skills(live, projects).skill_index,
+                             queued=lambda: None, save_window=lambda job_id, text: None)
+
+        async def run_all() -> None:
+            for job in jobs:
+                book.table[job.id] = job
+                await pool.run_job(job)
+                if job.status != "done":
+                    raise OfflineError(f"the reflection failed: {job.last_error}")
+
+        anyio.run(run_all)
+        return [msgspec.to_builtins(i) for i in queue.list()]
+
+
+def _log_warnings_to_stderr() -> None:
+    import logging
+    import sys
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
+
+
+class _Book:
+    """The pool's job book for a dry run: in memory, nothing journaled."""
+
+    def __init__(self, sessions):
+        self.sessions = sessions
+        self.table: dict = {}
+
+    def jobs(self):
+        return list(self.table.values())
+
+    def session(self, session_id):
+        return self.sessions.get(session_id)
+
+    async def record_jobs(self, jobs, session=None) -> None:
+        for j in jobs:
+            self.table[j.id] = j
+
+    def watch(self):
+        import anyio
+
+        return anyio.Event()
+
+    def changed(self) -> None:
+        pass
+
+
+class _NoCounters:
+    """A dry run counts nothing."""
+
+    def job_finished(self, ok) -> None:
+        pass
+
+    def tokens_on(self, day) -> int:
+        return 0
+
+    def add_tokens(self, day, n) -> None:
+        pass
+
+    def captured(self, packet) -> None:
+        pass
+
+    def refused(self, path, reason) -> None:
+        pass
+
+
+# ---- learnings ---------------------------------------------------------------------------------
+
+def lookback_days() -> int:
+    """The configured marker lookback (7 when the config cannot be read)."""
+    from claude_autoharness.protocol.config import load as load_config
+
+    try:
+        return load_config().learnings.lookback_days
+    except Exception:
+        return 7
+
+
+def markers_of_transcript(path: str) -> list:
+    """Unprocessed markers of one transcript (processed ids are its project's)."""
+    from claude_autoharness.daemon.learnings.markers import scan_file, slug_for
+    from claude_autoharness.daemon.learnings.save import pending
+    from claude_autoharness.daemon.learnings.state import load
+
+    return pending(scan_file(path), load(slug_for(path)).processed_ids)
+
+
+def slug_of_transcript(path: str) -> str:
+    from claude_autoharness.daemon.learnings.markers import slug_for
+
+    return slug_for(path)
+
+
+def slug_of_project(project_root: str) -> str:
+    from claude_autoharness.daemon.learnings import service
+
+    return service.slug_of(project_root)
+
+
+def project_markers(slug: str) -> list:
+    """Unprocessed markers of a project's recent transcripts, scanned from the files."""
+    from claude_autoharness.daemon.learnings import service
+
+    return service.project_markers(slug, None, lookback_days=lookback_days())
+
+
+def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty: bool) -> None:
+    from claude_autoharness.daemon.learnings import report as rp
+
+    if as_json:
+        import json
+
+        print(json.dumps(rp.report_json(markers), indent=2))
+        return
+    if not markers:
+        if not silent_if_empty:
+            print(rp.NO_MARKERS)
+        return
+    print(rp.transcript_listing(markers) if listing else rp.session_start_report(markers))
+
+
+def save_learnings(project: str, transcripts: list[str], *, dry_run: bool) -> dict:
+    """The save on the files themselves (no daemon), with the configured redactor: a
+    redaction config that cannot be loaded fails the save (never weaker redaction)."""
+    import msgspec
+
+    from claude_autoharness.daemon.intents import IntentQueue
+    from claude_autoharness.daemon.learnings import service
+    from claude_autoharness.daemon.live import make_redactor
+    from claude_autoharness.protocol.config import load as load_config
+
+    try:
+        redactor = make_redactor(load_config())
+    except Exception as e:  # fail closed
+        raise OfflineError(f"cannot load the redaction config: {e}") from None
+    queue = None
+    if not dry_run:
+        queue = IntentQueue()
+        queue.load()
+    return msgspec.to_builtins(service.save_project(
+        project, None, queue, lookback_days=lookback_days(), transcripts=transcripts,
+        dry_run=dry_run, redactor=redactor))
+
+
+def rule_text() -> str:
+    from claude_autoharness.daemon.learnings.context import rule_text as text
+
+    return text()
+
+
+# ---- the reflector -----------------------------------------------------------------------------
+
+def reflector_available(cfg, env: Mapping[str, str]) -> dict:
+    """Which backend this environment would use, and why (never the key itself)."""
+    from claude_autoharness.daemon.reflect.backends.base import available
+
+    return available(cfg, env)
+
+
+# ---- files and the library ---------------------------------------------------------------------
+
+def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
+    from claude_autoharness.daemon.atomic import write_atomic as write
+
+    write(path, data, mode)
+
+
+def promoter(cfg=None):
+    """The promoter on the configured library (read-only uses: list, show, export)."""
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.protocol.config import load as load_config
+
+    return Promoter((cfg or load_config()).promoter)
+
+
+def __getattr__(name: str):
+    """Library constants and helpers the export and publish verbs use, loaded on first use."""
+    if name in ("PROVENANCE_DIR", "PROVENANCE_FILE", "TMP_PREFIX", "read_nofollow",
+                "promote_state_dir"):
+        from claude_autoharness.daemon.promote import validate
+
+        return getattr(validate, name)
+    if name == "gitmode":
+        from claude_autoharness.daemon.promote import gitmode
+
+        return gitmode
+    raise AttributeError(name)

@@ -1,0 +1,75 @@
+"""The client reaches the daemon's code only through `daemon/offline.py`, and the verbs that
+only talk to the socket load none of the daemon's dependencies."""
+
+import ast
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+DAEMON = "claude_autoharness.daemon"
+FACADE = DAEMON + ".offline"
+
+
+def _daemon_imports(path) -> list[str]:
+    """Every module under the daemon package that a client source file imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == DAEMON:
+                found += [f"{DAEMON}.{a.name}" for a in node.names]
+            elif node.module.startswith(DAEMON + "."):
+                found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith(DAEMON)]
+    return found
+
+
+def test_client_imports_nothing_from_the_daemon_but_the_facade():
+    """Each client module, and the hook script, imports daemon code only as `offline`."""
+    sources = sorted((REPO / "client").rglob("*.py")) + [REPO / "client" / "autoharness-hook"]
+    wrong = {str(p.relative_to(REPO)): [i for i in _daemon_imports(p) if i != FACADE]
+             for p in sources}
+    assert {k: v for k, v in wrong.items() if v} == {}
+    assert any(_daemon_imports(p) for p in sources)  # the scan does see the facade's users
+
+
+def test_the_facade_is_light_to_import():
+    """Importing `offline` loads no third-party module (each function imports its own)."""
+    code = ("import sys; before = set(sys.modules); "
+            "import claude_autoharness.daemon.offline; "
+            "import json; print(json.dumps(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    loaded = json.loads(out)
+    assert not [m for m in loaded if m.split(".")[0] in ("anyio", "structlog", "msgspec",
+                                                         "anthropic", "watchfiles")], loaded
+
+
+SOCKET_VERBS = [["status"], ["status", "--json"], ["flush", "--all"], ["queue", "list"],
+                ["skills", "list"], ["pause"], ["resume"], ["stop"], ["learn", "a lesson"]]
+
+
+def test_socket_verbs_load_neither_anyio_nor_structlog(home):
+    """With no daemon to answer, every verb that only talks to the socket runs and fails
+    cleanly without ever importing anyio or structlog (the daemon's runtime)."""
+    code = f"""
+import json, sys
+from claude_autoharness.client import ctl
+out = []
+for argv in {SOCKET_VERBS!r}:
+    try:
+        rc = ctl.main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out.append([argv, rc, sorted(m for m in ("anyio", "structlog") if m in sys.modules)])
+print(json.dumps(out))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    results = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(results) == len(SOCKET_VERBS)
+    assert [(argv, mods) for argv, _, mods in results if mods] == []
+    assert all(rc not in (0, None) for _, rc, _ in results)  # no daemon: each one says so
