@@ -133,3 +133,38 @@ def test_private_writes(tmp_path):
     assert p.read_bytes() == b"x" * 100_000
     assert p.stat().st_mode & 0o777 == 0o600
     assert [x.name for x in tmp_path.iterdir()] == ["f.json"]
+
+
+def _hook_module():
+    """The hook script, loaded as a module (its `main` is not run)."""
+    import importlib.machinery
+    import importlib.util
+
+    from conftest import REPO
+
+    path = str(REPO / "client" / "autoharness-hook")
+    loader = importlib.machinery.SourceFileLoader("autoharness_hook", path)
+    spec = importlib.util.spec_from_loader("autoharness_hook", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
+    """The hook's hand-built request decodes as the protocol's `Hook` at the protocol's
+    version, and its frame is byte for byte `framing.frame`'s; both follow the constants."""
+    from claude_autoharness.protocol import PROTOCOL, framing
+
+    hook = _hook_module()
+    raw = b'{"session_id": "s", "hook_event_name": "Stop"}\n'
+    body = hook.envelope(raw, 1234.5)
+    req = m.request_decoder.decode(body)
+    assert isinstance(req, m.Hook) and req.v == PROTOCOL and req.ts == 1234.5
+    assert msgspec.json.decode(req.payload) == {"session_id": "s", "hook_event_name": "Stop"}
+    assert hook.frame(body) == framing.frame(body)
+    monkeypatch.setattr(framing, "HEADER", 8)  # a changed constant changes the hook's frame
+    assert hook.frame(body) == len(body).to_bytes(8, "big") + body
+    import claude_autoharness.protocol as protocol
+
+    monkeypatch.setattr(protocol, "PROTOCOL", 7)
+    assert msgspec.json.decode(hook.envelope(raw, 1.0))["v"] == 7
