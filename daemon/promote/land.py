@@ -40,7 +40,7 @@ from contextlib import contextmanager
 import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
-from claude_autoharness.daemon.promote import duplicate, gitmode, lifecycle, skillfile, validate
+from claude_autoharness.daemon.promote import duplicate, gitmode, lifecycle, records, skillfile, validate
 from claude_autoharness.daemon.promote.evidence import evidence_in_window
 from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR,
@@ -331,7 +331,7 @@ class Promoter:
             if findings:
                 return _reject(*findings)
             # Not of our shape: the restore entry starts a fresh record rather than fail.
-            prov = validate.parse_provenance(files.get(PROVENANCE) or b"") or {}
+            prov = records.parse_provenance(files.get(PROVENANCE) or b"") or {}
             evidence = {rel: data for rel, data in files.items()
                         if rel.startswith(EVIDENCE_DIR + "/")}
             origin = {"source": "operator", "reason": f"restore archive {meta['landing']}"}
@@ -824,23 +824,11 @@ class Promoter:
             raise OSError(f"blob {sha} is corrupt")
         return data
 
-    def _history_path(self, target: str) -> str:
-        return validate.history_path(self.state, target)
-
     def _history(self, target: str) -> list[dict]:
-        return validate.read_history(self.state, target)
+        return records.read_history(self.state, target)
 
     def _append_history(self, entry: dict) -> None:
-        path = self._history_path(entry["target"])
-        entries = self._history(entry["target"])
-        if any(e["landing"] == entry["landing"] for e in entries):
-            return  # replayed by recover(): already recorded
-        if not entries and os.path.exists(path):
-            # Unreadable (we never write an empty one): set aside for the operator, not lost.
-            os.replace(path, f"{path}.corrupt-{entry['landing']}")
-        entries.append(entry)
-        data = {"target": entry["target"], "entries": entries}
-        _write_path(path, json.dumps(data, indent=1).encode())
+        records.append_history(self.state, entry, write=_write_path)
 
     def _landed_before(self, target: str, intent_id: str) -> Outcome | None:
         # At-least-once delivery from the queue: a replayed intent reports its landing again.
@@ -870,7 +858,7 @@ class Promoter:
                         meta = json.load(f)
                 except (OSError, ValueError, RecursionError):
                     continue
-                if _meta_ok(meta):
+                if records.archive_meta_ok(meta):
                     out.append(meta)
         return out
 
@@ -1015,16 +1003,6 @@ def _root_intact(rec: dict) -> bool:
         return False
     root = os.path.dirname(rec["target"])
     return os.path.realpath(root) == root
-
-
-def _meta_ok(meta) -> bool:
-    return (isinstance(meta, dict)
-            and all(isinstance(meta.get(k), str) for k in ("name", "layer", "target", "landing",
-                                                           "path"))
-            and meta["layer"] in LAYERS
-            and (meta.get("anchor") is None or isinstance(meta.get("anchor"), str))
-            and (meta.get("version") is None or type(meta.get("version")) is int)
-            and type(meta.get("archived_at")) in (int, float))
 
 
 def _uses_key(skill_dir: str) -> str:

@@ -5,14 +5,12 @@ every finding is returned, so an operator sees all that is wrong at once. Checks
 filesystem but never write it; nothing here follows a symlink below the layer root.
 """
 
-import hashlib
-import json
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.promote import guard, skillfile
+from claude_autoharness.daemon.promote import guard, records, skillfile
 from claude_autoharness.daemon.promote.evidence import evidence_in_window
 from claude_autoharness.daemon.proposals import Finding, Proposal
 from claude_autoharness.protocol import paths
@@ -290,30 +288,7 @@ def read_provenance(skill_dir: str) -> dict | None:
     """
     data = read_nofollow(skill_dir, f"{PROVENANCE_DIR}/{PROVENANCE_FILE}",
                          limit=MAX_PROVENANCE_BYTES)
-    return None if data is None else parse_provenance(data)
-
-
-def parse_provenance(data: bytes) -> dict | None:
-    """A provenance record from its bytes, or None unless it has exactly our shape:
-    {"target": str, "landings": [landing, ...]} with at least one well-typed landing."""
-    try:
-        rec = json.loads(data)
-    except (ValueError, RecursionError):  # garbage, bad UTF-8, huge ints, deep nesting
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("target"), str):
-        return None
-    landings = rec.get("landings")
-    if not isinstance(landings, list) or not landings:
-        return None
-    return rec if all(_landing_ok(x) for x in landings) else None
-
-
-def _landing_ok(x) -> bool:
-    return (isinstance(x, dict) and isinstance(x.get("landing"), str)
-            and isinstance(x.get("action"), str) and _is_int(x.get("version"))
-            and isinstance(x.get("at"), (int, float)) and not isinstance(x.get("at"), bool)
-            and all(x.get(k) is None or isinstance(x.get(k), str)
-                    for k in ("skill_md", "previous", "evidence")))
+    return None if data is None else records.parse_provenance(data)
 
 
 def _is_int(v) -> bool:
@@ -323,36 +298,6 @@ def _is_int(v) -> bool:
 def promote_state_dir() -> str:
     """Where the promoter keeps its landing records."""
     return os.path.join(paths.state_dir(), "promote")
-
-
-def history_path(state: str, target: str) -> str:
-    """The file holding every landing recorded for the skill directory `target`."""
-    return os.path.join(state, "history",
-                        # fsencode: a directory name need not be UTF-8 (same bytes otherwise)
-                        hashlib.sha256(os.fsencode(target)).hexdigest()[:32] + ".json")
-
-
-def read_history(state: str, target: str) -> list[dict]:
-    """The landings autoharness recorded for `target` (oldest first); [] when there are none
-    or the file is not of our shape."""
-    try:
-        with open(history_path(state, target), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return []
-    if not isinstance(data, dict) or data.get("target") != target:
-        return []
-    entries = data.get("entries")
-    if not isinstance(entries, list) or not all(_entry_ok(e) for e in entries):
-        return []
-    return entries
-
-
-def _entry_ok(e) -> bool:
-    return (isinstance(e, dict) and isinstance(e.get("landing"), str)
-            and isinstance(e.get("action"), str) and _is_int(e.get("version"))
-            and isinstance(e.get("files"), dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in e["files"].items()))
 
 
 def is_owned(skill_dir: str, state: str | None = None) -> bool:
@@ -367,11 +312,11 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
     if rec is None or rec["target"] != skill_dir:
         return False
     state = state or promote_state_dir()
-    entries = read_history(state, skill_dir)
+    entries = records.read_history(state, skill_dir)
     if not entries:  # merged from a git-mode review branch: its landings are the mirror's
         from claude_autoharness.daemon.promote.gitmode import twin
         mirror = twin(state, skill_dir)
-        entries = read_history(state, mirror) if mirror else []
+        entries = records.read_history(state, mirror) if mirror else []
     if not entries or entries[-1]["action"] == "archive":
         return False
     claimed = {(x["landing"], x["skill_md"]) for x in rec["landings"] if x["skill_md"]}

@@ -1,0 +1,125 @@
+"""The promoter's stored records as typed schemas, and the one place skill history is read
+and written.
+
+Records stay JSON documents on disk and dicts in the promoter (extra keys a newer or older
+version wrote are kept untouched); what a reader accepts is decided here, by decoding against
+these Structs: a record not of our shape is treated as absent, never half-trusted.
+Additive evolution only: new fields get defaults, types never change.
+"""
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from typing import Literal
+
+import msgspec
+
+
+class HistoryEntry(msgspec.Struct, kw_only=True):
+    """One version of a skill directory, as the promoter landed it. Besides these, an entry
+    carries what the landing knew (at, target, layer, name, source, intent, reason, evidence,
+    previous, archive, commit...), kept as written and not relied on by readers."""
+
+    landing: str
+    action: str
+    version: int
+    files: dict[str, str]  # relative path -> blob sha256 (provenance excluded)
+
+
+class History(msgspec.Struct, kw_only=True):
+    """`history/<key>.json`: every version landed at one target path, oldest first."""
+
+    target: str
+    entries: list[HistoryEntry]
+
+
+class ProvenanceLanding(msgspec.Struct, kw_only=True):
+    landing: str
+    action: str
+    version: int
+    at: float
+    skill_md: str | None = None
+    previous: str | None = None
+    evidence: str | None = None
+
+
+class Provenance(msgspec.Struct, kw_only=True):
+    """`.autoharness/provenance.json` inside a landed skill: who landed each version, why."""
+
+    target: str
+    landings: list[ProvenanceLanding]
+
+
+class ArchiveMeta(msgspec.Struct, kw_only=True):
+    """`archive/<name>/<landing>/meta.json`: where an archived skill came from."""
+
+    name: str
+    layer: Literal["project", "user"]
+    target: str
+    landing: str
+    path: str
+    archived_at: float
+    anchor: str | None = None
+    version: int | None = None
+
+
+def _conforms(data: object, schema: type) -> bool:
+    try:
+        msgspec.convert(data, schema, strict=True)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def parse_provenance(data: bytes) -> dict | None:
+    """A provenance record from its bytes, or None unless it has our shape with at least one
+    well-typed landing."""
+    try:
+        rec = json.loads(data)
+    except (ValueError, RecursionError):  # garbage, bad UTF-8, huge ints, deep nesting
+        return None
+    if not _conforms(rec, Provenance) or not rec["landings"]:
+        return None
+    return rec
+
+
+def archive_meta_ok(meta: object) -> bool:
+    return _conforms(meta, ArchiveMeta)
+
+
+# ---- history: read and written here only ---------------------------------------------------
+
+def history_path(state: str, target: str) -> str:
+    """The file holding every landing recorded for the skill directory `target`."""
+    return os.path.join(state, "history",
+                        # fsencode: a directory name need not be UTF-8 (same bytes otherwise)
+                        hashlib.sha256(os.fsencode(target)).hexdigest()[:32] + ".json")
+
+
+def read_history(state: str, target: str) -> list[dict]:
+    """The landings autoharness recorded for `target` (oldest first); [] when there are none
+    or the file is not of our shape."""
+    try:
+        with open(history_path(state, target), "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return []
+    if not _conforms(data, History) or data["target"] != target:
+        return []
+    return data["entries"]
+
+
+def append_history(state: str, entry: dict, *, write: Callable[[str, bytes], None]) -> None:
+    """Add one landing to its target's history (idempotent: recover() may replay it);
+    `write(path, data)` is the promoter's atomic state-dir write."""
+    path = history_path(state, entry["target"])
+    entries = read_history(state, entry["target"])
+    if any(e["landing"] == entry["landing"] for e in entries):
+        return  # replayed by recover(): already recorded
+    if not entries and os.path.exists(path):
+        # Unreadable (we never write an empty one): set aside for the operator, not lost.
+        os.replace(path, f"{path}.corrupt-{entry['landing']}")
+    entries.append(entry)
+    data = {"target": entry["target"], "entries": entries}
+    write(path, json.dumps(data, indent=1).encode())
