@@ -1,14 +1,19 @@
 """Wire messages: tagged msgspec Structs, one reused encoder/decoder per direction.
 
 Requests and replies are separate unions so each side decodes only what it may receive.
-New fields are additive with defaults; a field's type never changes.
+New fields are additive with defaults; a field's type never changes (a sub-operation is a
+literal: the values a client may send are the type, so an unknown one is refused at decoding).
 """
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from claude_autoharness.protocol import PROTOCOL
+
+QueueOp = Literal["list", "show", "approve", "reject"]
+SkillsOp = Literal["list", "show", "history", "revert", "restore"]
+LearningsOp = Literal["report", "save"]
 
 
 class _Req(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
@@ -51,7 +56,7 @@ class Learn(_Req, tag="learn"):
 class Queue(_Req, tag="queue"):
     """Intent queue operations: list, show, approve, reject."""
 
-    op: str = "list"
+    op: QueueOp = "list"
     intent_id: str | None = None
     why: str | None = None
 
@@ -59,7 +64,7 @@ class Queue(_Req, tag="queue"):
 class Skills(_Req, tag="skills"):
     """Skill library operations: list, show, history, revert, restore."""
 
-    op: str = "list"
+    op: SkillsOp = "list"
     name: str | None = None
     to: str | None = None
     layer: str | None = None
@@ -69,7 +74,7 @@ class Skills(_Req, tag="skills"):
 class Learnings(_Req, tag="learnings"):
     """Marker operations: report, save (the daemon owns marker state)."""
 
-    op: str = "report"
+    op: LearningsOp = "report"
     project: str | None = None
     transcripts: list[str] = []
     dry_run: bool = False

@@ -4,19 +4,9 @@ Field order is wire order. Every field is encoded (None included): clients that 
 by key see the same document as before. Additive evolution only: new fields get defaults.
 """
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
-
-# ---- request sub-operations ---------------------------------------------------------------
-
-QueueOp = Literal["list", "show", "approve", "reject"]
-SkillsOp = Literal["list", "show", "history", "revert", "restore"]
-LearningsOp = Literal["report", "save"]
-QUEUE_OPS: tuple[str, ...] = QueueOp.__args__  # type: ignore[attr-defined]
-SKILLS_OPS: tuple[str, ...] = SkillsOp.__args__  # type: ignore[attr-defined]
-LEARNINGS_OPS: tuple[str, ...] = LearningsOp.__args__  # type: ignore[attr-defined]
-
 
 # ---- status ---------------------------------------------------------------------------------
 

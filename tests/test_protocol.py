@@ -168,3 +168,18 @@ def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
 
     monkeypatch.setattr(protocol, "PROTOCOL", 7)
     assert msgspec.json.decode(hook.envelope(raw, 1.0))["v"] == 7
+
+
+@pytest.mark.parametrize("req", [b'{"type":"queue","op":"nuke"}',
+                                 b'{"type":"skills","op":"delete","name":"x"}',
+                                 b'{"type":"learnings","op":"forget","project":"/p"}'])
+def test_unknown_sub_operations_are_refused_at_decoding(req):
+    """Sub-operations are literals: a value no handler serves never reaches one."""
+    with pytest.raises(msgspec.ValidationError):
+        m.request_decoder.decode(req)
+
+
+def test_every_sub_operation_decodes():
+    for tag, ops in (("queue", m.QueueOp), ("skills", m.SkillsOp), ("learnings", m.LearningsOp)):
+        for op in ops.__args__:
+            assert m.request_decoder.decode(msgspec.json.encode({"type": tag, "op": op})).op == op

@@ -186,3 +186,19 @@ async def test_server_dispatches_counts_and_calls_back_after_replying(short_tmp)
     assert m.reply_decoder.decode(too_big).code == "too_large"
     assert seen == ["Status"] and replied == [1]
     assert counters.rejected == 2 and counters.peers == 0
+
+
+def test_status_reply_is_the_typed_struct(home):
+    """A real daemon's `status` decodes strictly into `replies.Status`, field for field: the
+    reply is assembled from the schema, not by hand."""
+    from claude_autoharness.protocol import replies
+    from harness import Daemon
+
+    d = Daemon(home["home"])
+    try:
+        st = d.status()
+    finally:
+        d.stop()
+    typed = msgspec.convert(st, replies.Status, strict=True)
+    assert sorted(st) == sorted(replies.Status.__struct_fields__)
+    assert msgspec.to_builtins(typed) == st

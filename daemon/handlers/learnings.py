@@ -4,7 +4,6 @@ so nothing is reported again."""
 from collections.abc import Callable
 
 import anyio
-import msgspec
 
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.source import transcript_roots
@@ -38,14 +37,11 @@ class Learnings:
                                                  lookback_days=lookback,
                                                  transcripts=req.transcripts, roots=roots))
             return m.Ok(data=lreport.report_json(ms))
-        if req.op == "save":
-            redactor = self.live.redactor
-            res = await anyio.to_thread.run_sync(
-                lambda: lservice.save_project(project, self.markers, self.intents,
-                                              lookback_days=lookback, transcripts=req.transcripts,
-                                              dry_run=req.dry_run, redactor=redactor,
-                                              roots=roots))
-            self.book.mark_dirty()
-            self.saved()
-            return m.Ok(data=msgspec.to_builtins(res))
-        return m.Error(code="bad_request", message=f"unknown learnings op {req.op!r}")
+        redactor = self.live.redactor  # op "save": the only other value the decoder lets in
+        res = await anyio.to_thread.run_sync(
+            lambda: lservice.save_project(project, self.markers, self.intents,
+                                          lookback_days=lookback, transcripts=req.transcripts,
+                                          dry_run=req.dry_run, redactor=redactor, roots=roots))
+        self.book.mark_dirty()
+        self.saved()
+        return m.Ok(data=res)

@@ -101,15 +101,13 @@ class Review:
 
     async def cmd_queue(self, req: m.Queue) -> m.Reply:
         if req.op == "list":
-            return m.Ok(data=[msgspec.to_builtins(i) for i in self.intents.list()])
+            return m.Ok(data=self.intents.list())
         intent = self.intents.get(req.intent_id or "")
         if intent is None:
             return m.Error(code="not_found", message=f"no intent {req.intent_id!r}: "
                            "see `autoharnessctl queue list`")
         if req.op == "show":
-            return m.Ok(data=msgspec.to_builtins(intent))
-        if req.op not in ("approve", "reject"):
-            return m.Error(code="bad_request", message=f"unknown queue op {req.op!r}")
+            return m.Ok(data=intent)
         if intent.status != "held" or intent.id in self.in_review:
             return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
                            "only held intents can be approved or rejected, once")
@@ -117,7 +115,7 @@ class Review:
         try:
             if req.op == "approve":
                 out = await self.promote_one(intent, approve=True)
-                return m.Ok(data=msgspec.to_builtins(out))
+                return m.Ok(data=out)
             finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
             await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
             return m.Ok(data={"status": "rejected", "findings": [msgspec.to_builtins(finding)]})

@@ -4,7 +4,6 @@ live skills that goes into each reflection prompt. Both read files: worker threa
 import os
 
 import anyio
-import msgspec
 
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
@@ -24,22 +23,17 @@ class Skills:
 
         def work():
             if req.op == "list":
-                return [msgspec.to_builtins(i) for i in pr.list_skills(req.project)]
+                return pr.list_skills(req.project)
             if not req.name:
                 raise ValueError("name a skill")
             if req.op == "show":
-                v = pr.show(req.name, project_root=req.project, layer=req.layer)
-                return None if v is None else msgspec.to_builtins(v)
+                return pr.show(req.name, project_root=req.project, layer=req.layer)
             if req.op == "history":
                 return pr.history(req.name, project_root=req.project, layer=req.layer)
             if req.op == "revert":
-                return msgspec.to_builtins(pr.revert(req.name, to=int(req.to) if req.to else None,
-                                                    project_root=req.project,
-                                                     layer=req.layer))
-            if req.op == "restore":
-                return msgspec.to_builtins(pr.restore(req.name, project_root=req.project,
-                                                      layer=req.layer))
-            raise ValueError(f"unknown skills op {req.op!r}")
+                return pr.revert(req.name, to=int(req.to) if req.to else None,
+                                 project_root=req.project, layer=req.layer)
+            return pr.restore(req.name, project_root=req.project, layer=req.layer)
 
         try:
             data = await anyio.to_thread.run_sync(work)
