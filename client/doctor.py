@@ -507,7 +507,7 @@ def format_human(checks: list[Check]) -> str:
 
 def do_doctor(args) -> int:
     project = (os.path.abspath(args.project) if args.project
-               else install.project_root(os.getcwd()))
+               else install.worktree_top(os.getcwd()))
     checks = gather(project)
     ok = all(c.ok for c in checks)
     if args.json:

@@ -438,7 +438,7 @@ def save_record(record: dict) -> None:
     atomic_write(_record_file(), dumps(record).encode(), 0o600)
 
 
-def project_root(start: str) -> str:
+def worktree_top(start: str) -> str:
     """The worktree a project's `.claude/settings.json` lives in (git top level, else `start`)."""
     try:
         r = subprocess.run(["git", "-C", start, "rev-parse", "--show-toplevel"],
@@ -696,7 +696,7 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
 
 def do_install(args) -> int:
     try:
-        project = os.path.abspath(args.project) if args.project else project_root(os.getcwd())
+        project = os.path.abspath(args.project) if args.project else worktree_top(os.getcwd())
         if args.scope == "project" and not os.path.isdir(project):
             raise InstallError(f"project directory {project} does not exist: pass an existing "
                                "directory with --project")

@@ -65,7 +65,7 @@ class Daemon:
                                          [self.transcripts, self.markers], clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
         self.review = Review(self.live, self.intents, clock=clock)
-        self.library = Library(self.book, self.live, project_root=self.project_root,
+        self.library = Library(self.book, self.live, project_root=self.root_of,
                                record_uses=self.review.record_uses, wake=self.review.wake,
                                clock=clock)
         self.review.between_passes = self.library.run_lifecycle
@@ -77,7 +77,7 @@ class Daemon:
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
                                    saved=self.review.wake)
         self.pool = ReflectorPool(self.book, self.book, self.intents, self.live,
-                                  project_root=self.project_root,
+                                  project_root=self.root_of,
                                   skill_index=self.skills.skill_index, queued=self.review.wake,
                                   curator_skills=self.library.curator_skills,
                                   reflected=self.library.count_reflection, clock=clock)
@@ -106,7 +106,8 @@ class Daemon:
     def _turns(self, layer: str, project_root: str | None) -> int:
         return self.book.state.turns.of(layer, project_root)
 
-    def project_root(self, cwd: str | None) -> str | None:
+    def root_of(self, cwd: str | None) -> str | None:
+        """The project (main worktree) a session's cwd belongs to."""
         return self.projects.root(cwd) if cwd else None
 
     # ---- startup and shutdown --------------------------------------------------------------

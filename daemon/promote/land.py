@@ -52,6 +52,7 @@ from claude_autoharness.daemon.promote.validate import (
     read_nofollow,
 )
 from claude_autoharness.daemon.proposals import (
+    LAYERS,
     Finding,
     Intent,
     Proposal,
@@ -63,7 +64,6 @@ from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig
 
 PROVENANCE = f"{PROVENANCE_DIR}/{PROVENANCE_FILE}"
 EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
-LAYERS = ("project", "user")
 # `show` returns SKILL.md whole; a bigger (hand-written) one is shown empty, not loaded.
 MAX_SHOW_BYTES = 1024 * 1024
 
