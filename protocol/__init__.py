@@ -6,3 +6,4 @@ on every tool call and must not pay for msgspec.
 
 VERSION = "0.1.0"
 PROTOCOL = 1
+FRAME_HEADER = 4  # bytes of big-endian length before each frame's JSON (see framing.py)

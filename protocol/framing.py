@@ -3,8 +3,10 @@
 Stdlib only, so the hook client can frame without importing msgspec.
 """
 
+from claude_autoharness.protocol import FRAME_HEADER
+
 MAX_FRAME = 64 * 1024 * 1024  # a Write of a multi-MB file arrives whole in the hook payload
-HEADER = 4
+HEADER = FRAME_HEADER
 
 
 class FrameError(Exception):

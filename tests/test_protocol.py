@@ -162,10 +162,11 @@ def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
     assert isinstance(req, m.Hook) and req.v == PROTOCOL and req.ts == 1234.5
     assert msgspec.json.decode(req.payload) == {"session_id": "s", "hook_event_name": "Stop"}
     assert hook.frame(body) == framing.frame(body)
-    monkeypatch.setattr(framing, "HEADER", 8)  # a changed constant changes the hook's frame
-    assert hook.frame(body) == len(body).to_bytes(8, "big") + body
     import claude_autoharness.protocol as protocol
 
+    assert framing.HEADER == protocol.FRAME_HEADER
+    monkeypatch.setattr(protocol, "FRAME_HEADER", 8)  # a changed constant changes the frame
+    assert hook.frame(body) == len(body).to_bytes(8, "big") + body
     monkeypatch.setattr(protocol, "PROTOCOL", 7)
     assert msgspec.json.decode(hook.envelope(raw, 1.0))["v"] == 7
 
