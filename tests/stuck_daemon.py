@@ -9,7 +9,8 @@ its read until the process ends: the blocking read a hung mount or a stray pipe 
 
 import sys
 
-from claude_autoharness.daemon import app, core
+from claude_autoharness.daemon import app
+from claude_autoharness.daemon.handlers import review
 from claude_autoharness.daemon.reflect import pool
 
 
@@ -21,7 +22,7 @@ def _block(fifo: str) -> bytes:
 def main() -> None:
     fifo, where = sys.argv[1], sys.argv[2]
     if where == "prune":
-        core.Daemon.prune_windows = lambda self: _block(fifo)
+        review.Review.prune_windows = lambda self: _block(fifo)
     elif where == "cut":
         stuck_session, real_cut = sys.argv[3], pool.ReflectorPool.cut
 
