@@ -395,8 +395,7 @@ def missing_dirs(path: str) -> list[str]:
 
 def private_dir(d: str) -> None:
     """Create `d` and any missing parents 0700: the daemon refuses a state dir open to others."""
-    for m in missing_dirs(os.path.join(d, "x")):
-        os.mkdir(m, 0o700)
+    paths.make_private_dirs(d)
 
 
 def backup(path: str, data: bytes) -> str:

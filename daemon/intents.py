@@ -237,7 +237,7 @@ class IntentQueue:
 
     def _quarantine(self) -> str:
         qdir = paths.quarantine_dir()
-        os.makedirs(qdir, mode=0o700, exist_ok=True)
+        paths.make_private_dirs(qdir)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         dest = os.path.join(qdir, f"intents-{stamp}-{os.getpid()}.jsonl")
         try:
@@ -248,8 +248,7 @@ class IntentQueue:
 
     def _ensure_dir(self) -> None:
         d = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(d):
-            os.makedirs(d, mode=0o700, exist_ok=True)
+        paths.make_private_dirs(d)
 
     def _fsync_dir(self) -> None:
         fsync_dir(os.path.dirname(os.path.abspath(self.path)))

@@ -14,6 +14,7 @@ import msgspec
 
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.sessions import Job, Session
+from claude_autoharness.protocol import paths
 
 SCHEMA = 1
 
@@ -82,7 +83,7 @@ _encoder = msgspec.json.Encoder()
 
 def ensure_private_dir(path: str) -> None:
     """Create `path` (and parents) 0700; refuse one that is not ours or is open to others."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    paths.make_private_dirs(path)
     check_private_dir(path)
 
 

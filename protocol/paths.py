@@ -14,6 +14,29 @@ SOCKET_NAME = "autoharness.sock"
 MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
 
+def make_private_dirs(path: str) -> None:
+    """Create `path` and every missing parent with mode 0700.
+
+    `os.makedirs(mode=0o700)` applies the mode to the last directory only, so a state dir made
+    with a missing parent (AUTOHARNESS_HOME, ~/.local/state) would leave that parent open to
+    others under the usual umask; each missing component is made here, outermost first.
+    """
+    missing = []
+    d = os.path.abspath(path)
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for m in reversed(missing):
+        try:
+            os.mkdir(m, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(m):
+                raise
+
+
 def _home() -> str | None:
     return os.environ.get("AUTOHARNESS_HOME") or None
 

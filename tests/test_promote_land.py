@@ -7,9 +7,11 @@ import os
 
 import pytest
 
+from claude_autoharness.daemon import store
 from claude_autoharness.daemon.promote import land as land_mod
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from promote_support import DESC, WINDOW, hand_written, intent, land, tree_digest
 
@@ -244,3 +246,16 @@ def test_ambiguous_names_must_be_qualified(env, layer):
     assert pr.revert("both", project_root=proj).findings[0].code == "ambiguous"
     assert pr.revert("both", project_root=proj, layer=layer).status == "landed"
     assert pr.show("both", proj, layer=layer).info.layer == layer
+
+
+def test_promoter_run_before_the_daemon_leaves_a_state_dir_the_daemon_accepts(home):
+    """A promoter run offline (no daemon yet, state dir missing) creates the state dir and its
+    parents 0700 under the usual umask, so the daemon that starts later does not refuse them."""
+    old = os.umask(0o022)
+    try:
+        Promoter(PromoterConfig()).recover()
+    finally:
+        os.umask(old)
+    state = paths.state_dir()
+    assert os.stat(state).st_mode & 0o777 == 0o700
+    store.check_private_dir(state)  # what the daemon checks at start; raises when open

@@ -184,3 +184,26 @@ def test_every_sub_operation_decodes():
     for tag, ops in (("queue", m.QueueOp), ("skills", m.SkillsOp), ("learnings", m.LearningsOp)):
         for op in ops.__args__:
             assert m.request_decoder.decode(msgspec.json.encode({"type": tag, "op": op})).op == op
+
+
+def test_make_private_dirs_makes_every_missing_parent_private(tmp_path):
+    """Each directory `make_private_dirs` creates is 0700 under the usual umask (022), not only
+    the last one; an existing parent keeps its mode; a second call is a no-op."""
+    old = os.umask(0o022)
+    try:
+        (tmp_path / "exists").mkdir(mode=0o755)
+        target = tmp_path / "exists" / "a" / "b" / "c"
+        paths.make_private_dirs(str(target))
+        paths.make_private_dirs(str(target))
+    finally:
+        os.umask(old)
+    for d in ("a", "a/b", "a/b/c"):
+        assert (tmp_path / "exists" / d).stat().st_mode & 0o777 == 0o700, d
+    assert (tmp_path / "exists").stat().st_mode & 0o777 == 0o755
+
+
+def test_make_private_dirs_refuses_a_file_in_the_way(tmp_path):
+    """A file where a directory should be is an error, never silently replaced."""
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(OSError):
+        paths.make_private_dirs(str(tmp_path / "f" / "sub"))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, PROVENANCE_FILE, TMP_PREFIX
+from claude_autoharness.protocol import paths
 
 DEFAULT_BRANCH = "autoharness/skills"
 PROJECT_CONFIG = os.path.join(".claude", "autoharness.toml")
@@ -151,7 +152,7 @@ def target_for(project_root: str | None, cfg, state: str) -> Target | None:
     project = os.path.realpath(project_root)
     t = Target(top=top, branch=branch, prefix=prefix, real_root=real_root, project=project,
                base=base)
-    os.makedirs(t.mirror_root, mode=0o700, exist_ok=True)
+    paths.make_private_dirs(t.mirror_root)
     meta = {"top": top, "branch": branch, "prefix": prefix, "real_root": real_root,
             "project": project}
     meta_path = os.path.join(base, "target.json")
@@ -275,7 +276,7 @@ def sync(t: Target) -> str:
         if rel.endswith("/" + PROVENANCE):
             data = _retarget(data, t.real_root, t.mirror_root)
         dest = os.path.join(fresh, *rel.split("/"))
-        os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)  # state: private
+        paths.make_private_dirs(os.path.dirname(dest))
         with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             f.write(data)
     old = os.path.join(t.base, f"{TMP_PREFIX}old-{secrets.token_hex(4)}")

@@ -459,7 +459,7 @@ class Promoter:
         """Start the skill's probation: its turns count from now (and its uses, unless kept)."""
         now = self.turns(layer, anchor)
         with self._uses_lock:
-            os.makedirs(self.state, mode=0o700, exist_ok=True)
+            paths.make_private_dirs(self.state)
             stamps = self._stamps()
             stamps[skill_dir] = now
             _write_path(self._p("lifecycle.json"), json.dumps(stamps).encode())
@@ -510,7 +510,7 @@ class Promoter:
         with self._uses_lock:
             uses = self._uses()
             uses[d] = uses.get(d, 0) + 1  # _uses() holds ints only
-            os.makedirs(self.state, mode=0o700, exist_ok=True)
+            paths.make_private_dirs(self.state)
             _write_path(self._p("uses.json"), json.dumps(uses).encode())
         return d
 
@@ -790,9 +790,9 @@ class Promoter:
     @contextmanager
     def _locked(self):
         with self._thread_lock:
-            os.makedirs(self.state, mode=0o700, exist_ok=True)
+            paths.make_private_dirs(self.state)
             for sub in ("pending", "blobs", "history", "archive"):
-                os.makedirs(self._p(sub), mode=0o700, exist_ok=True)
+                paths.make_private_dirs(self._p(sub))
             fd = os.open(self._p("lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
