@@ -37,9 +37,12 @@ GUARD_MARK = "autoharness-child-guard"
 COMMANDS = ("learn.md", "save-learnings.md")
 
 # Timeouts are seconds (Claude Code's unit). SessionStart is synchronous because its output is
-# the context; the hook itself gives up after ~2 s. All SessionEnd hooks share 1.5 s. Async hooks
-# never hold a tool call; the timeout only bounds versions of Claude Code that run them inline.
+# the context; the hook itself gives up after ~2 s. Stop is synchronous because `claude -p` kills
+# async hooks still running at exit, and a lost Stop is a lost threshold (the hook costs ~15 ms,
+# once per turn). All SessionEnd hooks share 1.5 s. Async hooks never hold a tool call; the
+# timeout only bounds versions of Claude Code that run them inline.
 SESSION_START_TIMEOUT = 5
+STOP_TIMEOUT = 5
 SESSION_END_TIMEOUT = 1
 ASYNC_TIMEOUT = 5
 GUARD_TIMEOUT = 5
@@ -95,7 +98,7 @@ def hook_groups(hook_cmd: str) -> dict[str, list[dict]]:
         # One matcher-less counting group: a second counting group would count a call twice.
         "PreToolUse": [{"hooks": [run(ASYNC_TIMEOUT, True)]},
                        {"matcher": CHILD_MATCHER, "hooks": [guard]}],
-        "Stop": [{"hooks": [run(ASYNC_TIMEOUT, True)]}],
+        "Stop": [{"hooks": [run(STOP_TIMEOUT)]}],
         "SessionEnd": [{"hooks": [run(SESSION_END_TIMEOUT)]}],
     }
 
@@ -688,7 +691,7 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
               "are as they were. Restart open Claude Code sessions to drop the hooks.")
     else:
         print(f"autoharness hooks installed ({plan.scope} scope): SessionStart, PreToolUse "
-              f"(async, plus a child write guard), Stop (async), SessionEnd -> {plan.hook}")
+              f"(async, plus a child write guard), Stop, SessionEnd -> {plan.hook}")
         print("Claude Code reads hooks when a session starts: restart open sessions. "
               "Check everything with `autoharnessctl doctor`.")
 

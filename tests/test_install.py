@@ -64,8 +64,9 @@ USER_SETTINGS = {
 
 def test_install_without_settings_file(home):
     """No settings.json: one is created with SessionStart (sync), one matcher-less async
-    PreToolUse group, Stop (async), SessionEnd (sync, within its 1.5 s budget) running the
-    absolute installed hook, plus the synchronous child write guard; the commands are copied."""
+    PreToolUse group, Stop (sync: `claude -p` kills async hooks at exit), SessionEnd (sync,
+    within its 1.5 s budget) running the absolute installed hook, plus the synchronous child
+    write guard; the commands are copied."""
     r = run("install", cwd=home["tmp"])
     assert r.returncode == 0, r.stderr
     s = json.loads(settings_file(home).read_text())
@@ -82,7 +83,8 @@ def test_install_without_settings_file(home):
     guard = [g for g in hooks["PreToolUse"] if g.get("matcher")]
     assert len(guard) == 1 and guard[0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
     assert not guard[0]["hooks"][0].get("async")
-    assert hooks["Stop"][0]["hooks"][0]["async"] is True
+    stop = hooks["Stop"][0]["hooks"][0]
+    assert not stop.get("async") and stop["timeout"] == install.STOP_TIMEOUT
     end = hooks["SessionEnd"][0]["hooks"][0]
     assert not end.get("async") and end["timeout"] <= 1.5
     for name in ("learn.md", "save-learnings.md"):
@@ -139,6 +141,20 @@ def test_stale_entries_are_replaced(home):
     assert s["hooks"]["PostToolUse"] == USER_SETTINGS["hooks"]["PostToolUse"]
     assert s["hooks"]["PreToolUse"][:2] == USER_SETTINGS["hooks"]["PreToolUse"]
     assert [g["hooks"][0]["command"] for g in counting_groups(s)] == [HOOK]
+
+
+def test_reinstall_makes_an_async_stop_synchronous(home):
+    """An earlier install's async Stop hook (lost at `claude -p` exit) becomes synchronous when
+    install runs again; nothing else of the user's changes."""
+    assert run("install", cwd=home["tmp"]).returncode == 0
+    s = json.loads(settings_file(home).read_text())
+    s["hooks"]["Stop"][0]["hooks"][0]["async"] = True
+    write_json(settings_file(home), s)
+    r = run("install", cwd=home["tmp"])
+    assert r.returncode == 0, r.stderr
+    stop = json.loads(settings_file(home).read_text())["hooks"]["Stop"]
+    assert stop == [{"hooks": [{"type": "command", "command": HOOK,
+                                "timeout": install.STOP_TIMEOUT}]}]
 
 
 def test_malformed_settings_are_never_overwritten(home):
@@ -371,6 +387,8 @@ def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
     assert [g for g in hooks["PreToolUse"] if "matcher" not in g] == [
         {"hooks": [{"type": "command", "command": install.PLUGIN_HOOK, "async": True,
                     "timeout": install.ASYNC_TIMEOUT}]}]
+    assert hooks["Stop"] == [{"hooks": [{"type": "command", "command": install.PLUGIN_HOOK,
+                                         "timeout": install.STOP_TIMEOUT}]}]
 
 
 def run_plugin_hook(path_dirs, stdin=b'{"hook_event_name":"PreToolUse"}'):
