@@ -71,8 +71,10 @@ def test_cli_runs_install_doctor_and_autostart(sandbox, model, claude_cli):
     result = box.run("autostart please")
     sid = result["session_id"]
     st = wait_for(lambda: box.status(), timeout=15, what="autostarted daemon")
-    wait_for(lambda: any(s["session_id"] == sid for s in (box.status() or {})["sessions"]),
-             timeout=15, what="the session in the daemon")
+    # the session is counted to its end: a synchronous Stop and SessionEnd reach the daemon
+    wanted = {"SessionStart": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
+    wait_for(lambda: (box.status() or {})["events"]["by_kind"] == wanted, timeout=15,
+             what=f"the events of session {sid} in the daemon")
     r = box.ctl("doctor")
     assert r.returncode == 0, r.stdout + r.stderr
     assert st["pid"] > 0
