@@ -84,6 +84,13 @@ def format_status(st: dict, now: float | None = None) -> str:
             lines.append(f"WAITING: {note}")
     elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
         lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
+    b = st.get("batches") or {}
+    if b.get("in_flight") or (b.get("items") or {}).get("waiting"):
+        lines.append(f"batches: {len(b['in_flight'])} in flight, {b['items']['waiting']} items "
+                     f"waiting, {b['items']['done']} done, {b['items']['failed']} failed; "
+                     f"{b['tokens']} tokens (at the batch price: {b['tokens_at_batch_price']} "
+                     "standard-token equivalents)" + (f" — {b['waiting']}" if b.get("waiting")
+                                                      else ""))
     sp = st["spool"]
     lines.append(f"spool: {sp['pending']} pending, {sp['replayed']} replayed")
     p = st["persistence"]
@@ -382,15 +389,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_curate)
 
-    s = sub.add_parser("replay", help="play a recorded transcript through the pipeline")
-    s.add_argument("transcript", metavar="TRANSCRIPT")
+    s = sub.add_parser("replay", help="play a recorded transcript through the pipeline; "
+                       "--batch: reflect on many through the Message Batches API")
+    s.add_argument("transcripts", nargs="*", metavar="TRANSCRIPT",
+                   help="a transcript (with --batch: files and directories of them)")
+    s.add_argument("--batch", action="store_true",
+                   help="send the reflections as Message Batches (half the price, results "
+                        "within 24 h); the daemon polls and lands them")
+    s.add_argument("--all", action="store_true",
+                   help="with --batch: every transcript under $CLAUDE_CONFIG_DIR/projects")
+    s.add_argument("--since", metavar="YYYY-MM-DD",
+                   help="with --all: only transcripts modified on or after this date")
+    s.add_argument("--cancel", action="store_true",
+                   help="cancel the batches in flight and drop items not yet sent")
     s.add_argument("--session", metavar="ID", help="session id to use (default: replay-<hash>)")
     s.add_argument("--dry-run", action="store_true",
                    help="reflect offline and print the intents; nothing is queued or landed")
     s.add_argument("--project", metavar="DIR",
                    help="project directory the replayed session runs in (default: cwd)")
-    s.add_argument("--wait", type=float, default=300.0, metavar="S",
-                   help="how long to wait for the reflection jobs (default 300)")
+    s.add_argument("--wait", type=float, default=None, metavar="S",
+                   help="how long to wait for the reflection jobs (default 300; with --batch "
+                        "0: the daemon keeps polling after this command returns)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=do_replay)
 

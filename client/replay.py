@@ -76,7 +76,18 @@ def events_from_transcript(path: str, session_id: str, cwd: str) -> list[dict]:
 def replay(args) -> int:
     from claude_autoharness.daemon import offline
 
-    path = args.transcript
+    if args.cancel or args.batch:
+        from claude_autoharness.client.batch import batch_replay
+        return batch_replay(args)
+    if args.all or args.since:
+        print("autoharnessctl replay: --all and --since go with --batch", file=sys.stderr)
+        return 1
+    if len(args.transcripts) != 1:
+        print("autoharnessctl replay: name one TRANSCRIPT (or use --batch for many)",
+              file=sys.stderr)
+        return 1
+    path = args.transcripts[0]
+    args.wait = 300.0 if args.wait is None else args.wait
     if not os.path.isfile(path):
         print(f"autoharnessctl replay: no such transcript: {path}", file=sys.stderr)
         return 1
@@ -95,7 +106,7 @@ def replay(args) -> int:
     events = events_from_transcript(path, sid, cwd)
     tools = sum(1 for e in events if e["hook_event_name"] == "PreToolUse")
     turns = sum(1 for e in events if e['hook_event_name'] == 'Stop')
-    print(f"replaying {os.path.basename(args.transcript)} as session {sid}: "
+    print(f"replaying {os.path.basename(args.transcripts[0])} as session {sid}: "
           f"{plural(tools, 'tool call')}, {plural(turns, 'turn')}", file=sys.stderr)
     waiting = ""
     if args.dry_run:

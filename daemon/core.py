@@ -31,6 +31,7 @@ from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.batches import BatchRunner
 from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.spool import SpoolReplayer
 from claude_autoharness.daemon.store import State
@@ -81,10 +82,12 @@ class Daemon:
                                   skill_index=self.skills.skill_index, queued=self.review.wake,
                                   curator_skills=self.library.curator_skills,
                                   reflected=self.library.count_reflection, clock=clock)
+        self.batches = BatchRunner(self, clock=clock)
         self.status = StatusReport(self.book, self.live, StatusSources(
             intents=self.intents, markers=self.markers, transcripts=self.transcripts,
             watcher=self.watcher, waiting_reason=lambda: self.pool.waiting_reason,
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
+            batches=self.batches.status,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock()), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
@@ -99,6 +102,7 @@ class Daemon:
             m.Skills: self.skills.cmd_skills,
             m.Learnings: self.learnings.cmd_learnings,
             m.Curate: self.library.cmd_curate,
+            m.Batch: self.cmd_batch,
             m.Stop: self.cmd_stop,
             m.Pause: self.cmd_pause,
         }
@@ -130,6 +134,7 @@ class Daemon:
                     Finding(family="landing", code="interrupted", message=landing.result)]
                 self.intents.update(landing.intent_id, status, findings)
         self.book.open()
+        self.batches.load()
         self.library.due.update(self.book.state.turns.projects)  # counts for status from the start
 
     def _copy_tables(self, state: State) -> None:
@@ -169,6 +174,11 @@ class Daemon:
         self.stop_requested = True  # the server stops us once this reply is sent
         return m.Ok(data={"stopping": True, "pid": os.getpid()})
 
+    async def cmd_batch(self, req: m.Batch) -> m.Reply:
+        if req.op not in ("submit", "cancel", "status"):
+            return m.Error(code="bad_request", message=f"unknown batch op {req.op!r}")
+        return m.Ok(data=await self.batches.command(req.op, req.transcripts, req.project))
+
     async def cmd_pause(self, req: m.Pause) -> m.Reply:
         self.book.state.paused = req.paused
         self.book.mark_dirty()
@@ -181,6 +191,7 @@ class Daemon:
         tg.start_soon(self.persist_loop)
         tg.start_soon(self.idle_loop)
         tg.start_soon(self.pool.run)
+        tg.start_soon(self.batches.run)
         tg.start_soon(self.review.loop)
         tg.start_soon(self._preload_backend)
         if self.live.cfg.watch:

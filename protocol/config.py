@@ -52,6 +52,11 @@ class ReflectorConfig(_Section):
     base_url: str = ""
     claude_path: str = "claude"
     backoff_base_s: float = 2.0
+    # replay --batch: Message Batches limits and polling (first poll, doubling up to the max)
+    batch_max_requests: int = 100_000
+    batch_max_bytes: int = 200 * 1024 * 1024
+    batch_poll_s: float = 30.0
+    batch_poll_max_s: float = 600.0
 
 
 class PromoterConfig(_Section):
@@ -101,6 +106,8 @@ _POSITIVE = {
     "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
     "reflector.timeout_s", "reflector.step_timeout_s", "promoter.max_body_lines",
     "library.maturity_turns", "library.capacity_project", "library.capacity_user",
+    "reflector.batch_max_requests", "reflector.batch_max_bytes", "reflector.batch_poll_s",
+    "reflector.batch_poll_max_s",
 }
 _NON_NEGATIVE = {"library.curate_every"}
 

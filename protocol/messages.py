@@ -80,6 +80,14 @@ class Learnings(_Req, tag="learnings"):
     dry_run: bool = False
 
 
+class Batch(_Req, tag="batch"):
+    """`replay --batch` / `replay --cancel`: reflect on transcripts through Message Batches."""
+
+    op: str = "submit"  # submit | cancel | status
+    transcripts: list[str] = []
+    project: str | None = None
+
+
 class Pause(_Req, tag="pause"):
     paused: bool = True
 
@@ -92,7 +100,7 @@ class Curate(_Req, tag="curate"):
 
 
 Request = (Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
-           | Curate)
+           | Curate | Batch)
 
 
 class _Rep(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

@@ -106,3 +106,4 @@ class Status(_Part):
     promoter: PromoterInfo
     library: dict[str, Any]  # skills per lifecycle stage, turns, the library config
     learnings: LearningsInfo
+    batches: dict[str, Any] = {}  # replay --batch: in flight, items, tokens at the batch price

@@ -13,11 +13,21 @@ server-sent events: `message_start`, per block `content_block_start` / `content_
 (`text_delta` or `input_json_delta`) / `content_block_stop`, `message_delta`, `message_stop`.
 `route(body)`, when set, answers a request before the script does (returns a reply or None):
 the CLI's side requests (titles and the like) must not consume scripted turns.
+
+The Message Batches endpoints are faked too: POST /v1/messages/batches (each request's params
+validated like a Messages request; the API's limits on count, size and custom ids enforced),
+GET /v1/messages/batches/{id}, GET .../{id}/results (a JSONL stream) and POST .../{id}/cancel.
+Each item is answered at creation, by `route` or the script, as `succeeded` (a 200 reply) or
+`errored` (any other status); a batch ends after `batch_polls` retrieves, or only when
+`end_batches()` is called while `hold_batches` is set. Cancelling ends it with the items not yet
+answered `canceled`.
 """
 
 import itertools
 import json
+import re
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -204,6 +214,67 @@ def request_problems(body: dict) -> list[str]:
     return problems
 
 
+BATCH_MAX_REQUESTS = 100_000
+BATCH_MAX_BYTES = 256 * 1024 * 1024
+_CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@dataclass
+class FakeBatch:
+    id: str
+    custom_ids: list[str]
+    results: dict[str, dict]  # custom id -> the `result` object it will have
+    created_at: float
+    polls_left: int
+    status: str = "in_progress"
+    ended_at: float | None = None
+    cancel_at: float | None = None
+
+    def counts(self) -> dict:
+        c = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        for cid in self.custom_ids:
+            if self.status != "ended":
+                c["processing"] += 1
+            else:
+                c[self.results[cid]["type"]] += 1
+        return c
+
+    def body(self, base_url: str) -> dict:
+        return {"id": self.id, "type": "message_batch", "processing_status": self.status,
+                "request_counts": self.counts(), "created_at": _iso(self.created_at),
+                "expires_at": _iso(self.created_at + 86_400), "ended_at": _iso(self.ended_at),
+                "archived_at": None, "cancel_initiated_at": _iso(self.cancel_at),
+                "results_url": (f"{base_url}/v1/messages/batches/{self.id}/results"
+                                if self.status == "ended" else None)}
+
+
+def batch_problems(body: dict) -> list[str]:
+    """What the real API rejects in a batch create request (the limits our chunking obeys)."""
+    reqs = body.get("requests")
+    if not isinstance(reqs, list) or not reqs:
+        return ["requests: a non-empty list is required"]
+    problems = []
+    if len(reqs) > BATCH_MAX_REQUESTS:
+        problems.append(f"requests: at most {BATCH_MAX_REQUESTS} per batch")
+    ids = [r.get("custom_id") for r in reqs]
+    if any(not isinstance(i, str) or not _CUSTOM_ID.fullmatch(i) for i in ids):
+        problems.append("custom_id: 1-64 of [a-zA-Z0-9_-]")
+    if len(set(ids)) != len(ids):
+        problems.append("custom_id: must be unique within the batch")
+    for r in reqs:
+        params = r.get("params") or {}
+        if params.get("stream"):
+            problems.append("params.stream: not supported in batches")
+        problems += [f"{r.get('custom_id')}: {p}" for p in request_problems(params)]
+    return problems
+
+
 class FakeAnthropic:
     """Start with `with FakeAnthropic() as fake:`; point the SDK at `fake.base_url`."""
 
@@ -214,6 +285,9 @@ class FakeAnthropic:
         self.requests: list[Recorded] = []
         self.script: deque = deque()
         self.default = tool_reply({"proposals": []})
+        self.batches: dict[str, FakeBatch] = {}
+        self.batch_polls = 1  # retrieves a batch answers `in_progress` before it ends
+        self.hold_batches = False  # True: batches end only at end_batches() (or a cancel)
         self._release = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -231,6 +305,48 @@ class FakeAnthropic:
     @property
     def messages_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+
+    @property
+    def batch_creates(self) -> list[Recorded]:
+        return [r for r in self.requests
+                if r.method == "POST" and r.path.split("?")[0] == "/v1/messages/batches"]
+
+    def end_batches(self) -> None:
+        """Let every held batch end (its items were answered at creation)."""
+        with self._lock:
+            for b in self.batches.values():
+                if b.status == "in_progress":
+                    b.polls_left = 0
+            self.hold_batches = False
+
+    def _batch_result(self, params: dict) -> dict:
+        reply = (self.route(params) if self.route else None) or self._next()
+        if reply.get("status", 200) != 200:
+            return {"type": "errored", "error": dict(reply["body"])}
+        msg = json.loads(json.dumps(reply["body"]))
+        msg["id"] = f"msg_fake{next(_ids)}"
+        msg["model"] = msg.get("model") or params.get("model")
+        return {"type": "succeeded", "message": msg}
+
+    def _create_batch(self, body: dict) -> FakeBatch:
+        results = {r["custom_id"]: self._batch_result(r["params"]) for r in body["requests"]}
+        b = FakeBatch(id=f"msgbatch_fake{next(_ids):06d}", custom_ids=list(results),
+                      results=results, created_at=time.time(), polls_left=self.batch_polls)
+        with self._lock:
+            self.batches[b.id] = b
+        return b
+
+    def _retrieve(self, b: FakeBatch) -> None:
+        with self._lock:
+            if b.status == "in_progress" and not self.hold_batches:
+                if b.polls_left <= 0:
+                    b.status, b.ended_at = "ended", time.time()
+                b.polls_left -= 1
+            elif b.status == "canceling":
+                for cid in b.custom_ids:  # nothing was processed after the cancel
+                    if b.results[cid]["type"] != "succeeded":
+                        b.results[cid] = {"type": "canceled"}
+                b.status, b.ended_at = "ended", time.time()
 
     def _next(self) -> dict:
         with self._lock:
@@ -273,11 +389,71 @@ class FakeAnthropic:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _send_raw(self, status: int, data: bytes, ctype: str):
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _wait(self):
+                if fake.delay:
+                    fake._release.wait(fake.delay)
+
+            def _batch_path(self):
+                m = re.fullmatch(r"/v1/messages/batches(?:/([A-Za-z0-9_]+)(/results|/cancel)?)?",
+                                 self.path.split("?")[0])
+                if m is None:
+                    return None
+                b = fake.batches.get(m.group(1)) if m.group(1) else None
+                return m, b
+
             def do_GET(self):
                 with fake._lock:
                     fake.requests.append(Recorded("GET", self.path, {k.lower(): v for k, v
                                                                     in self.headers.items()}, b""))
+                self._wait()
+                found = self._batch_path()
+                if found is None or found[1] is None:
+                    return self._send(404, error_reply(404, "not_found_error")["body"])
+                m, b = found
+                if m.group(2) == "/results":
+                    if b.status != "ended":
+                        return self._send(400, error_reply(
+                            400, "invalid_request_error", "batch has not ended")["body"])
+                    lines = [json.dumps({"custom_id": cid, "result": b.results[cid]})
+                             for cid in b.custom_ids]
+                    return self._send_raw(200, ("\n".join(lines) + "\n").encode(),
+                                          "application/binary")
+                if m.group(2) is None:
+                    fake._retrieve(b)
+                    return self._send(200, b.body(fake.base_url))
                 self._send(404, error_reply(404, "not_found_error")["body"])
+
+            def _post_batch(self, raw: bytes):
+                self._wait()
+                m, b = self._batch_path()
+                if m.group(2) == "/cancel":
+                    if b is None:
+                        return self._send(404, error_reply(404, "not_found_error")["body"])
+                    with fake._lock:
+                        if b.status == "in_progress":
+                            b.status, b.cancel_at = "canceling", time.time()
+                    return self._send(200, b.body(fake.base_url))
+                if m.group(1):
+                    return self._send(404, error_reply(404, "not_found_error")["body"])
+                if len(raw) > BATCH_MAX_BYTES:
+                    return self._send(413, error_reply(413, "request_too_large")["body"])
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    return self._send(400, error_reply(400, "invalid_request_error",
+                                                       "body is not JSON")["body"])
+                problems = batch_problems(body) if fake.validate else []
+                if problems:
+                    return self._send(400, error_reply(400, "invalid_request_error",
+                                                       "; ".join(problems[:5]))["body"])
+                self._send(200, fake._create_batch(body).body(fake.base_url))
 
             def do_POST(self):
                 raw = self._read_body()
@@ -285,6 +461,8 @@ class FakeAnthropic:
                                raw)
                 with fake._lock:
                     fake.requests.append(rec)
+                if self._batch_path() is not None:
+                    return self._post_batch(raw)
                 if self.path.split("?")[0] != "/v1/messages":
                     return self._send(404, error_reply(404, "not_found_error")["body"])
                 try:

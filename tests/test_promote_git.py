@@ -337,3 +337,13 @@ def test_a_crash_mid_landing_is_finished_once_at_start(repo, monkeypatch, where)
     assert f"Autoharness-Intent: {it.id}" in git(proj, "log", "-1", "--format=%B", BRANCH)
     again = fresh.promote(it, WINDOW, str(proj))  # the queue re-delivers: reported, not redone
     assert again.status == "landed" and len(branch_log(proj)) == 1
+
+
+def test_a_fifo_as_the_project_config_does_not_hang(home):
+    """A FIFO planted as .claude/autoharness.toml is not a config: the project is in the
+    global mode and the read returns at once instead of blocking on the pipe."""
+    proj = home["tmp"] / "fifo-proj"
+    (proj / ".claude").mkdir(parents=True)
+    os.mkfifo(proj / ".claude" / "autoharness.toml")
+    assert gitmode.project_settings(str(proj)) == {}
+    assert gitmode.mode_for(str(proj), PromoterConfig()) == ("auto", BRANCH)

@@ -41,6 +41,7 @@ class StatusSources:
     connections: Callable[[], dict]  # open connections against the cap
     socket_path: str
     started_at: float
+    batches: Callable[[], dict] = dict  # Message Batches in flight and their tokens
 
 
 class StatusReport:
@@ -99,6 +100,7 @@ class StatusReport:
             promoter=self.promoter_info(),
             library=self.src.library(),
             learnings=learnings,
+            batches=self.src.batches(),
         )
 
     def job_counts(self) -> r.JobCounts:

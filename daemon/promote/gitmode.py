@@ -30,6 +30,7 @@ import tomllib
 from dataclasses import dataclass
 
 from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.capture.source import open_regular
 from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, PROVENANCE_FILE, TMP_PREFIX
 from claude_autoharness.protocol import paths
 
@@ -109,7 +110,8 @@ def _git_bytes(top: str, *args: str, input: bytes | None = None) -> bytes:
 def project_settings(project_root: str) -> dict:
     """The `[promoter]` table of the project's `.claude/autoharness.toml` ({} when none)."""
     try:
-        with open(os.path.join(project_root, PROJECT_CONFIG), "rb") as f:
+        # a repository file: a FIFO planted there must fail the open, not hang the promoter
+        with open(open_regular(os.path.join(project_root, PROJECT_CONFIG)), "rb") as f:
             data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         return {}

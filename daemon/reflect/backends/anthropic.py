@@ -168,6 +168,29 @@ def _system(prompt: Prompt) -> list[dict]:
     return [{"type": "text", "text": t, "cache_control": CACHE} for t in prompt.system_blocks]
 
 
+def request_params(prompt: Prompt, cfg) -> dict:
+    """The Messages API parameters of one reflection (also one Message Batches item)."""
+    return {"model": cfg.model, "max_tokens": int(cfg.max_tokens), "system": _system(prompt),
+            "tools": [tool_definition(prompt.max_intents)],
+            "tool_choice": {"type": "tool", "name": TOOL_NAME},
+            "messages": [{"role": "user", "content": prompt.user_text}]}
+
+
+def read_reply(msg) -> tuple[list[object] | None, str | None]:
+    """(proposals, None) from a usable reply, else (None, what is wrong with it)."""
+    block = _find_tool_use(msg)
+    if block is None:
+        return None, f"no `{TOOL_NAME}` call in the reply (stop_reason {msg.stop_reason})"
+    proposals, problem = check_reply(block.input)
+    if getattr(msg, "stop_reason", None) == "max_tokens" and problem:
+        problem += " (the reply hit max_tokens)"
+    return proposals, problem
+
+
+def usage_of(msg) -> dict[str, int]:
+    return _usage(msg)
+
+
 def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> ReflectResult:
     """One reflection: a forced `propose_skill_changes` call, with at most one repair round.
 
@@ -177,34 +200,21 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> Ref
     import anthropic
 
     client = _client(cfg, env)
-    messages: list[dict] = [{"role": "user", "content": prompt.user_text}]
+    params = request_params(prompt, cfg)
+    messages: list[dict] = params.pop("messages")
     usage = empty_usage()
     problem = ""
     for attempt in range(2):
         try:
-            msg = client.messages.create(
-                model=cfg.model,
-                max_tokens=int(cfg.max_tokens),
-                system=_system(prompt),
-                tools=[tool_definition(prompt.max_intents)],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                messages=messages,
-            )
+            msg = client.messages.create(**params, messages=messages)
         except anthropic.AnthropicError as err:
             raise _classify(err) from None
         add_usage(usage, _usage(msg))
-        block = _find_tool_use(msg)
-        if block is None:
-            problem = f"no `{TOOL_NAME}` call in the reply (stop_reason {msg.stop_reason})"
-        else:
-            proposals, found = check_reply(block.input)
-            if found is None:
-                return ReflectResult(proposals=proposals, usage=usage,
-                                     model=getattr(msg, "model", "") or cfg.model,
-                                     raw_text=_raw_text(msg))
-            problem = found
-            if getattr(msg, "stop_reason", None) == "max_tokens":
-                problem += " (the reply hit max_tokens)"
+        proposals, problem = read_reply(msg)
+        if problem is None:
+            return ReflectResult(proposals=proposals, usage=usage,
+                                 model=getattr(msg, "model", "") or cfg.model,
+                                 raw_text=_raw_text(msg))
         if attempt == 0:
             messages = messages + _repair_turns(msg, problem)
     unusable = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")

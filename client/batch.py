@@ -1,0 +1,80 @@
+"""`autoharnessctl replay --batch` / `--cancel`: hand many transcripts to the daemon, which
+reflects on them through Message Batches and lands the results like any job's."""
+
+import datetime
+import json
+import os
+import sys
+import time
+
+from claude_autoharness.client.conn import call
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+
+
+def collect(names: list[str], all_: bool, since: str | None) -> list[str]:
+    """Transcript files: the files named, every *.jsonl under the directories named, and with
+    `all_` every one under $CLAUDE_CONFIG_DIR/projects; `since` keeps those modified on or
+    after that date."""
+    roots = list(names) + ([paths.claude_projects_dir()] if all_ else [])
+    out: list[str] = []
+    for r in roots:
+        if os.path.isdir(r):
+            for here, dirs, files in os.walk(r):
+                dirs.sort()
+                out += [os.path.join(here, f) for f in sorted(files) if f.endswith(".jsonl")]
+        elif os.path.isfile(r):
+            out.append(r)
+        else:
+            raise FileNotFoundError(r)
+    if since:
+        cut = datetime.datetime.strptime(since, "%Y-%m-%d").timestamp()
+        out = [p for p in out if os.stat(p).st_mtime >= cut]
+    seen, uniq = set(), []
+    for p in map(os.path.abspath, out):
+        if p not in seen:
+            seen.add(p)
+            uniq.append(p)
+    return uniq
+
+
+def batch_replay(args) -> int:
+    if args.cancel:
+        out = call(m.Batch(op="cancel"))
+        print(f"canceled {out['batches']} batch(es) in flight; dropped {out['waiting_dropped']} "
+              "item(s) not yet sent (results that came back before the cancel still land)")
+        return 0
+    if not args.transcripts and not args.all:
+        print("autoharnessctl replay --batch: name transcripts or directories, or pass --all",
+              file=sys.stderr)
+        return 1
+    try:
+        files = collect(args.transcripts, args.all, args.since)
+    except FileNotFoundError as e:
+        print(f"autoharnessctl replay: no such transcript or directory: {e}", file=sys.stderr)
+        return 1
+    except ValueError:
+        print(f"autoharnessctl replay: --since {args.since!r}: use YYYY-MM-DD", file=sys.stderr)
+        return 1
+    project = os.path.abspath(args.project) if args.project else None
+    out = call(m.Batch(op="submit", transcripts=files, project=project), timeout=600)
+    print(f"{len(files)} transcript(s): {out['items']} window(s) queued for Message Batches, "
+          f"{out['skipped']} already sent before" +
+          (f", {len(out['missing'])} missing" if out["missing"] else ""))
+    wait = args.wait or 0.0
+    end = time.monotonic() + wait
+    st = call(m.Batch(op="status"))
+    while wait and time.monotonic() < end:
+        if not st["in_flight"] and not st["items"]["waiting"]:
+            break
+        time.sleep(0.2)
+        st = call(m.Batch(op="status"))
+    if args.json:
+        print(json.dumps(st, indent=2))
+    else:
+        print(f"batches in flight: {len(st['in_flight'])}; items: " +
+              ", ".join(f"{v} {k}" for k, v in st["items"].items()) +
+              f"; see `autoharnessctl status` and `autoharnessctl queue list`")
+        if st.get("waiting"):
+            print(f"waiting: {st['waiting']}")
+    return 0

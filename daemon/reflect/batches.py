@@ -1,0 +1,440 @@
+"""Reflection on a backlog through the Message Batches API (`autoharnessctl replay --batch`).
+
+Each transcript is cut into windows exactly as the pool would cut a session (same packet, same
+prompt, same request parameters); every window is one batch item, its custom id the job id
+its proposals are taken in under. Items go out in batches chunked to the API's limits, batches
+are polled with backoff, and results go through the same intake (with the same dedup of saved
+lessons) and so the same validation and promoter as pool jobs.
+
+Durable: `<state>/batches.json` (atomically replaced on every change) holds every item and
+every batch id. A restart resumes polling; a result already taken in is not taken in again
+(the journal says so, and intake itself is idempotent per job id), so nothing is reflected
+twice. An errored or expired item is retried alone, in a later batch, up to
+`reflector.max_attempts`. `replay --cancel` cancels the batches in flight and drops waiting
+items; what had succeeded before the cancel is still taken in.
+
+Tokens are charged against the daily budget as the pool charges them; status also shows them
+at the batch price (half the standard price). No batch is sent while the budget is spent, and
+a batch never carries more than the budget has left (estimated from the request sizes).
+"""
+
+import json
+import os
+import time
+import uuid
+
+import anyio
+import msgspec
+import structlog
+
+from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.backends.base import has_api_key
+from claude_autoharness.daemon.reflect.pool import (
+    drop_saved_lessons, fresh_markers, queued_marker_texts, save_window_file, today,
+)
+from claude_autoharness.daemon.reflect.prompt import build_request
+from claude_autoharness.protocol import paths
+
+log = structlog.get_logger("autoharness")
+
+BATCH_PRICE = 0.5  # a batch token costs half a standard one
+# Rough bytes per token, to keep a batch inside what the daily budget has left.
+BYTES_PER_TOKEN = 4
+
+
+class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str  # the custom id, and the job id intake records the proposals under
+    transcript: str
+    start: int
+    end: int
+    session_id: str
+    project: str | None = None
+    status: str = "waiting"  # waiting | submitted | done | failed | canceled
+    batch: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    intents: list[str] = []
+
+
+class Batch(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    items: list[str]
+    status: str = "in_progress"  # in_progress | canceling | ended (results taken in)
+    created_at: float = 0.0
+    next_poll_at: float = 0.0
+    interval: float = 0.0
+
+
+class Journal(msgspec.Struct, kw_only=True):
+    items: dict[str, Item] = {}
+    batches: dict[str, Batch] = {}
+    tokens: int = 0
+    requests: int = 0  # API requests made for batches (create, retrieve, results, cancel)
+
+
+def journal_path() -> str:
+    return os.path.join(paths.state_dir(), "batches.json")
+
+
+def session_for(path: str) -> str:
+    """The session id a transcript's batch items are recorded under (stable per file)."""
+    import hashlib
+    return "batch-" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:12]
+
+
+def transcript_cwd(path: str) -> str | None:
+    """The working directory the session ran in (its first record that names one)."""
+    try:
+        with open(path, "rb") as f:
+            for _ in range(200):
+                line = f.readline()
+                if not line:
+                    break
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("cwd"), str):
+                    return rec["cwd"]
+    except OSError:
+        return None
+    return None
+
+
+def chunk(sizes: list[int], max_requests: int, max_bytes: int) -> list[tuple[int, int]]:
+    """[start, end) index ranges of consecutive requests, each range within both limits (a
+    single request over max_bytes still goes alone: the API judges it)."""
+    out, start, total = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and (i - start >= max_requests or total + n > max_bytes):
+            out.append((start, i))
+            start, total = i, 0
+        total += n
+    if start < len(sizes):
+        out.append((start, len(sizes)))
+    return out
+
+
+class BatchRunner:
+    """Owns the batch journal; `run()` is the daemon task that submits and polls."""
+
+    def __init__(self, daemon, *, clock=time.time):
+        self.d = daemon
+        self.clock = clock
+        self.j = Journal()
+        self.changed = anyio.Event()
+        self.waiting_reason = ""
+        self._lock = anyio.Lock()
+
+    # ---- journal -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        try:
+            with open(journal_path(), "rb") as f:
+                self.j = msgspec.json.decode(f.read(), type=Journal)
+        except FileNotFoundError:
+            self.j = Journal()
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
+            bad = journal_path() + f".corrupt-{int(self.clock())}"
+            os.replace(journal_path(), bad)
+            log.error("batch journal unreadable: set aside", path=bad, error=str(e))
+            self.j = Journal()
+        for b in self.j.batches.values():
+            if b.status != "ended":
+                b.next_poll_at = 0.0  # resume polling right away
+
+    def save(self) -> None:
+        os.makedirs(paths.state_dir(), mode=0o700, exist_ok=True)
+        write_atomic(journal_path(), msgspec.json.encode(self.j))
+
+    # ---- commands ------------------------------------------------------------------------
+
+    async def command(self, op: str, transcripts: list[str], project: str | None) -> dict:
+        if op == "status":
+            return self.status()
+        async with self._lock:
+            if op == "cancel":
+                out = await self._cancel()
+            elif op == "submit":
+                out = await anyio.to_thread.run_sync(self._add, transcripts, project)
+            else:
+                raise ValueError(f"unknown batch op {op!r}: submit, cancel or status")
+            self.save()
+        self.changed.set()
+        return out
+
+    def _add(self, transcripts: list[str], project: str | None) -> dict:
+        """Cut every transcript into windows and queue one item per window not seen before."""
+        d, cfg = self.d, self.d.live.cfg
+        known = {(i.transcript, i.start) for i in self.j.items.values()
+                 if i.status != "canceled"}
+        added = skipped = 0
+        missing = []
+        for path in transcripts:
+            path = os.path.abspath(path)
+            if not os.path.isfile(path):
+                missing.append(path)
+                continue
+            cwd = project or transcript_cwd(path)
+            root = d.root_of(cwd) if cwd else None
+            start, size = 0, os.path.getsize(path)
+            while start < size:
+                packet = build_packet(path, start, cfg.capture, d.live.redactor)
+                if packet.watermark_to <= start:
+                    break
+                if (path, start) in known:
+                    skipped += 1
+                elif packet.window.strip():
+                    item = Item(id="b" + uuid.uuid4().hex[:15], transcript=path, start=start,
+                                end=packet.watermark_to, session_id=session_for(path),
+                                project=root)
+                    self.j.items[item.id] = item
+                    added += 1
+                start = packet.watermark_to
+        return {"items": added, "skipped": skipped, "missing": missing}
+
+    async def _cancel(self) -> dict:
+        canceled = 0
+        for i in self.j.items.values():
+            if i.status == "waiting":
+                i.status, i.error = "canceled", "canceled before it was sent"
+                canceled += 1
+        batches = [b for b in self.j.batches.values() if b.status == "in_progress"]
+        for b in batches:
+            try:
+                await anyio.to_thread.run_sync(self._api_cancel, b.id)
+                b.status = "canceling"
+                b.next_poll_at = 0.0
+            except backends.BackendError as e:
+                log.warning("batch cancel failed", batch=b.id, reason=e.reason)
+        return {"batches": len(batches), "waiting_dropped": canceled}
+
+    def status(self) -> dict:
+        counts = {k: 0 for k in ("waiting", "submitted", "done", "failed", "canceled")}
+        for i in self.j.items.values():
+            counts[i.status] = counts.get(i.status, 0) + 1
+        flying = [b for b in self.j.batches.values() if b.status != "ended"]
+        return {"in_flight": [{"id": b.id, "items": len(b.items), "status": b.status}
+                              for b in flying],
+                "items": counts, "tokens": self.j.tokens,
+                "tokens_at_batch_price": int(self.j.tokens * BATCH_PRICE),
+                "price_ratio": BATCH_PRICE, "requests": self.j.requests,
+                "waiting": self.waiting_reason or None}
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            self.changed = anyio.Event()
+            try:
+                async with self._lock:
+                    await self._pass()
+            except Exception:
+                log.exception("batch pass failed")
+            now = self.clock()
+            polls = [b.next_poll_at for b in self.j.batches.values() if b.status != "ended"]
+            timeout = max(0.01, min(polls) - now) if polls else 3600.0
+            if self.waiting_reason and any(i.status == "waiting" for i in self.j.items.values()):
+                timeout = min(timeout, 60.0)
+            with anyio.move_on_after(timeout):
+                await self.changed.wait()
+
+    async def _pass(self) -> None:
+        await self._submit_waiting()
+        now = self.clock()
+        for b in list(self.j.batches.values()):
+            if b.status != "ended" and b.next_poll_at <= now:
+                await self._poll(b)
+
+    def _blocked(self) -> str:
+        cfg = self.d.live.cfg.reflector
+        if not has_api_key(cfg):
+            return ("replay --batch needs the Anthropic API: set ANTHROPIC_API_KEY "
+                    "(or reflector.api_key)")
+        budget = cfg.daily_token_budget
+        if budget and self.d.book.tokens_on(today(self.clock())) >= budget:
+            return f"daily token budget of {budget} reached: batch items wait until tomorrow"
+        return ""
+
+    async def _submit_waiting(self) -> None:
+        waiting = [i for i in self.j.items.values() if i.status == "waiting"]
+        self.waiting_reason = self._blocked() if waiting else ""
+        if not waiting or self.waiting_reason:
+            return
+        cfg = self.d.live.cfg.reflector
+        built = await anyio.to_thread.run_sync(self._build, waiting)
+        for item, reason in built["failed"]:
+            item.status, item.error = "failed", reason
+        reqs = built["requests"]
+        sizes = [len(json.dumps(r)) for r in reqs]
+        budget = cfg.daily_token_budget
+        if budget:  # send no more than the budget has left
+            left = budget - self.d.book.tokens_on(today(self.clock()))
+            n, total = 0, 0
+            for size in sizes:
+                total += size // BYTES_PER_TOKEN + cfg.max_tokens
+                if total > left:
+                    break
+                n += 1
+            if n < len(reqs):
+                self.waiting_reason = (f"daily token budget of {budget}: {len(reqs) - n} "
+                                       "batch item(s) wait for tomorrow")
+            reqs, sizes = reqs[:n], sizes[:n]
+        for a, b in chunk(sizes, cfg.batch_max_requests, cfg.batch_max_bytes):
+            part = reqs[a:b]
+            try:
+                batch_id = await anyio.to_thread.run_sync(self._api_create, part)
+            except backends.BackendError as e:
+                self.waiting_reason = f"batch create failed: {e.reason}"
+                log.warning("batch create failed", reason=e.reason, items=len(part))
+                break
+            now = self.clock()
+            ids = [r["custom_id"] for r in part]
+            for cid in ids:
+                it = self.j.items[cid]
+                it.status, it.batch, it.attempts = "submitted", batch_id, it.attempts + 1
+            self.j.batches[batch_id] = Batch(id=batch_id, items=ids, created_at=now,
+                                             interval=cfg.batch_poll_s,
+                                             next_poll_at=now + cfg.batch_poll_s)
+            self.save()  # the batch id is on disk before anything else happens
+            log.info("batch submitted", batch=batch_id, items=len(ids))
+
+    def _build(self, items: list[Item]) -> dict:
+        """The request of every item (blocking: reads transcripts, saves windows)."""
+        from claude_autoharness.daemon.reflect.backends.anthropic import request_params
+
+        d, cfg = self.d, self.d.live.cfg
+        out = {"requests": [], "failed": []}
+        indexes: dict = {}
+        for item in items:
+            try:
+                packet = build_packet(item.transcript, item.start, cfg.capture, d.live.redactor)
+            except OSError as e:
+                out["failed"].append((item, f"cannot read transcript: {e.strerror}"))
+                continue
+            if item.project not in indexes:
+                indexes[item.project] = d.skills.skill_index(item.project)
+            markers = fresh_markers(packet.window, queued_marker_texts(d.intents.list()))
+            prompt = build_request(packet.window, packet.digest, indexes[item.project],
+                                   guidance=None, max_intents=cfg.reflector.max_intents_per_job,
+                                   markers=markers)
+            save_window_file(item.id, packet.window)
+            out["requests"].append({"custom_id": item.id,
+                                    "params": request_params(prompt, cfg.reflector)})
+        return out
+
+    async def _poll(self, b: Batch) -> None:
+        cfg = self.d.live.cfg.reflector
+        try:
+            status = await anyio.to_thread.run_sync(self._api_status, b.id)
+        except backends.BackendError as e:
+            log.info("batch poll failed", batch=b.id, reason=e.reason)
+            status = None
+        if status != "ended":
+            b.interval = min(cfg.batch_poll_max_s, max(b.interval, cfg.batch_poll_s) * 2)
+            b.next_poll_at = self.clock() + b.interval
+            self.save()
+            return
+        try:
+            results = await anyio.to_thread.run_sync(self._api_results, b.id)
+        except backends.BackendError as e:
+            log.info("batch results failed", batch=b.id, reason=e.reason)
+            b.next_poll_at = self.clock() + b.interval
+            return
+        for cid, kind, payload in results:
+            item = self.j.items.get(cid)
+            if item is None or item.status != "submitted" or item.batch != b.id:
+                continue  # not ours, or taken in already (a restart re-reads results)
+            await self._take(item, kind, payload)
+            self.save()
+        for cid in b.items:  # in the batch but absent from its results: send again
+            item = self.j.items.get(cid)
+            if item is not None and item.status == "submitted" and item.batch == b.id:
+                self._retry(item, "missing from the batch results")
+        b.status = "ended"
+        self.save()
+        self.d.review.wake()
+        self.changed.set()
+
+    async def _take(self, item: Item, kind: str, payload) -> None:
+        from claude_autoharness.daemon.reflect.backends.anthropic import read_reply, usage_of
+
+        if kind == "canceled":
+            item.status, item.error = "canceled", "the batch was canceled"
+            return
+        if kind != "succeeded":
+            self._retry(item, f"batch item {kind}: {payload}")
+            return
+        usage = usage_of(payload)
+        self.j.tokens += sum(usage.values())
+        self.d.pool._charge(usage)
+        proposals, problem = read_reply(payload)
+        if problem is not None:
+            item.status, item.error = "failed", f"unusable reply: {problem}"
+            return
+        d = self.d
+        proposals, _ = drop_saved_lessons(proposals, queued_marker_texts(d.intents.list()))
+        window = await anyio.to_thread.run_sync(self._window, item.id)
+        max_intents = d.live.cfg.reflector.max_intents_per_job
+        intents = await anyio.to_thread.run_sync(
+            lambda: d.intents.intake(item.id, item.session_id, "reflector", proposals, window,
+                                     item.project, max_intents, d.live.redactor))
+        item.status, item.intents, item.error = "done", [i.id for i in intents], None
+
+    def _retry(self, item: Item, reason: str) -> None:
+        """Errored, expired or lost: alone into a later batch, until max_attempts."""
+        item.error = reason
+        if item.attempts >= self.d.live.cfg.reflector.max_attempts:
+            item.status = "failed"
+        else:
+            item.status, item.batch = "waiting", None
+
+    def _window(self, item_id: str) -> str:
+        try:
+            with open(os.path.join(paths.windows_dir(), f"{item_id}.txt"), "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    # ---- the API (blocking: worker threads) ----------------------------------------------
+
+    def _client(self):
+        from claude_autoharness.daemon.reflect.backends.anthropic import _client
+        return _client(self.d.live.cfg.reflector, None)
+
+    def _call(self, fn):
+        import anthropic
+        from claude_autoharness.daemon.reflect.backends.anthropic import _classify
+
+        self.j.requests += 1
+        try:
+            return fn(self._client())
+        except anthropic.AnthropicError as err:
+            raise _classify(err) from None
+
+    def _api_create(self, requests: list[dict]) -> str:
+        return self._call(lambda c: c.messages.batches.create(requests=requests)).id
+
+    def _api_status(self, batch_id: str) -> str:
+        return self._call(lambda c: c.messages.batches.retrieve(batch_id)).processing_status
+
+    def _api_cancel(self, batch_id: str) -> None:
+        self._call(lambda c: c.messages.batches.cancel(batch_id))
+
+    def _api_results(self, batch_id: str) -> list[tuple[str, str, object]]:
+        def fetch(c):
+            out = []
+            for r in c.messages.batches.results(batch_id):
+                res = r.result
+                if res.type == "succeeded":
+                    out.append((r.custom_id, "succeeded", res.message))
+                elif res.type == "errored":
+                    err = getattr(getattr(res, "error", None), "error", None)
+                    out.append((r.custom_id, "errored", getattr(err, "type", "error")))
+                else:
+                    out.append((r.custom_id, res.type, None))
+            return out
+        self.j.requests += 1  # results() retrieves the batch first
+        return self._call(fetch)
