@@ -74,7 +74,7 @@ def batch_replay(args) -> int:
     else:
         print(f"batches in flight: {len(st['in_flight'])}; items: " +
               ", ".join(f"{v} {k}" for k, v in st["items"].items()) +
-              f"; see `autoharnessctl status` and `autoharnessctl queue list`")
+              "; see `autoharnessctl status` and `autoharnessctl queue list`")
         if st.get("waiting"):
             print(f"waiting: {st['waiting']}")
     return 0

@@ -32,7 +32,11 @@ from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.pool import (
-    drop_saved_lessons, fresh_markers, queued_marker_texts, save_window_file, today,
+    drop_saved_lessons,
+    fresh_markers,
+    queued_marker_texts,
+    save_window_file,
+    today,
 )
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.protocol import paths
@@ -406,6 +410,7 @@ class BatchRunner:
 
     def _call(self, fn):
         import anthropic
+
         from claude_autoharness.daemon.reflect.backends.anthropic import _classify
 
         self.j.requests += 1
