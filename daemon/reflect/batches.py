@@ -310,7 +310,7 @@ class BatchRunner:
         from claude_autoharness.daemon.reflect.backends.anthropic import request_params
 
         d, cfg = self.d, self.d.live.cfg
-        out = {"requests": [], "failed": []}
+        out: dict[str, list] = {"requests": [], "failed": []}
         indexes: dict = {}
         for item in items:
             try:
@@ -375,7 +375,7 @@ class BatchRunner:
         self.j.tokens += sum(usage.values())
         self.d.pool._charge(usage)
         proposals, problem = read_reply(payload)
-        if problem is not None:
+        if problem is not None or proposals is None:
             item.status, item.error = "failed", f"unusable reply: {problem}"
             return
         d = self.d

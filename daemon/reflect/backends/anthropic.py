@@ -210,11 +210,12 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> Ref
         except anthropic.AnthropicError as err:
             raise _classify(err) from None
         add_usage(usage, _usage(msg))
-        proposals, problem = read_reply(msg)
-        if problem is None:
+        proposals, found = read_reply(msg)
+        if found is None and proposals is not None:
             return ReflectResult(proposals=proposals, usage=usage,
                                  model=getattr(msg, "model", "") or cfg.model,
                                  raw_text=_raw_text(msg))
+        problem = found or "unusable reply"
         if attempt == 0:
             messages = messages + _repair_turns(msg, problem)
     unusable = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")
