@@ -445,14 +445,7 @@ class Promoter:
         return sorted(out, key=lambda m: m["landing"])
 
     def _stamps(self) -> dict[str, int]:
-        try:
-            with open(self._p("lifecycle.json"), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if type(v) is int}
+        return self._read_counts("lifecycle.json")
 
     def _stamp(self, skill_dir: str, layer: str, anchor: str | None, *,
                keep_uses: bool = False) -> None:
@@ -863,8 +856,13 @@ class Promoter:
         return out
 
     def _uses(self) -> dict[str, int]:
+        return self._read_counts("uses.json")
+
+    def _read_counts(self, name: str) -> dict[str, int]:
+        """A state file mapping skill dirs to counts; unreadable or malformed reads as empty
+        (the counts are advisory: a lost one restarts a probation, it never blocks a landing)."""
         try:
-            with open(self._p("uses.json"), "rb") as f:
+            with open(self._p(name), "rb") as f:
                 data = json.load(f)
         except (OSError, ValueError, RecursionError):
             return {}
