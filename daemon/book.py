@@ -47,8 +47,9 @@ class Book:
     def load(self, *, max_attempts: int) -> None:
         """Snapshot, then the journal records newer than it; quarantine whatever is corrupt.
 
-        A job found running was interrupted: it runs again, unless it already took us down
-        `max_attempts` times.
+        A job found running was interrupted: it runs again. `attempts` counts model calls, so
+        only a job that took us down inside its model call `max_attempts` times is failed; one
+        interrupted while waiting for its transcript or cutting its window costs nothing.
         """
         qdir = paths.quarantine_dir()
         self.state, bad = store.load_snapshot(paths.snapshot_file(), qdir)

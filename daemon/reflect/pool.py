@@ -228,7 +228,6 @@ class ReflectorPool:
     async def run_job(self, job: Job) -> None:
         book = self.book
         job.status = "running"
-        job.attempts += 1
         await book.record_jobs([job])
         done_before = [i for i in self.intents.list() if i.job_id == job.id]
         if done_before:  # intake happened before a crash: don't ask the model twice
@@ -288,6 +287,8 @@ class ReflectorPool:
         """One model call for the job; None when it failed (the job is retried or failed)."""
         cfg = self.live.cfg.reflector
         backend = backends.choose_backend(cfg)
+        job.attempts += 1  # model calls only: a crash while settling or cutting costs none
+        await self.book.record_jobs([job])
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
             result = await self.step("waiting for the model", backends.reflect, backend, prompt,
