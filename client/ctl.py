@@ -452,10 +452,29 @@ def _timeout_everywhere(parser: argparse.ArgumentParser) -> None:
                 _timeout_everywhere(sp)
 
 
+def _help_when_bare(parser: argparse.ArgumentParser) -> None:
+    """A verb that takes a subcommand (`queue`, `skills`, `learnings`, `service`...) given none
+    prints its own help, as bare `autoharnessctl` does, instead of an argparse error."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in set(action.choices.values()):
+                for a in sp._actions:
+                    if a.choices and not a.option_strings:  # the subcommand positional
+                        a.required = False
+                        if not isinstance(a, argparse._SubParsersAction):
+                            a.nargs = "?"
+                        sp.set_defaults(bare_help=(sp, a.dest))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     _timeout_everywhere(parser)
+    _help_when_bare(parser)
     args = parser.parse_args(argv)
+    bare = getattr(args, "bare_help", None)
+    if bare and getattr(args, bare[1], None) is None:  # `autoharnessctl queue`: its help
+        bare[0].print_help()
+        sys.exit(0)
     if not getattr(args, "func", None):  # bare `autoharnessctl`: say what it can do
         parser.print_help()
         sys.exit(0)

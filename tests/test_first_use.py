@@ -106,6 +106,32 @@ def test_bare_ctl_prints_help():
     assert "first steps:" in r.stdout and "COMMAND --help" in r.stdout
 
 
+def _verb_groups() -> dict[str, list[str]]:
+    """Every verb that takes a subcommand (`queue list`, `learnings save`...): its choices."""
+    import argparse
+
+    groups = {}
+    top = ctlmod.build_parser()
+    verbs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sp in verbs.choices.items():
+        for a in sp._actions:
+            if a.choices and not a.option_strings:
+                groups[name] = list(a.choices)
+    return groups
+
+
+def test_bare_verb_group_prints_its_help(home):
+    """A verb that takes a subcommand, given none (`autoharnessctl queue`), prints its own help
+    listing every subcommand and exits 0 like bare `autoharnessctl`, not an argparse error."""
+    groups = _verb_groups()
+    assert {"queue", "skills", "learnings", "service"} <= set(groups)
+    for verb, subs in groups.items():
+        r = ctl(verb)
+        assert (r.returncode, r.stderr) == (0, ""), (verb, r.stderr)
+        assert r.stdout.startswith(f"usage: autoharnessctl {verb}"), (verb, r.stdout)
+        assert [s for s in subs if s not in r.stdout] == [], (verb, r.stdout)
+
+
 def test_hook_help_and_terminal_never_wait(home):
     """`autoharness-hook --help` prints its usage; run on a terminal with no input it says what
     it is for instead of waiting for JSON; both exit 0 and report nothing to anyone."""
