@@ -9,6 +9,8 @@ from typing import Literal
 
 import msgspec
 
+from claude_autoharness.protocol.replies import Finding as Finding  # on the wire in replies
+
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")
 
@@ -79,14 +81,6 @@ def curator_layer(session_id: str | None) -> str | None:
         return session_id[len(CURATOR_SESSION):]
     return None
 STATUSES = ("queued", "landed", "rejected", "held")
-
-
-class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One reason a proposal may not land; `family` groups them (well_formed, safe, ...)."""
-
-    family: str
-    code: str
-    message: str = ""
 
 
 class Intent(msgspec.Struct, kw_only=True):

@@ -8,6 +8,55 @@ from typing import Any
 
 import msgspec
 
+# ---- the promoter's answers: skills verbs, queue approve/reject -----------------------------
+
+class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One reason a proposal may not land; `family` groups them (well_formed, safe, ...)."""
+
+    family: str
+    code: str
+    message: str = ""
+
+
+class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What became of one landing: `skills revert|restore`, `queue approve|reject`."""
+
+    status: str  # landed | rejected | held
+    findings: list[Finding] = []
+    skill_path: str | None = None  # the SKILL.md (or, for archive, the archive directory)
+    version: int | None = None
+
+    @classmethod
+    def rejected(cls, *findings: Finding) -> "Outcome":
+        return cls(status="rejected", findings=list(findings))
+
+
+class SkillInfo(msgspec.Struct, kw_only=True):
+    """One skill of `skills list`, live or archived."""
+
+    name: str
+    layer: str
+    path: str
+    owner: str  # autoharness | user
+    status: str = "live"  # live | archived
+    created: float | None = None
+    last_changed: float | None = None
+    uses: int = 0
+    version: int | None = None
+    turns: int = 0  # of its layer since it landed or was restored (autoharness skills)
+    stage: str = ""  # probation | graduated | hand-written | archived
+    reason: str | None = None  # archived: dormant | capacity | curated | proposed
+
+
+class SkillView(msgspec.Struct, kw_only=True):
+    """`skills show`: one live skill, its SKILL.md, files and provenance landings."""
+
+    info: SkillInfo
+    skill_md: str
+    files: list[str]
+    landings: list[dict[str, Any]]
+
+
 # ---- status ---------------------------------------------------------------------------------
 
 class _Part(msgspec.Struct, kw_only=True):

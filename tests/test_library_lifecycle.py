@@ -243,7 +243,7 @@ def test_unstamped_skill_starts_probation_at_first_pass(lib):
     judged, keeping its uses, instead of being judged on the layer's whole history."""
     pr, t, root = lib["pr"], lib["turns"], lib["root"]
     assert pr.promote(intent("create", "older"), WINDOW, root).status == "landed"
-    stamps = lib["pr"]._p("lifecycle.json")
+    stamps = lib["pr"].statedir.p("lifecycle.json")
     with open(stamps, "w") as f:
         json.dump({}, f)
     t.projects[root] = 100

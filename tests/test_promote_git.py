@@ -11,6 +11,7 @@ import pytest
 
 from claude_autoharness.daemon.promote import gitmode, validate
 from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.statedir import StateDir
 from claude_autoharness.protocol.config import PromoterConfig
 from harness import CTL
 from promote_support import WINDOW, intent, tree_digest
@@ -321,7 +322,7 @@ def test_a_crash_mid_landing_is_finished_once_at_start(repo, monkeypatch, where)
     proj = repo["proj"]
     it = intent("create", "crashy")
     owner, attr = (gitmode, "_tree_with") if where == "before_update_ref" else \
-        (Promoter, "_append_history")
+        (StateDir, "append_history")
     real = getattr(owner, attr)
 
     def boom(*a, **k):

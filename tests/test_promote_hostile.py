@@ -9,8 +9,7 @@ import shutil
 
 import pytest
 
-from claude_autoharness.daemon.promote import land as land_mod
-from claude_autoharness.daemon.promote import validate
+from claude_autoharness.daemon.promote import fileops, validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.validate import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
@@ -299,7 +298,7 @@ def test_archive_recovery_leaves_a_replaced_skill_alone(env, crash_at, monkeypat
     before the skill was removed), whose skill dir was then replaced by a hand-written skill
     of the same name: recover() abandons the archive instead of deleting the user's skill."""
     land(env, intent("create", "arch", body="Ours.\n"))
-    real_unlink_at, real_write_path = land_mod._unlink_at, land_mod._write_path
+    real_unlink_at, real_write_path = fileops.unlink_at, fileops.write_path
 
     def unlink_at(base, parts):
         if crash_at == "after_copy" and parts[-1] == SKILL_MD:
@@ -312,8 +311,8 @@ def test_archive_recovery_leaves_a_replaced_skill_alone(env, crash_at, monkeypat
         return real_write_path(path, data)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(land_mod, "_unlink_at", unlink_at)
-        mp.setattr(land_mod, "_write_path", write_path)
+        mp.setattr(fileops, "unlink_at", unlink_at)
+        mp.setattr(fileops, "write_path", write_path)
         with pytest.raises(Crash):
             Promoter(PromoterConfig()).promote(intent("archive", "arch"), WINDOW,
                                                str(env["proj"]))
@@ -328,7 +327,7 @@ def test_archive_recovery_leaves_a_replaced_skill_alone(env, crash_at, monkeypat
 
 def _crash_archive_after_copy(env, name):
     """Archive `name` in a process that dies once the copy is made, before SKILL.md goes."""
-    real = land_mod._unlink_at
+    real = fileops.unlink_at
 
     def unlink_at(base, parts):
         if parts[-1] == SKILL_MD:
@@ -336,7 +335,7 @@ def _crash_archive_after_copy(env, name):
         return real(base, parts)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(land_mod, "_unlink_at", unlink_at)
+        mp.setattr(fileops, "unlink_at", unlink_at)
         with pytest.raises(Crash):
             Promoter(PromoterConfig()).promote(intent("archive", name), WINDOW, str(env["proj"]))
 

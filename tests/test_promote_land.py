@@ -8,8 +8,7 @@ import os
 import pytest
 
 from claude_autoharness.daemon import store
-from claude_autoharness.daemon.promote import land as land_mod
-from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote import fileops, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
@@ -218,17 +217,17 @@ def test_io_failure_mid_landing_rolls_back(env, monkeypatch):
     land(env, intent("add_file", "fragile", path="references/a.md", content="old\n"))
     land(env, intent("update", "fragile", body="Current body.\n"))
     before = (env["skills"] / "fragile" / "SKILL.md").read_bytes()
-    real = land_mod._write_at
+    real = fileops.write_at
 
     def failing(base, parts, data, **kw):
         if parts[-1] == "SKILL.md":
             raise OSError(28, "No space left on device")
         return real(base, parts, data, **kw)
 
-    monkeypatch.setattr(land_mod, "_write_at", failing)
+    monkeypatch.setattr(fileops, "write_at", failing)
     out = env["pr"].revert("fragile", to=1, project_root=str(env["proj"]))
     assert out.status == "rejected" and out.findings[0].code == "io_error"
-    monkeypatch.setattr(land_mod, "_write_at", real)
+    monkeypatch.setattr(fileops, "write_at", real)
     assert (env["skills"] / "fragile" / "SKILL.md").read_bytes() == before
     assert (env["skills"] / "fragile" / "references" / "a.md").read_text() == "old\n"
     assert os.listdir(os.path.join(env["pr"].state, "pending")) == []

@@ -1,0 +1,222 @@
+"""The operator's verbs on the library: list, show, history, revert, restore.
+
+Reads never change the tree; revert and restore are landings like any other (planned,
+validated, journaled, recorded in history), through the promoter they are given.
+"""
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+from claude_autoharness.daemon.promote import fileops, layers, lifecycle, records, validate
+from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
+from claude_autoharness.daemon.promote.validate import (
+    PROVENANCE_DIR,
+    SKILL_MD,
+    TMP_PREFIX,
+    Plan,
+    read_nofollow,
+)
+from claude_autoharness.protocol.replies import Finding, Outcome, SkillInfo, SkillView
+
+if TYPE_CHECKING:
+    from claude_autoharness.daemon.promote.land import Promoter
+
+PROVENANCE = f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}"
+EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
+# `show` returns SKILL.md whole; a bigger (hand-written) one is shown empty, not loaded.
+MAX_SHOW_BYTES = 1024 * 1024
+
+
+def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillInfo]:
+    """Live skills of the user layer (and the project's, given its root), then archives."""
+    pr.refresh_git(project_root)
+    out = []
+    uses, stamps = pr.statedir.uses(), pr.statedir.stamps()
+    for layer, root, _ in pr.roots(project_root):
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:  # missing, not a directory, unreadable
+            continue
+        scope = project_root if layer == "project" else None  # whose turns count
+        for name in names:
+            d = os.path.join(root, name)
+            if os.path.isfile(os.path.join(d, SKILL_MD)):
+                out.append(info(pr, layer, d, uses, stamps, scope))
+    for m in sorted(pr.statedir.archives(), key=lambda m: (m["name"], m["landing"])):
+        if m["layer"] == "user" or (project_root and same_dir(m["anchor"], project_root)):
+            out.append(SkillInfo(name=m["name"], layer=m["layer"], path=m["path"],
+                                 owner="autoharness", status="archived",
+                                 last_changed=m["archived_at"], version=m.get("version"),
+                                 uses=_int(m.get("uses")), turns=_int(m.get("turns")),
+                                 stage=lifecycle.ARCHIVED,
+                                 reason=m.get("reason") if isinstance(m.get("reason"), str)
+                                 else None))
+    return out
+
+
+def show(pr: "Promoter", name: str, project_root: str | None = None,
+         layer: str | None = None) -> SkillView | None:
+    """One live skill: its SKILL.md, files and provenance; None when there is none."""
+    pr.refresh_git(project_root)
+    found = layers.find_one(name, pr.roots(project_root), layer,
+                            lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
+    if isinstance(found, Outcome):
+        return None
+    layer, root, _ = found
+    d = os.path.join(root, name)
+    prov = validate.read_provenance(d) if pr.owned(d) else None
+    data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
+    return SkillView(info=info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
+                               project_root if layer == "project" else None),
+                     skill_md=data.decode("utf-8", "replace"),
+                     files=sorted(validate.scan_tree(d)[0]),
+                     landings=prov["landings"] if prov else [])
+
+
+def history(pr: "Promoter", name: str, project_root: str | None = None,
+            layer: str | None = None) -> list[dict]:
+    """Every landing recorded for `name` (oldest first), archived or live."""
+    pr.refresh_git(project_root)
+    found = layers.find_one(name, pr.roots(project_root), layer,
+                            lambda t: bool(pr.statedir.history(t)))
+    if isinstance(found, Outcome):
+        return []
+    _, root, _ = found
+    return pr.statedir.history(os.path.join(root, name))
+
+
+def revert(pr: "Promoter", name: str, to: int | None = None, project_root: str | None = None,
+           layer: str | None = None) -> Outcome:
+    """Put back an earlier landed version (default: the one before the current); the
+    revert is itself a recorded landing."""
+    with pr.statedir.locked():
+        pr.sync_git_roots(project_root)
+        found = layers.find_one(name, pr.roots(project_root), layer,
+                                lambda t: os.path.lexists(t))
+        if isinstance(found, Outcome):
+            return found
+        layer, root, anchor = found
+        target = os.path.join(root, name)
+        if not pr.owned(target):
+            return Outcome.rejected(Finding(family="owned", code="not_owned",
+                                            message=f"{name} was not created by autoharness"))
+        versions = [e for e in pr.statedir.history(target) if e.get("files")]
+        if to is None:
+            chosen = versions[-2] if len(versions) >= 2 else None
+        else:
+            chosen = next((e for e in versions if e["version"] == to), None)
+        if chosen is None:
+            return Outcome.rejected(shape_finding(
+                "no_version", f"{name} has no version {to or 'before the current one'}"))
+        files = {rel: pr.statedir.get_blob(sha).decode() for rel, sha in chosen["files"].items()}
+        live = validate.scan_tree(target)[0]
+        plan = Plan(action="revert", layer=layer, name=name, root=root, anchor=anchor,
+                    state=pr.state, exists=True, skill_md=files.pop(SKILL_MD), live=live,
+                    writes={rel: text for rel, text in files.items()
+                            if read_nofollow(target, rel) != text.encode()},
+                    removes=sorted(r for r in live if r != SKILL_MD and r not in files))
+        findings = pr.check(plan)
+        if findings:
+            return Outcome.rejected(*findings)
+        origin = {"source": "operator", "reason": f"revert to version {chosen['version']}"}
+        return pr.run(pr.write_record(plan, origin, to=chosen["version"]))
+
+
+def restore(pr: "Promoter", name: str, project_root: str | None = None,
+            layer: str | None = None) -> Outcome:
+    """Bring the most recent archive of `name` back to where it was archived from."""
+    with pr.statedir.locked():
+        pr.sync_git_roots(project_root)
+        metas = [m for m in pr.statedir.archives()
+                 if m["name"] == name and (layer is None or m["layer"] == layer)
+                 and (m["layer"] == "user" or project_root is None
+                      or same_dir(m["anchor"], project_root))]
+        if not metas:
+            return Outcome.rejected(shape_finding("missing", f"no archived skill {name}"))
+        meta = max(metas, key=lambda m: m["landing"])
+        src = os.path.join(meta["path"], "skill")
+        files = {rel: data for rel in fileops.all_files(src)
+                 if (data := read_nofollow(src, rel)) is not None}
+        try:
+            texts = {rel: data.decode() for rel, data in files.items()
+                     if not rel.startswith(PROVENANCE_DIR + "/")}
+        except UnicodeDecodeError:
+            return Outcome.rejected(shape_finding("binary", "archived skill holds a non-text file"))
+        # Where the layer resolves *now*, checked like a create: the archive's recorded
+        # target is only a claim, and the path to it may have been re-pointed since
+        # (a `.claude` swapped for a symlink, a project deleted, a config dir moved).
+        root, anchor = pr.layer_root(meta["layer"], meta["anchor"])
+        if root is None:
+            return Outcome.rejected(layers.no_project_root(meta["anchor"]))
+        target = os.path.join(root, name)
+        if target != meta["target"]:
+            return Outcome.rejected(Finding(
+                family="contained", code="symlink",
+                message=f"the {meta['layer']} skills dir no longer resolves to where "
+                        f"{name} was archived from"))
+        plan = Plan(action="restore", layer=meta["layer"], name=name, root=root,
+                    anchor=anchor, state=pr.state, exists=os.path.lexists(target),
+                    skill_md=texts.pop(SKILL_MD, ""), writes=texts)
+        findings = []
+        if plan.exists:
+            findings.append(shape_finding("exists", f"{target} exists: move it first"))
+        findings += pr.check(plan)
+        if findings:
+            return Outcome.rejected(*findings)
+        # Not of our shape: the restore entry starts a fresh record rather than fail.
+        prov = records.parse_provenance(files.get(PROVENANCE) or b"") or {}
+        evidence = {rel: data for rel, data in files.items()
+                    if rel.startswith(EVIDENCE_DIR + "/")}
+        origin = {"source": "operator", "reason": f"restore archive {meta['landing']}"}
+        out = pr.run(pr.write_record(plan, origin, extra=evidence, base_prov=prov))
+        if out.status == "landed":
+            # Renamed first, so a crash mid-delete leaves a temp the sweep removes, never
+            # a half-deleted archive that a later restore could pick.
+            gone = os.path.join(os.path.dirname(meta["path"]),
+                                TMP_PREFIX + os.path.basename(meta["path"]))
+            os.rename(meta["path"], gone)
+            shutil.rmtree(gone, ignore_errors=True)
+            pr.stamp(target, meta["layer"], meta["anchor"])  # a fresh probation
+        return out
+
+
+def archived_since(pr: "Promoter", project_root: str | None, since: float,
+                   reasons: tuple[str, ...]) -> list[dict]:
+    """Archive metadata of skills archived after `since` for one of `reasons`, in the user
+    layer or the given project's, oldest first."""
+    out = [m for m in pr.statedir.archives()
+           if m["archived_at"] > since and m.get("reason") in reasons
+           and (m["layer"] == "user" or (project_root and same_dir(m["anchor"], project_root)))]
+    return sorted(out, key=lambda m: m["landing"])
+
+
+def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
+         scope: str | None) -> SkillInfo:
+    """One live skill's listing. `scope`: the project root whose turns a project skill
+    counts (None: user layer)."""
+    prov = validate.read_provenance(d) if pr.owned(d) else None
+    landings = (prov or {}).get("landings") or []
+    try:
+        mtime: float | None = os.stat(os.path.join(d, SKILL_MD)).st_mtime
+    except OSError:
+        mtime = None
+    stamp = stamps.get(d)
+    used = uses.get(layers.uses_key(d), 0)
+    turns = 0 if stamp is None or not prov else max(0, pr.turns(layer, scope) - stamp)
+    counts = lifecycle.SkillCounts(name=os.path.basename(d), layer=layer, scope=scope,
+                                   owned=bool(prov), uses=used, turns=turns)
+    stage = lifecycle.stage(counts, pr.library.maturity_turns)
+    if stage == lifecycle.DORMANT:  # due for archive at the next pass; still graduated
+        stage = lifecycle.GRADUATED
+    return SkillInfo(name=os.path.basename(d), layer=layer, path=d,
+                     owner="autoharness" if prov else "user",
+                     created=landings[0]["at"] if landings else None,
+                     last_changed=landings[-1]["at"] if landings else mtime,
+                     uses=used,
+                     version=landings[-1]["version"] if landings else None,
+                     turns=turns, stage=stage)
+
+
+def _int(v) -> int:
+    return v if type(v) is int else 0
