@@ -19,16 +19,18 @@ EVENT = json.dumps({"session_id": "bench-{i}", "hook_event_name": "PreToolUse",
                     "cwd": "/tmp/proj", "tool_name": "Bash", "tool_input": {"command": "ls"}})
 
 
-def envelope(i: int) -> bytes:
-    body = b'{"type":"hook","v":1,"ts":0,"payload":%b}' % EVENT.replace("{i}", str(i % 64)).encode()
+def envelope(i: int, n: int) -> bytes:
+    """Event `n` of client `i`, with its own id as the hook gives it (the daemon journals it)."""
+    body = b'{"type":"hook","v":1,"id":"%08x%024x","ts":0,"payload":%b}' % (
+        i, n, EVENT.replace("{i}", str(i % 64)).encode())
     return len(body).to_bytes(4, "big") + body
 
 
 def client(path: str, seconds: float, worker: int, out: mp.Queue) -> None:
     lat, sent, errors = [], 0, 0
-    msg = envelope(worker)
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        msg = envelope(worker, sent + errors)
         t = time.perf_counter()
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

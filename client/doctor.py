@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.words import plural
-from claude_autoharness.protocol import PROTOCOL, VERSION, paths
+from claude_autoharness.protocol import PROTOCOL, VERSION, paths, spool
 from claude_autoharness.protocol import messages as m
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
@@ -336,25 +336,17 @@ def check_reflector(status: dict | None, cfg, env: Mapping[str, str], config_fil
     return Check("reflector", True, f"{backend} backend ({who}){suffix}")
 
 
-def _count_lines(path: str) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    except OSError:
-        return 0
-
-
-def check_spool(status: dict | None, spool_file: str) -> Check:
+def check_spool(status: dict | None, spool_dir: str) -> Check:
     if status is not None:
         n = int((status.get("spool") or {}).get("pending") or 0)
         if n:
-            return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_file}; a "
+            return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_dir}; a "
                          "healthy daemon replays them within seconds",
                          f"if they stay, {RESTART_HINT}")
         return Check("spool", True, "empty")
-    n = _count_lines(spool_file)
+    n = spool.count(spool_dir)
     if n:
-        return Check("spool", False, f"{plural(n, 'event')} spooled in {spool_file} while the "
+        return Check("spool", False, f"{plural(n, 'event')} spooled in {spool_dir} while the "
                      "daemon was down",
                      f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
     return Check("spool", True, "empty")
@@ -475,7 +467,7 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("duplicates", lambda: check_duplicates(sources)),
         ("commands", lambda: check_commands(command_dirs, plugin, env)),
         ("reflector", lambda: check_reflector(status, cfg.reflector, env, cfg_file)),
-        ("spool", lambda: check_spool(status, paths.spool_file())),
+        ("spool", lambda: check_spool(status, paths.spool_dir())),
         ("quarantine", lambda: check_quarantine(status, paths.quarantine_dir())),
         ("persistence", lambda: check_persistence(status)),
         ("jobs", lambda: check_jobs(status)),

@@ -1,9 +1,14 @@
-"""The daemon's book: its state in memory, the journal that makes job changes durable, and the
-snapshot that makes everything else durable.
+"""The daemon's book: its state in memory, the journal that makes every acknowledged change
+durable, and the snapshot that shortens replay.
 
-Invariants: a job change is in the table and fsynced in the journal before anyone is told of
-it; a snapshot is written by one writer at a time, and the journal records it covers are
-dropped only after it is durable. Blocking I/O runs in worker threads (`persist_now` is for
+Invariants: acknowledged means journaled. An event's effect (the session's post-state, the
+jobs it created, its id, a turn) and every job change are appended to the journal with one
+`write()` on the event loop before anyone is told, so a process crash at any instant loses
+nothing acknowledged; `sync` (fsync, against power loss) runs at least every
+`fsync_interval_s`. The latest event ids are remembered durably, so a second copy of an event
+counts nothing. A snapshot is written by one writer at a time, and only then is the journal
+compacted down to what it covers, keeping the unfinished jobs and live sessions so a corrupt
+snapshot does not drop them. Blocking I/O runs in worker threads (`persist_now` is for
 startup and shutdown, when nothing else runs).
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
@@ -25,6 +30,7 @@ log = structlog.get_logger("autoharness")
 
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
+KEEP_EVENT_IDS = 4096  # the latest event ids: a copy of an event arrives within seconds
 
 
 class Book:
@@ -39,6 +45,7 @@ class Book:
         self.health = PersistenceHealth(clock)  # a failing state dir, said in status
         self._persist_lock = anyio.Lock()
         self._changed = anyio.Event()
+        self.seen: dict[str, None] = {}  # the latest event ids, oldest first
         # Called just before a snapshot is encoded: parts copy their tables into the state.
         self.before_snapshot: Callable[[store.State], None] = lambda state: None
 
@@ -54,15 +61,12 @@ class Book:
         qdir = paths.quarantine_dir()
         self.state, bad = store.load_snapshot(paths.snapshot_file(), qdir)
         self.quarantined += bad
+        for eid in self.state.seen_ids:
+            self.remember(eid)
         records, bad = self.journal.replay(self.state.journal_seq, qdir)
         self.quarantined += bad
         for rec in records:
-            if rec.op == "job" and rec.job is not None:
-                self.state.jobs[rec.job.id] = rec.job
-            elif rec.op == "session" and rec.session is not None:
-                self.state.sessions[rec.session.session_id] = rec.session
-            elif rec.op == "turn":
-                self.state.turns.add(rec.project)
+            self.apply(rec)
         for job in self.state.jobs.values():
             if job.status != "running":
                 continue
@@ -73,6 +77,38 @@ class Book:
             else:  # interrupted by a crash or stop: run it again
                 job.status = "pending"
         self.capture_stats.from_state(self.state.capture)
+
+    def apply(self, rec: store.JournalRecord) -> None:
+        """Replay one journal record. Records carry post-states: applying one twice changes
+        nothing, except a turn, whose record is applied once (its seq is newer than the
+        snapshot's only until a snapshot covers it)."""
+        for job in ([rec.job] if rec.job is not None else []) + rec.jobs:
+            self.state.jobs[job.id] = job
+        if rec.session is not None:
+            s = rec.session
+            prev = self.state.sessions.get(s.session_id)
+            s.tool_ids = list(prev.tool_ids) if prev is not None else []
+            for tool_use_id in rec.calls:
+                sm.remember_call(s, tool_use_id)
+            self.state.sessions[s.session_id] = s
+        if rec.op == "turn" or rec.turn:
+            self.state.turns.add(rec.project)
+        if rec.kind:  # an event record: the counters a snapshot would have carried
+            ev = self.state.events
+            ev.received += 1
+            ev.by_kind[rec.kind] = ev.by_kind.get(rec.kind, 0) + 1
+        self.remember(rec.eid)
+
+    def remember(self, eid: str) -> None:
+        if not eid:
+            return
+        self.seen[eid] = None
+        if len(self.seen) > KEEP_EVENT_IDS:
+            del self.seen[next(iter(self.seen))]
+
+    def seen_before(self, eid: str) -> bool:
+        """Whether an event with this id was already acknowledged (a spooled copy, a retry)."""
+        return bool(eid) and eid in self.seen
 
     def open(self) -> None:
         """Start journaling (after `load` and any recovery)."""
@@ -86,16 +122,22 @@ class Book:
 
     # ---- snapshots -----------------------------------------------------------------------
 
-    def snapshot_bytes(self) -> tuple[bytes, int]:
+    def snapshot_bytes(self) -> tuple[bytes, int, bytes]:
+        """The snapshot, the journal size it covers, and what the compacted journal keeps."""
         self.before_snapshot(self.state)
         self.state.capture = self.capture_stats.to_state()
+        self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
         self._prune()
-        return store.encode_state(self.state), self.journal.seq
+        unfinished = [j for j in self.state.jobs.values() if j.status in ("pending", "running")]
+        live = [s for s in self.state.sessions.values() if s.ended_at is None or s.activity > 0]
+        carry = self.journal.carry(self.journal.seq, unfinished, live)
+        return store.encode_state(self.state), self.journal.size, carry
 
     async def persist(self) -> None:
-        """Write the snapshot if dirty; then the journal records it covers can go.
+        """Write the snapshot if dirty; then the journal is compacted to what it does not cover
+        (and the unfinished jobs and live sessions, in case the snapshot is ever unreadable).
 
         One at a time: two writers finishing out of order could put an older snapshot last.
         """
@@ -104,10 +146,10 @@ class Book:
                 return
             self.dirty = False
             try:
-                data, seq = self.snapshot_bytes()
+                data, size, carry = self.snapshot_bytes()
                 await anyio.to_thread.run_sync(store.write_private, paths.snapshot_file(), data)
                 self.last_snapshot_at = self.clock()
-                await anyio.to_thread.run_sync(self.journal.truncate_if, seq)
+                await anyio.to_thread.run_sync(self.journal.compact, size, carry)
             except BaseException as e:
                 self.dirty = True
                 if isinstance(e, OSError):
@@ -117,11 +159,20 @@ class Book:
 
     def persist_now(self) -> None:
         """Blocking persist for shutdown and startup, when nothing else runs."""
-        data, seq = self.snapshot_bytes()
+        data, size, carry = self.snapshot_bytes()
         store.write_private(paths.snapshot_file(), data)
         self.last_snapshot_at = self.clock()
         self.dirty = False
-        self.journal.truncate_if(seq)
+        self.journal.compact(size, carry)
+
+    async def sync(self) -> None:
+        """fsync what was appended since the last sync (a process crash loses nothing
+        appended; this bounds what a power loss can take)."""
+        try:
+            await anyio.to_thread.run_sync(self.journal.sync)
+        except OSError as e:
+            self.health.failed(e)
+            raise
 
     def _prune(self) -> None:
         finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
@@ -145,33 +196,40 @@ class Book:
         return self.state.sessions.get(session_id)
 
     async def record_jobs(self, jobs: list[sm.Job], session: sm.Session | None = None) -> None:
-        """Journal (fsync) new or changed jobs (and a moved watermark) before anyone is told."""
+        """Journal new or changed jobs (and a moved watermark) before anyone is told: one
+        `write()` on the loop, so records stay in the order the changes were made."""
         if not jobs:
             return
-        # In the table first: a snapshot taken while the journal write runs then includes them,
-        # so truncating the journal after that snapshot can never lose them.
+        self._append("job", jobs=jobs, session=session)
+
+    def record_event(self, eid: str, kind: str, *, session: sm.Session | None,
+                     jobs: list[sm.Job], calls: list[str], turn: bool = False,
+                     project: str | None = None) -> None:
+        """One acknowledged hook event: its id, the session's post-state with the tool call it
+        counted, the jobs it created and, for a main session's Stop (`turn`), one turn of the
+        user layer and of `project`. One record, so they are durable together."""
+        if turn:
+            self.state.turns.add(project)
+        self.remember(eid)
+        self._append("event", jobs=jobs, session=session, eid=eid, kind=kind, calls=calls,
+                     turn=turn, project=project)
+
+    def record_calls(self, session: sm.Session, calls: list[str]) -> None:
+        """Tool calls counted from the session's transcript (no hook event reported them)."""
+        self._append("calls", jobs=[], session=session, calls=calls)
+
+    def _append(self, op: str, *, jobs: list[sm.Job], session: sm.Session | None = None,
+                **fields) -> None:
         for job in jobs:
             self.state.jobs[job.id] = job
         self.dirty = True
-
-        def write() -> None:
-            for job in jobs:
-                self.journal.append("job", job=job)
-            if session is not None:
-                self.journal.append("session", session=session)
-
         try:
-            await anyio.to_thread.run_sync(write)
+            self.journal.append(op, jobs=jobs, session=session, **fields)
         except OSError as e:
             self.health.failed(e)
             raise
-        self._changed.set()
-
-    async def record_turn(self, project_root: str | None) -> None:
-        """A main session's Stop: one turn of the user layer and of its project, journaled."""
-        self.state.turns.add(project_root)
-        self.dirty = True
-        await anyio.to_thread.run_sync(lambda: self.journal.append("turn", project=project_root))
+        if jobs:
+            self._changed.set()
 
     def watch(self) -> anyio.Event:
         """An event set at the next change to the jobs (take it before looking at them)."""

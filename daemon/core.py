@@ -36,8 +36,10 @@ from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.spool import SpoolReplayer
 from claude_autoharness.daemon.store import State
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
+from claude_autoharness.daemon.witness import ToolUseWitness
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import spool as spool_files
 from claude_autoharness.protocol.config import Config, ConfigError
 from claude_autoharness.protocol.config import load as load_config
 
@@ -45,6 +47,7 @@ log = structlog.get_logger("autoharness")
 
 PRELOAD_AFTER_S = 20.0
 WINDOW_PRUNE_EVERY_S = 3_600.0
+WITNESS_POLL_S = 0.25
 
 
 class Daemon:
@@ -62,8 +65,10 @@ class Daemon:
         self.intents = IntentQueue()
         self.transcripts = TranscriptIndex(paths.claude_projects_dir(), clock=clock)
         self.markers = MarkerIndexer()
+        self.witness = ToolUseWitness(clock=clock)
         self.watcher = TranscriptWatcher(paths.claude_projects_dir(),
-                                         [self.transcripts, self.markers], clock=clock,
+                                         [self.transcripts, self.markers, self.witness],
+                                         clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
         self.review = Review(self.live, self.intents, clock=clock)
         self.library = Library(self.book, self.live, project_root=self.root_of,
@@ -73,7 +78,8 @@ class Daemon:
         self.skills = Skills(self.live, self.projects)
         self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
                            intents=self.intents, skill_used=self.review.skill_used,
-                           turn=self.library.count_turn, clock=clock)
+                           turn_counted=self.library.turn_counted, catch_up=self.catch_up,
+                           clock=clock)
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock)
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
                                    saved=self.review.wake)
@@ -148,6 +154,17 @@ class Daemon:
                 self.watcher.lock.release()
         state.markers = self.markers.to_state()
 
+    def catch_up(self, project_dir: str) -> None:
+        """Read what is new in a project's transcripts now (blocking): a session started right
+        after the previous one ended must not wait for the watcher to get there (it may not
+        even watch yet, when this very session's first hook started the daemon)."""
+        try:
+            names = [n for n in os.listdir(project_dir) if n.endswith(".jsonl")]
+        except OSError:
+            return
+        for name in names:
+            self.watcher.scan_until_done(os.path.join(project_dir, name))
+
     def persist_now(self) -> None:
         self.book.persist_now()
 
@@ -189,6 +206,8 @@ class Daemon:
 
     def start_background(self, tg) -> None:
         tg.start_soon(self.persist_loop)
+        tg.start_soon(self.sync_loop)
+        tg.start_soon(self.witness_loop)
         tg.start_soon(self.idle_loop)
         tg.start_soon(self.pool.run)
         tg.start_soon(self.batches.run)
@@ -235,12 +254,34 @@ class Daemon:
             except Exception:  # every background loop has its own boundary
                 log.exception("idle check failed")
 
+    async def sync_loop(self) -> None:
+        """fsync the journal's appends at least every `fsync_interval_s` (one fsync for many
+        events: a process crash loses nothing appended; this bounds a power loss)."""
+        while True:
+            await anyio.sleep(self.live.cfg.fsync_interval_s)
+            try:
+                await self.book.sync()
+            except Exception as e:  # said once per episode; status and doctor show it
+                log.error("journal fsync failed", error=f"{type(e).__name__}: {e}")
+
+    def count_transcript_calls(self) -> int:
+        return self.hooks.count_transcript_calls(self.witness.take())
+
+    async def witness_loop(self) -> None:
+        """Count the tool calls the transcripts show that no hook event reported."""
+        while True:
+            await anyio.sleep(WITNESS_POLL_S)
+            try:
+                self.count_transcript_calls()
+            except Exception:
+                log.exception("transcript witness failed")
+
     async def persist_loop(self) -> None:
         """Snapshot when dirty; pick up events hooks spooled while we were busy; compact."""
         while True:
             await anyio.sleep(self.live.cfg.persist_interval_s)
             try:
-                if os.path.exists(paths.spool_file()):
+                if spool_files.pending(paths.spool_dir()):
                     await self.spool.replay()
                 await self.book.persist()
                 if self.intents.needs_compaction():

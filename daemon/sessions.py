@@ -1,8 +1,10 @@
 """The per-session counter state machine. Pure: plain values in, plain values out.
 
-A main session's PreToolUse adds one unit of activity. Stop at or over `reflect_every` resets the
-count and creates a `threshold` job; SessionEnd (or an idle timeout, or an operator flush) with
-activity left creates a job for the tail. Child sessions count nothing and trigger nothing.
+A main session's tool call adds one unit of activity. Two witnesses report calls: the hook's
+PreToolUse and the `tool_use` blocks of the session's main transcript; a call both report (same
+`tool_use_id`) counts once. Stop at or over `reflect_every` resets the count and creates a
+`threshold` job; SessionEnd (or an idle timeout, or an operator flush) with activity left creates
+a job for the tail. Child sessions count nothing and trigger nothing.
 """
 
 import re
@@ -11,8 +13,7 @@ from collections.abc import Callable
 import msgspec
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-
-
+KEEP_TOOL_IDS = 256  # per session: more than the calls both witnesses can disagree on at once
 
 class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     session_id: str
@@ -25,6 +26,10 @@ class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     last_event_at: float = 0.0
     ended_at: float | None = None
     context_sent: list[str] = []  # SessionStart context parts already delivered (e.g. "rule")
+    started_at: float = 0.0  # when this session was first seen: older transcript calls are history
+    calls_hook: int = 0  # tool calls counted from PreToolUse events
+    calls_transcript: int = 0  # tool calls counted from the transcript (no hook event came)
+    tool_ids: list[str] = []  # the latest counted tool_use ids, oldest first
 
 
 class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -48,6 +53,7 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     usage: dict[str, int] = {}
     intents: list[str] = []
     duplicates: int = 0  # proposals left out: their lesson was already queued from a marker
+    event_id: str = ""  # the hook event that created it (one event, at most one job)
 
 
 class HookEvent(msgspec.Struct, kw_only=True):
@@ -62,6 +68,7 @@ class HookEvent(msgspec.Struct, kw_only=True):
     tool_input: msgspec.Raw = msgspec.Raw(b"null")  # kept raw: a Write can carry megabytes
     agent_id: str | None = None
     reason: str | None = None
+    tool_use_id: str | None = None
 
 
 KNOWN_EVENTS = frozenset({
@@ -79,10 +86,12 @@ def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session
     s = sessions.get(ev.session_id)
     if s is None or s.ended_at is not None:
         prev = s
-        s = Session(session_id=ev.session_id, cwd=ev.cwd, transcript_path=ev.transcript_path)
+        s = Session(session_id=ev.session_id, cwd=ev.cwd, transcript_path=ev.transcript_path,
+                    started_at=now)
         if prev is not None:  # a resumed session keeps reading where the last job stopped
             s.watermark, s.wm_inode, s.wm_size = prev.watermark, prev.wm_inode, prev.wm_size
             s.cwd = prev.cwd or ev.cwd
+            s.activity, s.tool_ids = prev.activity, prev.tool_ids  # calls seen after its end
         sessions[ev.session_id] = s
     if ev.transcript_path and ev.transcript_path != s.transcript_path:
         s.transcript_path = ev.transcript_path
@@ -136,11 +145,38 @@ def apply_event(
         return []
     s = _session(sessions, ev, now)
     if name == "PreToolUse":
-        s.activity += 1
+        if not ev.tool_use_id or remember_call(s, ev.tool_use_id):
+            s.activity += 1
+            s.calls_hook += 1
     elif name == "Stop" and s.activity >= reflect_every:
         s.activity = 0
         return [new_job(s, "threshold", now, make_id)]
     return []
+
+
+def remember_call(s: Session, tool_use_id: str) -> bool:
+    """Note a counted call; False if it was counted already (the other witness saw it)."""
+    if tool_use_id in s.tool_ids:
+        return False
+    s.tool_ids.append(tool_use_id)
+    del s.tool_ids[:-KEEP_TOOL_IDS]
+    return True
+
+
+def transcript_calls(s: Session, calls: list[tuple[str, float]]) -> list[str]:
+    """Count the main-chain `tool_use` blocks read from the session's transcript, as
+    (tool_use_id, record time), that no PreToolUse counted. Calls older than the session's
+    first event are history (a resumed transcript, a first scan), never counted. A call read
+    after SessionEnd still counts: headless runs end before their last records are read.
+    Returns the ids newly counted."""
+    added = []
+    for tool_use_id, at in calls:
+        if at < s.started_at or not remember_call(s, tool_use_id):
+            continue
+        s.activity += 1
+        s.calls_transcript += 1
+        added.append(tool_use_id)
+    return added
 
 
 def flush(sessions: dict[str, Session], session_ids: list[str], *, now: float, kind: str,
@@ -158,10 +194,11 @@ def flush(sessions: dict[str, Session], session_ids: list[str], *, now: float, k
 
 def idle_sessions(sessions: dict[str, Session], *, now: float, idle_after: float,
                   last_growth: Callable[[Session], float]) -> list[str]:
-    """Sessions with activity whose events and transcript have both been quiet for `idle_after`."""
+    """Sessions with activity whose events and transcript have both been quiet for `idle_after`
+    (an ended session has activity only from calls its transcript showed after SessionEnd)."""
     out = []
     for s in sessions.values():
-        if s.activity <= 0 or s.ended_at is not None:
+        if s.activity <= 0:
             continue
         quiet_since = max(s.last_event_at, last_growth(s))
         if now - quiet_since >= idle_after:

@@ -1,25 +1,29 @@
-"""Replay of the events hooks spooled while the daemon was down or too busy to accept them.
+"""Replay of the events hooks spooled (no daemon, or no answer in time), oldest first.
 
-The spool is renamed first so hooks appending meanwhile start a new file; the renamed file is
-deleted only after a snapshot that includes its effects (and names the file, so a crash before
-the delete does not replay it twice) is durable.
+Each record is deleted only after its effect is journaled and fsynced: a crash in between
+replays it again, and its event id makes the second copy count nothing. A record that does not
+decode is counted as rejected and moved to quarantine; the next one is processed.
 """
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
 import structlog
 
+from claude_autoharness.daemon import store
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import spool as files
 
 log = structlog.get_logger("autoharness")
 
 HandleHook = Callable[[m.Hook], Awaitable[object]]
 Reject = Callable[[str], object]
+BATCH = 256  # records read, processed and fsynced together
 
 
 class SpoolReplayer:
@@ -31,63 +35,56 @@ class SpoolReplayer:
         self._lock = anyio.Lock()
 
     async def replay(self) -> int:
-        """Process every spooled event, then drop the spool; return how many were read."""
+        """Process every spooled record; return how many were processed."""
         async with self._lock:
+            d = paths.spool_dir()
+            names = await anyio.to_thread.run_sync(files.pending, d)
             n = 0
-            spool = paths.spool_file()
-            replaying = spool + ".replaying"
-            while True:
-                if not os.path.exists(replaying):
-                    try:
-                        os.replace(spool, replaying)
-                    except FileNotFoundError:
-                        break
-                n += await self._replay_file(replaying)
+            for i in range(0, len(names), BATCH):
+                n += await self._replay_batch(d, names[i:i + BATCH])
             if n:
+                self.book.state.events.spool_replayed += n
+                self.book.mark_dirty()
                 log.info("spool replayed", events=n)
+            await anyio.to_thread.run_sync(files.drop_stale_tmp, d, time.time())
             return n
 
-    async def _replay_file(self, replaying: str) -> int:
-        state = self.book.state
-        st = os.stat(replaying)
-        if state.spool_done == [st.st_ino, st.st_size]:
-            os.unlink(replaying)  # a snapshot already holds its effects
-            return 0
-        data = await anyio.to_thread.run_sync(_read_file, replaying)
-        n = 0
-        for line in data.split(b"\n"):
-            if not line.strip():
-                continue
-            n += 1
+    async def _replay_batch(self, d: str, names: list[str]) -> int:
+        records = await anyio.to_thread.run_sync(_read_all, d, names)
+        done, bad = [], []
+        for name, data in records:
+            if data is None:
+                continue  # gone meanwhile, or not a file of ours: left alone
             try:
-                req = m.request_decoder.decode(line)
+                req = m.request_decoder.decode(data)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
-                state.events.received += 1
+                self.book.state.events.received += 1
                 self.reject(f"unreadable spool record: {clip(str(e))}")
+                bad.append(name)
                 continue
             if isinstance(req, m.Hook):
                 await self.handle(req)
-        state.events.spool_replayed += n
-        state.spool_done = [st.st_ino, st.st_size]
-        self.book.mark_dirty()
-        await self.book.persist()
-        os.unlink(replaying)
-        return n
+            done.append(name)
+        await anyio.to_thread.run_sync(self.book.journal.sync)  # durable before deleted
+        self.book.quarantined += await anyio.to_thread.run_sync(_clear, d, done, bad)
+        return len(done)
 
 
 def pending() -> int:
-    """Events waiting in the spool (written by hooks while the daemon could not be reached)."""
-    try:
-        with open(paths.spool_file(), "rb") as f:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    except OSError:
-        return 0
+    """Events waiting in the spool."""
+    return files.count(paths.spool_dir())
 
 
 def clip(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _read_all(d: str, names: list[str]) -> list[tuple[str, bytes | None]]:
+    return [(name, files.read(d, name)) for name in names]
+
+
+def _clear(d: str, done: list[str], bad: list[str]) -> list[str]:
+    """Delete processed records; move unreadable ones to quarantine (returns where)."""
+    for name in done:
+        files.remove(d, name)
+    return [store.quarantine(os.path.join(d, name), paths.quarantine_dir()) for name in bad]

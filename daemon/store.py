@@ -1,8 +1,12 @@
-"""Persistence: an atomic snapshot of the daemon state plus a fsynced append-only journal.
+"""Persistence: an atomic snapshot of the daemon state plus an append-only journal.
 
-Counters and watermarks live in memory and are snapshotted when dirty; anything whose loss would
-lose a lesson (a created job, a job's status) is journaled and fsynced before it is acknowledged.
-Startup = snapshot + journal records newer than it. A corrupt file is quarantined, never fatal.
+Acknowledged means journaled: every change an event or a job makes (the session's post-state,
+the jobs it created or changed, the event's id) is appended with one `write()` before anyone is
+told, so a process crash at any instant loses nothing acknowledged; fsync (against power loss)
+is batched by the daemon every `fsync_interval_s`. Records carry post-states, so applying one
+twice is harmless. The snapshot only shortens replay: startup = snapshot + journal records newer
+than it. Compaction keeps the unfinished jobs and live sessions in the journal, so a corrupt
+snapshot (quarantined, never fatal) does not drop them.
 """
 
 import os
@@ -27,6 +31,7 @@ class Counters(msgspec.Struct, kw_only=True):
     malformed_frames: int = 0
     peer_rejected: int = 0
     spool_replayed: int = 0
+    duplicates: int = 0  # events whose id was already counted (a spooled copy, a retry)
 
 
 class Turns(msgspec.Struct, kw_only=True):
@@ -61,17 +66,24 @@ class State(msgspec.Struct, kw_only=True):
     markers: dict = {}
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary
     capture: dict = {}
-    spool_done: list[int] = []  # [inode, size] of a spool replay a snapshot already covers
     turns: Turns = msgspec.field(default_factory=Turns)
     reflections_since_curate: int = 0  # reflection jobs done since the curator last ran
+    seen_ids: list[str] = []  # the most recent event ids, oldest first
 
 
 class JournalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One change. `session` is a post-state without its `tool_ids`, whose additions travel in
+    `calls` (a session record stays small however many calls it remembers)."""
+
     seq: int
-    op: str  # "job": a job created or changed; "session": a session's counter/watermark;
-    # "turn": a main session's Stop, counted in the user layer and in `project` (if any)
+    op: str  # "event", "calls", "job", "session", "carry" (what compaction kept), "turn"
     job: Job | None = None
+    jobs: list[Job] = []
     session: Session | None = None
+    eid: str = ""  # the event's id: a later copy of it counts nothing
+    kind: str = ""  # the event's hook_event_name (its counters travel with it)
+    calls: list[str] = []  # tool_use ids the session now remembers as counted
+    turn: bool = False  # a main session's Stop: one turn of the user layer and of `project`
     project: str | None = None
     at: float = 0.0
 
@@ -137,47 +149,96 @@ def encode_state(state: State) -> bytes:
     return _encoder.encode(state)
 
 
+def light(session: Session) -> Session:
+    """The session as journaled: its remembered tool ids travel separately."""
+    return msgspec.structs.replace(session, tool_ids=[]) if session.tool_ids else session
+
+
 class Journal:
-    """Append-only JSONL; each append is fsynced before it returns. Thread-safe: appends come
-    from worker threads while the loop decides when a snapshot covers them."""
+    """Append-only JSONL. `append` is one `write()` (the event loop calls it: page cache, no
+    fsync); `sync` fsyncs and `compact` shrinks the file after a snapshot, both from worker
+    threads. The lock orders appends against the swap of the file in `compact`."""
 
     def __init__(self, path: str):
         self.path = path
         self.seq = 0
+        self.size = 0  # bytes appended to the open file
         self._fd: int | None = None
         self._lock = threading.Lock()
+        self._unsynced = False
 
     def open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.size = os.fstat(self._fd).st_size
+        if self.size and _pread_all(self.path, self.size - 1, self.size) != b"\n":
+            _write_all(self._fd, b"\n")  # end a torn last line: it must not swallow the next
+            self.size += 1
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def append(self, op: str, *, job: Job | None = None, session: Session | None = None,
+    def append(self, op: str, *, job: Job | None = None, jobs: list[Job] | None = None,
+               session: Session | None = None, eid: str = "", kind: str = "",
+               calls: list[str] | None = None, turn: bool = False,
                project: str | None = None) -> int:
         with self._lock:
             self.seq += 1
-            rec = JournalRecord(seq=self.seq, op=op, job=job, session=session, project=project,
+            rec = JournalRecord(seq=self.seq, op=op, job=job, jobs=jobs or [],
+                                session=light(session) if session is not None else None,
+                                eid=eid, kind=kind, calls=calls or [], turn=turn, project=project,
                                 at=time.time())
             assert self._fd is not None
             data = _encoder.encode(rec) + b"\n"
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view):]
-            os.fsync(self._fd)
+            _write_all(self._fd, data)
+            self.size += len(data)
+            self._unsynced = True
             return self.seq
 
-    def truncate_if(self, seq: int) -> bool:
-        """Drop every record if none was appended after `seq` (a durable snapshot covers them)."""
+    def sync(self) -> None:
+        """fsync what was appended (batched: the daemon calls this every fsync_interval_s)."""
         with self._lock:
-            if self.seq != seq:
-                return False
-            assert self._fd is not None
-            os.ftruncate(self._fd, 0)
-            os.fsync(self._fd)
-            return True
+            if not self._unsynced or self._fd is None:
+                return
+            fd, self._unsynced = self._fd, False
+            fd = os.dup(fd)  # the fsync runs unlocked; a compaction may swap the file meanwhile
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def carry(self, seq: int, jobs: list[Job], sessions: list[Session]) -> bytes:
+        """Records for what a compaction keeps: numbered `seq`, so replay after a good snapshot
+        skips them and replay after a corrupt one restores them."""
+        out = [_encoder.encode(JournalRecord(seq=seq, op="carry", job=j)) for j in jobs]
+        out += [_encoder.encode(JournalRecord(seq=seq, op="carry", session=light(s),
+                                              calls=list(s.tool_ids))) for s in sessions]
+        return b"".join(x + b"\n" for x in out)
+
+    def compact(self, size: int, carry: bytes) -> None:
+        """Replace the file with `carry` plus whatever was appended after byte `size` (the
+        point a durable snapshot covers). Written and fsynced aside, swapped in under the lock."""
+        tmp = self.path + ".compact"
+        with self._lock:
+            end = self.size
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                     0o600)
+        old = None
+        try:
+            _write_all(fd, carry + _pread_all(self.path, size, end))
+            os.fsync(fd)
+            with self._lock:
+                late = _pread_all(self.path, end, self.size)  # appended while we wrote
+                _write_all(fd, late)
+                os.replace(tmp, self.path)
+                old, self._fd, fd = self._fd, fd, -1
+                self.size = len(carry) + (self.size - size)
+                self._unsynced = self._unsynced or bool(late)
+        finally:
+            for f in (fd, old):
+                if f is not None and f >= 0:
+                    os.close(f)
 
     def replay(self, after_seq: int, qdir: str) -> tuple[list[JournalRecord], list[str]]:
         """Records newer than `after_seq`. A torn or garbage line is skipped and the file copied
@@ -202,3 +263,17 @@ class Journal:
         self.seq = max(self.seq, after_seq)
         quarantined = [quarantine(self.path, qdir, copy=True)] if bad else []
         return out, quarantined
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _pread_all(path: str, start: int, end: int) -> bytes:
+    if end <= start:
+        return b""
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start)

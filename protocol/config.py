@@ -83,6 +83,7 @@ class LibraryConfig(_Section):
 class Config(_Section):
     reflect_every: int = 50
     persist_interval_s: float = 2.0
+    fsync_interval_s: float = 1.0  # journal appends reach the disk at least this often
     idle_flush_after_s: float = 1_800.0
     autostart: bool = True
     max_connections: int = 256  # open client connections; fewer if the descriptor limit is low
@@ -101,7 +102,8 @@ class ConfigError(Exception):
 
 
 _POSITIVE = {
-    "reflect_every", "persist_interval_s", "idle_flush_after_s", "max_connections",
+    "reflect_every", "persist_interval_s", "fsync_interval_s", "idle_flush_after_s",
+    "max_connections",
     "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
     "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
     "reflector.timeout_s", "reflector.step_timeout_s", "promoter.max_body_lines",

@@ -5,7 +5,7 @@ New fields are additive with defaults; a field's type never changes (a sub-opera
 literal: the values a client may send are the type, so an unknown one is refused at decoding).
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -24,6 +24,7 @@ class Hook(_Req, tag="hook"):
     """One Claude Code hook event; `payload` is the hook's stdin, forwarded unparsed."""
 
     payload: msgspec.Raw
+    id: Annotated[str, msgspec.Meta(max_length=64)] = ""  # the hook's random event id
     ts: float = 0.0
     replayed: bool = False  # `autoharnessctl replay`: counts, but is no real session's use
 

@@ -81,8 +81,9 @@ def socket_path() -> str:
     return os.environ.get("AUTOHARNESS_SOCKET") or os.path.join(run_dir(), SOCKET_NAME)
 
 
-def spool_file() -> str:
-    return os.path.join(state_dir(), "spool.jsonl")
+def spool_dir() -> str:
+    """Events no daemon acknowledged: one file each (the hook's SPOOL names the same place)."""
+    return os.path.join(state_dir(), "spool")
 
 
 def lock_file() -> str:

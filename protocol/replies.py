@@ -63,12 +63,20 @@ class _Part(msgspec.Struct, kw_only=True):
     pass
 
 
+class CallCounts(_Part):
+    """A session's tool calls by the witness that counted them (each call counts once)."""
+
+    hook: int = 0  # PreToolUse events
+    transcript: int = 0  # tool_use blocks in the main transcript no event reported
+
+
 class SessionInfo(_Part):
     session_id: str
     activity: int
     watermark: int
     transcript_path: str | None
     last_event_at: float
+    calls: CallCounts = msgspec.field(default_factory=CallCounts)
 
 
 class EventCounts(_Part):
@@ -78,6 +86,7 @@ class EventCounts(_Part):
     unknown_kinds: int
     malformed_frames: int
     peer_rejected: int
+    duplicates: int = 0  # copies of events already counted (a spooled copy, a retry)
 
 
 class LastError(_Part):

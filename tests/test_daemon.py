@@ -173,16 +173,17 @@ def test_daemon_down_spools_then_replays(home):
         assert hook(pre_tool("down")).returncode == 0
     hook(event("Stop", "down"))
     hook(pre_tool("down"))
-    spool = home["home"] / "state" / "spool.jsonl"
-    assert len(spool.read_bytes().splitlines()) == 5
-    assert oct(spool.stat().st_mode & 0o777) == "0o600"
+    spool = home["home"] / "state" / "spool"
+    records = sorted(spool.iterdir())
+    assert len(records) == 5 and oct(spool.stat().st_mode & 0o777) == "0o700"
+    assert all(oct(r.stat().st_mode & 0o777) == "0o600" for r in records)
     d = Daemon(home["home"], env=env)
     try:
         st = d.status()
         assert session(st, "down")["activity"] == 1
         assert st["jobs"]["pending"] == 1
         assert st["spool"] == {"replayed": 5, "pending": 0}
-        assert not spool.exists()
+        assert list(spool.iterdir()) == []
     finally:
         d.stop()
 

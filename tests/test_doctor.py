@@ -203,13 +203,16 @@ def test_no_reflector_backend(short_tmp):
 
 def test_spool_backlog(short_tmp):
     """Spooled events fail the check: replayed only when the daemon (re)starts."""
-    assert_fails(doctor.check_spool({"spool": {"pending": 3}}, "/s/spool.jsonl"), "spool",
+    assert_fails(doctor.check_spool({"spool": {"pending": 3}}, "/s/spool"), "spool",
                  "autoharnessctl stop", in_detail="3 events")
-    spool = short_tmp / "spool.jsonl"
-    spool.write_text('{"a":1}\n{"b":2}\n')
+    spool = short_tmp / "spool"
+    spool.mkdir()
+    (spool / "1.a").write_text('{"a":1}')
+    (spool / "2.b").write_text('{"b":2}')
+    (spool / ".3.c").write_text('{"c":')  # a hook still writing: not a record yet
     assert_fails(doctor.check_spool(None, str(spool)), "spool", "autoharnessctl start",
                  in_detail="2 events")
-    assert doctor.check_spool(None, str(short_tmp / "none.jsonl")).ok
+    assert doctor.check_spool(None, str(short_tmp / "none")).ok
 
 
 def test_quarantined_files(short_tmp):

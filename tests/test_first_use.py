@@ -141,7 +141,7 @@ def test_hook_help_and_terminal_never_wait(home):
     assert "autoharnessctl install" in r.stdout
     r = on_terminal([HOOK])
     assert r.returncode == 0 and r.stdout.startswith("usage: autoharness-hook")
-    assert not (home["home"] / "state" / "spool.jsonl").exists()
+    assert not (home["home"] / "state" / "spool").exists()
 
 
 def test_learnings_report_on_a_terminal_reports_the_project(home, short_tmp):

@@ -157,9 +157,10 @@ def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
 
     hook = _hook_module()
     raw = b'{"session_id": "s", "hook_event_name": "Stop"}\n'
-    body = hook.envelope(raw, 1234.5)
+    body = hook.envelope(raw, 1234.5, b"ab" * 16)
     req = m.request_decoder.decode(body)
     assert isinstance(req, m.Hook) and req.v == PROTOCOL and req.ts == 1234.5
+    assert req.id == "ab" * 16
     assert msgspec.json.decode(req.payload) == {"session_id": "s", "hook_event_name": "Stop"}
     assert hook.frame(body) == framing.frame(body)
     import claude_autoharness.protocol as protocol
@@ -168,7 +169,19 @@ def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
     monkeypatch.setattr(protocol, "FRAME_HEADER", 8)  # a changed constant changes the frame
     assert hook.frame(body) == len(body).to_bytes(8, "big") + body
     monkeypatch.setattr(protocol, "PROTOCOL", 7)
-    assert msgspec.json.decode(hook.envelope(raw, 1.0))["v"] == 7
+    assert msgspec.json.decode(hook.envelope(raw, 1.0, b"cd" * 16))["v"] == 7
+
+
+def test_hook_names_spool_records_as_the_protocol_does():
+    """The hook's spool file names are `protocol.spool.record_name`'s, so the daemon replays
+    them in the order they were written."""
+    from claude_autoharness.protocol import spool
+
+    hook = _hook_module()
+    for ns in (0, 1_700_000_000_123_456_789, 10**19):
+        assert hook.spool_name(ns, "ab" * 16) == spool.record_name(ns, "ab" * 16)
+    names = [hook.spool_name(ns, "x") for ns in (10**18, 9 * 10**17, 10**18 + 1)]
+    assert sorted(names) == [names[1], names[0], names[2]]
 
 
 @pytest.mark.parametrize("req", [b'{"type":"queue","op":"nuke"}',

@@ -42,52 +42,13 @@ def test_backoff_grows_exponentially_with_jitter_and_a_cap():
     assert backoff(40, 2.0, lambda: 1.0) == 3600.0
 
 
-@pytest.mark.anyio
-async def test_spool_left_replaying_and_new_spool_are_both_replayed_once(home):
-    """A `.replaying` file left by a crash and a newer spool are both replayed, each once; a
-    crash between the snapshot and the delete does not replay the file again."""
-    state = home["home"] / "state"
-    state.mkdir(mode=0o700)
-    spool = paths.spool_file()
-    with open(spool + ".replaying", "wb") as f:
-        f.write(envelope("old") + b"\n" + envelope("old") + b"\n")
-    with open(spool, "wb") as f:
-        f.write(envelope("new") + b"\n")
-    core = Core(load_config())
-    core.load()
-    real_unlink = os.unlink
-    calls = []
-
-    def crash_on_first_unlink(p, *a, **kw):  # the crash: snapshot written, file not deleted
-        calls.append(p)
-        if len(calls) == 1:
-            raise KeyboardInterrupt("simulated crash")
-        return real_unlink(p, *a, **kw)
-
-    os.unlink = crash_on_first_unlink
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            await core.replay_spool()
-    finally:
-        os.unlink = real_unlink
-        core.close()
-    core = Core(load_config())
-    core.load()
-    try:
-        await core.replay_spool()
-        assert core.book.state.sessions["old"].activity == 2
-        assert core.book.state.sessions["new"].activity == 1
-        assert not os.path.exists(spool) and not os.path.exists(spool + ".replaying")
-    finally:
-        core.close()
-
-
 def test_spool_written_while_the_daemon_runs_is_picked_up(home):
     """Events a hook spooled while the daemon was busy are replayed without a restart."""
     d = Daemon(home["home"], env={"AUTOHARNESS_PERSIST_INTERVAL_S": "0.2"})
     try:
-        with open(paths.spool_file(), "ab") as f:
-            f.write(envelope("late") + b"\n")
+        os.makedirs(paths.spool_dir(), mode=0o700, exist_ok=True)
+        with open(os.path.join(paths.spool_dir(), "1.late"), "wb") as f:
+            f.write(envelope("late"))
         wait_for(lambda: any(s["session_id"] == "late" for s in d.status()["sessions"]),
                  what="spooled event counted")
         assert d.status()["spool"]["pending"] == 0

@@ -1,12 +1,17 @@
 """Hook events: count them into the session state machine, create the jobs it asks for, and
-answer SessionStart with the context autoharness injects.
+answer SessionStart with the context autoharness injects. Also the second witness: tool calls
+the transcript shows that no PreToolUse reported.
+
+Acknowledged means journaled: an event's whole effect is one journal record, appended before
+the reply. An event whose id was already acknowledged (a spooled copy of an event whose reply
+was lost, a replay cut short by a crash) counts nothing and creates no job.
 
 Runs on the event loop; the SessionStart context reads files, so it is built in a worker thread.
 """
 
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 import msgspec
@@ -41,15 +46,19 @@ SkillUse = tuple[str, str, str | None]
 class Hooks:
     def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches, markers: MarkerIndexer,
                  intents: IntentQueue, skill_used: Callable[[SkillUse], None],
-                 turn: Callable[[sm.HookEvent], Awaitable[None]], clock: Callable[[], float]):
-        """`skill_used` queues a skill use; `turn` counts a main session's Stop."""
+                 turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
+                 clock: Callable[[], float]):
+        """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
+        (already counted, with its project root); `catch_up` reads a project directory's
+        transcripts now (blocking)."""
         self.book = book
         self.live = live
         self.projects = projects
         self.markers = markers
         self.intents = intents
         self.skill_used = skill_used
-        self.turn = turn
+        self.turn_counted = turn_counted
+        self.catch_up = catch_up
         self.clock = clock
         self.child_dir = paths.reflector_dir()
 
@@ -73,6 +82,11 @@ class Hooks:
             return self.rejected(f"invalid session id {clip(repr(ev.session_id), 60)} "
                                  f"({ev.hook_event_name})", from_spool=from_spool)
         name = ev.hook_event_name
+        counting = self.counting(ev)
+        if self.book.seen_before(req.id):  # a copy of an event already counted
+            ev_counts.duplicates += 1
+            self.book.mark_dirty()
+            return await self._reply(req, ev, counting, from_spool)
         if name in sm.KNOWN_EVENTS:
             ev_counts.by_kind[name] = ev_counts.by_kind.get(name, 0) + 1
         else:
@@ -80,21 +94,33 @@ class Hooks:
             self.book.mark_dirty()
             return m.HookReply()
         now = req.ts if (from_spool and req.ts) else self.clock()
-        counting = self.counting(ev)
         jobs = sm.apply_event(state.sessions, ev, now=now, reflect_every=self.live.cfg.reflect_every,
                               make_id=new_id, counting=counting)
-        self.book.mark_dirty()
-        # the counter reset travels with the job: a restart must not count the same work again
-        await self.book.record_jobs(jobs, session=state.sessions.get(ev.session_id))
+        s = state.sessions.get(ev.session_id) if counting else None
+        calls = [ev.tool_use_id] if s is not None and name == "PreToolUse" and ev.tool_use_id else []
+        for job in jobs:
+            job.event_id = req.id
+        # A main session's Stop is one turn of the user layer and of its project (a replayed
+        # session takes none). The counter reset travels with the job and the id with both,
+        # in one record: neither a restart nor a second copy counts the same work again.
+        turn = name == "Stop" and counting and not req.replayed
+        root = self.projects.root(s.cwd) if turn and s is not None and s.cwd else None
+        self.book.record_event(req.id, name, session=s, jobs=jobs, calls=calls, turn=turn, project=root)
         for job in jobs:
             log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
-        if req.replayed:  # a replayed session uses no skill, takes no turn, reads no context
-            return m.HookReply()
-        if name == "Stop" and counting:
-            await self.turn(ev)
-        if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read"):
+        if turn:
+            self.turn_counted(root)
+        if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read") \
+                and not req.replayed:
             self.count_skill_use(ev)
-        if name == "SessionStart" and counting and not from_spool:
+        return await self._reply(req, ev, counting, from_spool)
+
+    async def _reply(self, req: m.Hook, ev: sm.HookEvent, counting: bool,
+                     from_spool: bool) -> m.HookReply:
+        """SessionStart context for a live session; a repeated copy gets it too (e.g. the
+        SessionStart that autostarted the daemon, also spooled when the reply came late)."""
+        if ev.hook_event_name == "SessionStart" and counting and not from_spool \
+                and not req.replayed:
             text = await anyio.to_thread.run_sync(self.session_start_context, ev)
             if text:
                 return m.HookReply(output=_session_start_output(text))
@@ -103,6 +129,32 @@ class Hooks:
     async def replay(self, req: m.Hook) -> None:
         """A spooled event: counted like a live one, answered to no one."""
         await self.cmd_hook(req, from_spool=True)
+
+    def count_transcript_calls(self, found: dict[str, list[tuple[str, float]]]) -> int:
+        """Count the tool calls the watcher read from main transcripts (path -> [(tool_use_id,
+        time)]) that no PreToolUse counted, for the session whose transcript each is; journaled
+        like an event. Returns how many counted."""
+        if not found:
+            return 0
+        state = self.book.state
+        by_path = {os.path.normpath(s.transcript_path): s for s in state.sessions.values()
+                   if s.transcript_path}
+        n = 0
+        for path, calls in found.items():
+            s = by_path.get(os.path.normpath(path))
+            if s is None or not self.counting_session(s):
+                continue
+            added = sm.transcript_calls(s, calls)
+            if added:
+                n += len(added)
+                self.book.record_calls(s, added)
+        return n
+
+    def counting_session(self, s: sm.Session) -> bool:
+        """Whether a session's transcript calls may count (as `counting` for its events)."""
+        if self.book.state.paused or (s.cwd and _is_within(s.cwd, self.child_dir)):
+            return False
+        return self.projects.enabled(s.cwd)
 
     def counting(self, ev: sm.HookEvent) -> bool:
         """Whether this event may count: not paused, not our own reflector child's."""
@@ -138,6 +190,8 @@ class Hooks:
         else:
             slug = lservice.slug_of(root) if root else None
         if slug and (fresh or "report" not in sent):
+            if ev.transcript_path:  # markers the watcher has not read yet count too
+                self.catch_up(os.path.dirname(ev.transcript_path))
             processed = set(load_learning_state(slug).processed_ids)
             report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
             if report:

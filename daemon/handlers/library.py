@@ -32,13 +32,10 @@ class Library:
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
 
-    async def count_turn(self, ev: sm.HookEvent) -> None:
-        """A main session's Stop is one turn of the user layer and of its project: journaled
-        before the hook is answered, then the library's lifecycle is re-judged."""
-        s = self.book.state.sessions.get(ev.session_id)
-        root = self.project_root(s.cwd) if s is not None and s.cwd else None
-        await self.book.record_turn(root)
-        self.due.add(root)
+    def turn_counted(self, project_root: str | None) -> None:
+        """A main session's Stop was counted (and journaled) as one turn of the user layer and
+        of its project: the library's lifecycle is re-judged."""
+        self.due.add(project_root)
         self.wake()
 
     def reloaded(self) -> None:

@@ -75,12 +75,15 @@ class StatusReport:
             socket=self.src.socket_path, paused=st.paused,
             sessions=[r.SessionInfo(session_id=s.session_id, activity=s.activity,
                                     watermark=s.watermark, transcript_path=s.transcript_path,
-                                    last_event_at=s.last_event_at)
+                                    last_event_at=s.last_event_at,
+                                    calls=r.CallCounts(hook=s.calls_hook,
+                                                       transcript=s.calls_transcript))
                       for s in st.sessions.values() if s.ended_at is None],
             events=r.EventCounts(received=ev.received, rejected=ev.rejected,
                                  by_kind=dict(ev.by_kind), unknown_kinds=ev.unknown_kinds,
                                  malformed_frames=ev.malformed_frames,
-                                 peer_rejected=ev.peer_rejected),
+                                 peer_rejected=ev.peer_rejected,
+                                 duplicates=ev.duplicates),
             jobs=self.job_counts(),
             connections=self.src.connections(),
             spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),

@@ -1,0 +1,388 @@
+"""Durability: an acknowledged event is never lost, an undelivered one is always spooled, nothing
+counts twice, and jobs survive crashes without being failed by them."""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+from claude_autoharness.daemon import store
+from claude_autoharness.daemon.core import Daemon as Core
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config import load as load_config
+from conftest import CORPUS
+from fake_anthropic import FakeAnthropic, tool_reply
+from harness import HOOK, Daemon, event, frame, hook, pre_tool, send_raw, wait_for
+
+CC = CORPUS / "claude-code"
+
+
+def session(st: dict, sid: str) -> dict:
+    return next(s for s in st["sessions"] if s["session_id"] == sid)
+
+
+def envelope(payload: dict, eid: str, ts: float = 1.0) -> bytes:
+    return b'{"type":"hook","v":1,"id":"%s","ts":%.6f,"payload":%b}' % (
+        eid.encode(), ts, json.dumps(payload).encode())
+
+
+def spool_record(payload: dict, eid: str, n: int) -> str:
+    """A record as the hook spools it: `<state>/spool/<time>.<id>`."""
+    os.makedirs(paths.spool_dir(), mode=0o700, exist_ok=True)
+    name = f"{n:020d}.{eid}"
+    with open(os.path.join(paths.spool_dir(), name), "wb") as f:
+        f.write(envelope(payload, eid))
+    return name
+
+
+def load_hook():
+    """The installed hook script as a module (its functions, without running main)."""
+    loader = importlib.machinery.SourceFileLoader("autoharness_hook", HOOK)
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(mod)
+    return mod
+
+
+def test_kill9_right_after_an_acknowledged_burst_loses_nothing(home):
+    """Every event the daemon answered survives a kill -9 sent right after the last answer,
+    with no snapshot in between (the journal holds them), and none is counted twice."""
+    env = {"AUTOHARNESS_PERSIST_INTERVAL_S": "3600", "AUTOHARNESS_WATCH": "0"}
+    d = Daemon(home["home"], env=env)
+    for i in range(40):
+        reply = send_raw(d.sock, frame(envelope(pre_tool("burst"), f"{i:032x}")))
+        assert b'"type":"hook_reply"' in reply  # acknowledged
+    d.kill9()
+    d2 = Daemon(home["home"], env=env)
+    try:
+        s = session(d2.status(), "burst")
+        assert s["activity"] == 40 and s["calls"] == {"hook": 40, "transcript": 0}
+    finally:
+        d2.stop()
+
+
+def test_frozen_daemon_then_sigkill_all_five_hooks_counted_after_restart(home):
+    """Five hooks against a SIGSTOP'd daemon get no answer, spool their events, and after a
+    SIGKILL and a restart all five are counted, once."""
+    env = {"AUTOHARNESS_WATCH": "0"}
+    d = Daemon(home["home"], env=env)
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        procs = [subprocess.Popen([HOOK], stdin=subprocess.PIPE) for _ in range(5)]
+        for p in procs:
+            p.communicate(json.dumps(pre_tool("frozen")).encode(), timeout=30)
+            assert p.returncode == 0
+    finally:
+        d.kill9()
+    assert len(os.listdir(paths.spool_dir())) == 5
+    d2 = Daemon(home["home"], env=env)
+    try:
+        st = d2.status()
+        assert session(st, "frozen")["activity"] == 5
+        assert st["spool"] == {"replayed": 5, "pending": 0}
+    finally:
+        d2.stop()
+
+
+def test_a_repeated_event_counts_once_and_a_repeated_stop_makes_one_job(home):
+    """The same event id sent twice (a reply lost, then the spooled copy) counts once; a Stop
+    repeated after its threshold job makes no second job."""
+    env = {"AUTOHARNESS_REFLECT_EVERY": "2", "AUTOHARNESS_WATCH": "0",
+           "AUTOHARNESS_REFLECTOR_BACKEND": "none"}
+    d = Daemon(home["home"], env=env)
+    try:
+        evs = [(pre_tool("rep"), "a" * 32), (pre_tool("rep"), "b" * 32),
+               (event("Stop", "rep"), "c" * 32)]
+        for payload, eid in evs + evs:
+            send_raw(d.sock, frame(envelope(payload, eid)))
+        st = d.status()
+        assert session(st, "rep")["activity"] == 0
+        assert st["jobs"]["pending"] == 1 and st["events"]["duplicates"] == 3
+    finally:
+        d.stop()
+
+
+@pytest.mark.anyio
+async def test_crash_during_spool_replay_makes_one_job(home):
+    """kill -9 in the middle of a spool replay, at its worst point (every effect journaled, no
+    record deleted yet): the replay after restart counts nothing again and makes no second job."""
+    os.environ["AUTOHARNESS_REFLECT_EVERY"] = "3"
+    try:
+        for i in range(3):
+            spool_record(pre_tool("mid", tool_use_id=f"toolu_{i}"), f"{i:032x}", i)
+        spool_record(event("Stop", "mid"), "f" * 32, 9)
+        kept = {n: open(os.path.join(paths.spool_dir(), n), "rb").read()
+                for n in os.listdir(paths.spool_dir())}
+        core = Core(load_config())
+        core.load()
+        assert await core.replay_spool() == 4
+        assert len(core.book.state.jobs) == 1
+        core.close()  # the crash: no snapshot, and the deletes never happened
+        for name, data in kept.items():
+            with open(os.path.join(paths.spool_dir(), name), "wb") as f:
+                f.write(data)
+        core = Core(load_config())
+        core.load()
+        try:
+            await core.replay_spool()
+            assert len(core.book.state.jobs) == 1
+            s = core.book.state.sessions["mid"]
+            assert (s.activity, s.calls_hook) == (0, 3)
+            assert core.book.state.events.duplicates == 4
+            assert os.listdir(paths.spool_dir()) == []
+        finally:
+            core.close()
+    finally:
+        del os.environ["AUTOHARNESS_REFLECT_EVERY"]
+
+
+@pytest.mark.anyio
+async def test_spool_replay_between_a_hooks_open_and_write_loses_nothing(home):
+    """A replay that runs after the hook created its spool file but before it wrote the record
+    neither swallows nor tears it: the record is replayed by the next pass, whole."""
+    mod = load_hook()
+    store.ensure_private_dir(paths.state_dir())  # as the daemon's start makes it
+    core = Core(load_config())
+    core.load()
+    replays = []
+
+    class OsReplayingBeforeWrite:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def write(self, fd, data):
+            if not replays:  # the daemon's replay runs right here, between open and write
+                replays.append(anyio.from_thread.run(core.replay_spool))
+            return os.write(fd, data)
+
+    mod.os = OsReplayingBeforeWrite()
+    body = envelope(pre_tool("race"), "d" * 32)
+    try:
+        assert await anyio.to_thread.run_sync(mod.spool, paths.state_dir(), "1." + "d" * 32,
+                                              body)
+        assert replays == [0]  # the replay ran mid-write and found nothing complete
+        assert await core.replay_spool() == 1
+        assert core.book.state.sessions["race"].activity == 1
+    finally:
+        core.close()
+
+
+@pytest.mark.anyio
+async def test_torn_spool_record_is_quarantined_and_the_next_one_kept(home):
+    """A torn record is set aside (counted as rejected) and the record after it still counts."""
+    spool_record(pre_tool("torn"), "1" * 32, 1)
+    torn = os.path.join(paths.spool_dir(), f"{2:020d}.{'2' * 32}")
+    with open(torn, "wb") as f:
+        f.write(envelope(pre_tool("torn"), "2" * 32)[:40])
+    spool_record(pre_tool("torn"), "3" * 32, 3)
+    core = Core(load_config())
+    core.load()
+    try:
+        await core.replay_spool()
+        assert core.book.state.sessions["torn"].activity == 2
+        assert core.book.state.events.rejected == 1
+        assert os.listdir(paths.spool_dir()) == []
+        assert any(os.path.basename(torn) in q for q in core.book.quarantined)
+    finally:
+        core.close()
+
+
+def test_hook_spools_only_into_a_private_directory_and_never_through_a_symlink(home):
+    """The hook refuses a state dir open to others or a spool dir that is a symlink; with a
+    private one it writes a 0600 record whose name carries the event id."""
+    mod = load_hook()
+    state = Path(paths.state_dir())
+    state.mkdir(mode=0o700)
+    elsewhere = home["tmp"] / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (state / "spool").symlink_to(elsewhere)
+    with pytest.raises(OSError):
+        mod.spool(str(state), "1.x", b"{}")
+    assert list(elsewhere.iterdir()) == []
+    (state / "spool").unlink()
+    os.chmod(state, 0o755)
+    assert mod.spool(str(state), "1.x", b"{}") is False
+    os.chmod(state, 0o700)
+    assert mod.spool(str(state), "1.x", b"{}") is True
+    assert oct((state / "spool" / "1.x").stat().st_mode & 0o777) == "0o600"
+
+
+def corpus_session(projects: Path) -> tuple[Path, list[dict]]:
+    """The real headless session whose last PreToolUse never reached the hook: its transcript
+    (3 tool_use blocks) under `projects`, and its hook payloads (2 PreToolUse) pointing at it."""
+    src = CC / "transcripts" / "markers.jsonl"
+    dest = projects / "-home-user-proj" / "0f06d70e-16d8-40ac-9df4-a1261530627b.jsonl"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    payloads = []
+    for line in (CC / "hook-payloads.jsonl").read_text().splitlines():
+        p = json.loads(line)
+        if p["session_id"].startswith("0f06d70e"):
+            payloads.append(dict(p, transcript_path=str(dest)))
+    return dest, payloads
+
+
+@pytest.mark.anyio
+async def test_call_whose_pretooluse_never_arrived_is_counted_from_the_transcript(home):
+    """Real Claude Code headless session: 3 tool calls in the transcript, 2 PreToolUse
+    delivered, then SessionEnd. The third call counts from the transcript, once; the two the
+    hook reported are not counted again; the late call's activity is flushed when idle."""
+    from claude_autoharness.daemon import sessions as sm
+    from claude_autoharness.protocol import messages as m
+
+    started = 1_796_087_400.0  # 2026-12-01T01:10:00Z, just before the session's records
+    core = Core(load_config(), clock=lambda: started)
+    core.load()
+    try:
+        transcript, payloads = corpus_session(home["claude"] / "projects")
+        assert [p["hook_event_name"] for p in payloads] == [
+            "SessionStart", "PreToolUse", "PreToolUse", "SessionEnd"]
+        for i, p in enumerate(payloads):
+            await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i:032x}"))
+        core.watcher.scan_path(transcript)
+        assert core.count_transcript_calls() == 1
+        s = core.book.state.sessions["0f06d70e-16d8-40ac-9df4-a1261530627b"]
+        assert (s.calls_hook, s.calls_transcript, s.activity) == (2, 1, 1)
+        core.watcher.forget(transcript)  # read it all again: nothing counts twice
+        core.watcher.scan_path(transcript)
+        assert core.count_transcript_calls() == 0
+        assert sm.idle_sessions(core.book.state.sessions, now=started + 3600, idle_after=60,
+                                last_growth=lambda s: 0.0) == [s.session_id]
+    finally:
+        core.close()
+
+
+def test_call_seen_by_both_witnesses_counts_once(home):
+    """A call reported by PreToolUse and found in the transcript counts once, whichever comes
+    first; a transcript-only call counts from the transcript; a sidechain record never counts;
+    status --json shows the calls per witness, and a restart keeps them exact."""
+    env = {"AUTOHARNESS_PERSIST_INTERVAL_S": "3600"}
+    d = Daemon(home["home"], env=env)
+    try:
+        t = home["claude"] / "projects" / "-tmp-w" / "wit.jsonl"
+        t.parent.mkdir(parents=True)
+        base = {"session_id": "wit", "transcript_path": str(t), "cwd": "/tmp/w"}
+        hook(dict(base, hook_event_name="SessionStart", source="startup"))
+        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_A"))
+
+        def assistant(tool_use_id, sidechain=False):
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() + 1))
+            return json.dumps({"type": "assistant", "isSidechain": sidechain, "timestamp": stamp,
+                               "message": {"role": "assistant", "content": [
+                                   {"type": "tool_use", "id": tool_use_id, "name": "Bash",
+                                    "input": {"command": "ls"}}]}}) + "\n"
+
+        t.write_text(assistant("toolu_A") + assistant("toolu_B") + assistant("toolu_S", True))
+        wait_for(lambda: session(d.status(), "wit")["calls"]["transcript"] == 1, timeout=30,
+                 what="transcript witness")
+        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_B"))
+        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_C"))
+        s = session(d.status(), "wit")
+        assert s["calls"] == {"hook": 2, "transcript": 1} and s["activity"] == 3
+        d.kill9()
+        d = Daemon(home["home"], env=env)
+        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_A"))
+        s = session(d.status(), "wit")
+        assert s["calls"] == {"hook": 2, "transcript": 1} and s["activity"] == 3
+    finally:
+        d.stop()
+
+
+def job_running(d: Daemon) -> bool:
+    return d.status()["jobs"]["running"] == 1
+
+
+def test_five_crashes_while_a_job_waits_for_the_transcript_do_not_fail_it(home, monkeypatch):
+    """kill -9 five times while a job waits for its transcript to settle: it is resumed each
+    time, makes one model call once the transcript is quiet, and is done with attempts = 1."""
+    project = home["tmp"] / "proj"
+    project.mkdir()
+    t = home["claude"] / "projects" / paths.project_slug(str(project)) / "busy.jsonl"
+    t.parent.mkdir(parents=True)
+    t.write_text(json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}) + "\n")
+    busy = threading.Event()
+    busy.set()
+
+    def keep_writing():  # a transcript that never settles while `busy` is set
+        while busy.is_set():
+            os.utime(t)
+            time.sleep(0.05)
+
+    toucher = threading.Thread(target=keep_writing, daemon=True)
+    toucher.start()
+    with FakeAnthropic() as fake:
+        fake.push(tool_reply({"proposals": []}))
+        for k, v in {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": fake.base_url,
+                     "AUTOHARNESS_REFLECT_EVERY": "1", "AUTOHARNESS_WATCH": "0"}.items():
+            monkeypatch.setenv(k, v)
+        d = Daemon(home["home"])
+        base = {"session_id": "busy", "transcript_path": str(t), "cwd": str(project)}
+        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash"))
+        hook(dict(base, hook_event_name="Stop"))
+        try:
+            for _ in range(5):
+                wait_for(partial(job_running, d), what="job settling")
+                d.kill9()
+                d = Daemon(home["home"])
+            assert fake.messages_requests == []
+            busy.clear()
+            toucher.join()
+            wait_for(lambda: d.status()["jobs"]["done"] == 1, timeout=60, what="job done")
+            assert d.status()["jobs"]["failed"] == 0 and len(fake.messages_requests) == 1
+        finally:
+            d.stop()
+    snap = json.loads((home["home"] / "state" / "snapshot.json").read_text())
+    [job] = snap["jobs"].values()
+    assert job["status"] == "done" and job["attempts"] == 1
+
+
+@pytest.mark.anyio
+async def test_corrupt_snapshot_keeps_pending_jobs_and_counts_from_the_journal(home):
+    """After compaction the journal still describes unfinished jobs and live sessions: a
+    snapshot that later turns out unreadable loses neither."""
+    from claude_autoharness.protocol import messages as m
+
+    os.environ["AUTOHARNESS_REFLECT_EVERY"] = "2"
+    try:
+        core = Core(load_config())
+        core.load()
+        for i, p in enumerate([pre_tool("cj"), pre_tool("cj"), event("Stop", "cj"),
+                               pre_tool("cj")]):
+            await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i:032x}"))
+        await core.book.persist()
+        core.close()
+        with open(paths.snapshot_file(), "wb") as f:
+            f.write(b'{"schema": 1, "jobs": {')
+        core = Core(load_config())
+        core.load()
+        try:
+            assert [j.status for j in core.book.state.jobs.values()] == ["pending"]
+            assert core.book.state.sessions["cj"].activity == 1
+            assert any("snapshot" in q for q in core.book.quarantined)
+        finally:
+            core.close()
+    finally:
+        del os.environ["AUTOHARNESS_REFLECT_EVERY"]
+
+
+def test_session_start_that_autostarts_the_daemon_gets_its_context(home, monkeypatch):
+    """With no daemon running and autostart on, a SessionStart starts the daemon, waits for it
+    (within the bound) and prints the SessionStart context, like any other session."""
+    monkeypatch.setenv("AUTOHARNESS_AUTOSTART", "1")
+    r = hook({"session_id": "first", "hook_event_name": "SessionStart", "source": "startup",
+              "cwd": str(home["tmp"])})
+    try:
+        ctx = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert "<!-- learning" in ctx  # the marker rule reached the first session
+    finally:
+        from harness import ctl
+        ctl("stop")
