@@ -62,17 +62,6 @@ def collect(layers: list[str], project: str | None) -> list:
     return out
 
 
-def _skill_files(d: str) -> list[str]:
-    out = []
-    for here, _dirs, names in os.walk(d, followlinks=False):
-        for n in names:
-            full = os.path.join(here, n)
-            if n.startswith(offline.TMP_PREFIX) or os.path.islink(full) or not os.path.isfile(full):
-                continue
-            out.append(os.path.relpath(full, d).replace(os.sep, "/"))
-    return sorted(out)
-
-
 def manifests(name: str, skills: list, owner: str) -> dict[str, dict]:
     desc = (f"{len(skills)} skill(s) learned by autoharness from real sessions and kept "
             "under review: " + ", ".join(s.name for s in skills[:12])
@@ -107,7 +96,7 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
     os.makedirs(os.path.join(tmp, ".claude-plugin"))
     try:
         for info in skills:
-            for rel in _skill_files(info.path):
+            for rel in offline.skill_files(info.path):
                 data = offline.read_nofollow(info.path, rel)
                 if data is None:
                     continue

@@ -311,6 +311,10 @@ def __getattr__(name: str):
         from claude_autoharness.daemon.promote import validate
 
         return getattr(validate, name)
+    if name == "skill_files":  # a skill's files, as the promoter and git mode list them
+        from claude_autoharness.daemon.promote import fileops
+
+        return fileops.all_files
     if name == "gitmode":
         from claude_autoharness.daemon.promote import gitmode
 

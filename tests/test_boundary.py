@@ -73,3 +73,34 @@ print(json.dumps(out))
     assert len(results) == len(SOCKET_VERBS)
     assert [(argv, mods) for argv, _, mods in results if mods] == []
     assert all(rc not in (0, None) for _, rc, _ in results)  # no daemon: each one says so
+
+
+def _normalized_body(fn) -> str:
+    """A function's body without its docstring, `mod.CONST` read as `CONST` (so a copy that
+    imports a constant another way is still the same code)."""
+    class Norm(ast.NodeTransformer):
+        def visit_Attribute(self, node):
+            self.generic_visit(node)
+            if isinstance(node.value, ast.Name) and node.attr.isupper():
+                return ast.copy_location(ast.Name(id=node.attr, ctx=node.ctx), node)
+            return node
+
+    body = [b for b in fn.body
+            if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+    return ast.dump(Norm().visit(ast.Module(body=body, type_ignores=[])))
+
+
+def test_no_function_is_written_twice():
+    """No two functions of the package (client, daemon, protocol) have the same body: one
+    place for each thing, e.g. the list of a skill's files that git mode and `skills export`
+    both need is one function (the client reaches it through the facade)."""
+    seen: dict[str, list[str]] = {}
+    for pkg in ("client", "daemon", "protocol"):
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    body = _normalized_body(node)
+                    if body.count("(") >= 30:  # skip one-liners that may well coincide
+                        seen.setdefault(body, []).append(
+                            f"{path.relative_to(REPO)}:{node.name}")
+    assert [names for names in seen.values() if len(names) > 1] == []

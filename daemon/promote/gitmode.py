@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.promote import fileops
 from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, PROVENANCE_FILE, TMP_PREFIX
 from claude_autoharness.protocol import paths
 
@@ -395,7 +396,7 @@ def _tree_with(t: Target, parent: str, path: str, skill_dir: str) -> str:
             git(t.top, "update-index", "-z", "--force-remove", "--stdin", input=old.encode(
                 "utf-8", "surrogateescape"), env=env)
         lines = []
-        for rel in _files(skill_dir):
+        for rel in fileops.all_files(skill_dir):
             with open(os.path.join(skill_dir, *rel.split("/")), "rb") as f:
                 data = f.read()
             if rel == PROVENANCE:
@@ -416,17 +417,6 @@ def _identity(t: Target) -> dict:
     if not git(t.top, "config", "--get", "user.email", check=False).strip():
         env.update(GIT_COMMITTER_NAME=AUTHOR[0], GIT_COMMITTER_EMAIL=AUTHOR[1])
     return env
-
-
-def _files(d: str) -> list[str]:
-    out = []
-    for here, _dirs, names in os.walk(d, followlinks=False):
-        for n in names:
-            full = os.path.join(here, n)
-            if n.startswith(TMP_PREFIX) or os.path.islink(full) or not os.path.isfile(full):
-                continue
-            out.append(os.path.relpath(full, d).replace(os.sep, "/"))
-    return sorted(out)
 
 
 # -- publish ------------------------------------------------------------------------------
