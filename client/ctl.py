@@ -302,6 +302,8 @@ def do_replay(args) -> int:
     return replay(args)
 
 
+JSON_HELP = "print JSON instead of text"
+
 FIRST_STEPS = """first steps:
   autoharnessctl start      start the daemon in the background
   autoharnessctl install    wire the hooks into Claude Code
@@ -330,9 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=do_status)
 
     s = sub.add_parser("flush", help="queue a reflection job now for sessions with activity")
-    s.add_argument("session_ids", nargs="*", metavar="SESSION_ID")
+    s.add_argument("session_ids", nargs="*", metavar="SESSION_ID",
+                   help="a session to reflect on (`autoharnessctl status` lists them)")
     s.add_argument("--all", action="store_true", help="every session with activity")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_flush)
 
     start.add_parser(sub)  # start: the daemon in the background
@@ -348,45 +351,58 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--transcript", metavar="PATH", help="a transcript file (works offline)")
     s.add_argument("--from", dest="start", type=int, metavar="OFFSET",
                    help="byte offset to start from (default: the session's watermark, or 0)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_capture)
 
     s = sub.add_parser("learn", help="/learn: reflect now on this session with your guidance")
     s.add_argument("text", nargs="+", metavar="TEXT", help="the lesson; `-` reads it from stdin")
     s.add_argument("--session", metavar="ID", help="default: the most recently active session")
-    s.add_argument("--layer", choices=("project", "user"))
+    s.add_argument("--layer", choices=("project", "user"),
+                   help="the skill layer the lesson is for (default: the reflector chooses)")
     s.set_defaults(func=do_learn)
 
-    s = sub.add_parser("queue", help="list, show, approve or reject proposed skill changes")
-    s.add_argument("op", choices=("list", "show", "approve", "reject"))
-    s.add_argument("id", nargs="?", metavar="ID")
-    s.add_argument("--status", choices=("queued", "landed", "rejected", "held"))
-    s.add_argument("--why", metavar="TEXT", help="reason for a rejection")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("queue", help="list, show, approve or reject proposed skill changes",
+                       description="Proposed skill changes (intents) and what the promoter "
+                       "made of them.")
+    s.add_argument("op", choices=("list", "show", "approve", "reject"), metavar="OP",
+                   help="list: every intent; show ID: one in full; approve ID: land a held one "
+                   "(validated again first); reject ID: drop a held one")
+    s.add_argument("id", nargs="?", metavar="ID", help="an intent id from `queue list`")
+    s.add_argument("--status", choices=("queued", "landed", "rejected", "held"),
+                   help="list: only intents in this state (default: all)")
+    s.add_argument("--why", metavar="TEXT", help="reject: the reason, kept with the intent")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_queue)
 
     s = sub.add_parser("skills", help="the skill library: list (uses, turns, stage), show, "
                        "history, revert, restore; publish (git mode's review branch), export "
                        "(a Claude Code plugin)")
     s.add_argument("op", choices=("list", "show", "history", "revert", "restore", "publish",
-                                  "export"))
-    s.add_argument("name", nargs="?", metavar="NAME")
+                                  "export"), metavar="OP",
+                   help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
+                   "landings; revert NAME: back to an earlier version; restore NAME: bring an "
+                   "archived one back; publish: git mode's review branch and how to share it; "
+                   "export --plugin DIR: the live skills as a Claude Code plugin")
+    s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
-    s.add_argument("--layer", choices=("project", "user"))
+    s.add_argument("--layer", choices=("project", "user"),
+                   help="only this layer (default: both; a NAME in both layers must name one)")
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
     s.add_argument("--plugin", metavar="DIR", help="export: write the plugin here")
     s.add_argument("--marketplace", action="store_true",
                    help="export: add a marketplace manifest, so DIR can be added as one")
-    s.add_argument("--plugin-name", default="autoharness-skills", help="export: the plugin's name")
-    s.add_argument("--owner", default="autoharness", help="export: the author/owner to name")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--plugin-name", default="autoharness-skills", metavar="NAME",
+                   help="export: the plugin's name (default: %(default)s)")
+    s.add_argument("--owner", default="autoharness", metavar="NAME",
+                   help="export: the author/owner to name (default: %(default)s)")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_skills)
 
     s = sub.add_parser("curate", help="run the curator now: merge near-duplicate skills and "
                        "archive obsolete ones (as proposals the promoter checks)")
     s.add_argument("--layer", choices=("project", "user"), help="default: both")
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_curate)
 
     s = sub.add_parser("replay", help="play a recorded transcript through the pipeline; "
@@ -410,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", type=float, default=None, metavar="S",
                    help="how long to wait for the reflection jobs (default 300; with --batch "
                         "0: the daemon keeps polling after this command returns)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_replay)
 
     learnings_cli.add_parser(sub)  # learnings report|save|rule

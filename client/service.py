@@ -359,5 +359,9 @@ def add_parser(sub) -> None:
         description="Install, remove, start, stop or inspect the autoharnessd service: a systemd "
         "user unit and socket (~/.config/systemd/user) or a LaunchAgent (~/Library/LaunchAgents),"
         " rendered with this installation's absolute paths.")
-    s.add_argument("action", choices=("install", "uninstall", "start", "stop", "status"))
+    s.add_argument("action", choices=("install", "uninstall", "start", "stop", "status"),
+                   metavar="ACTION",
+                   help="install: write the unit (or agent), enable and start it; uninstall: "
+                   "stop and remove it; start, stop: the installed service; status: what the "
+                   "service manager says")
     s.set_defaults(func=do_service)

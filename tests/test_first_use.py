@@ -132,6 +132,43 @@ def test_bare_verb_group_prints_its_help(home):
         assert [s for s in subs if s not in r.stdout] == [], (verb, r.stdout)
 
 
+def _all_parsers():
+    """(name, parser) for every verb and sub-verb of autoharnessctl."""
+    import argparse
+
+    out, todo = [], [("autoharnessctl", ctlmod.build_parser())]
+    while todo:
+        name, p = todo.pop()
+        out.append((name, p))
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                todo += [(f"{name} {n}", sp) for n, sp in a.choices.items()]
+    return out
+
+
+def test_every_argument_says_what_it_is_for():
+    """In every verb's --help each argument and option has a help line, an option with a
+    default value says the default, and a subcommand positional explains each choice."""
+    import argparse
+
+    missing, no_default, unexplained = [], [], []
+    for name, p in _all_parsers():
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._VersionAction,
+                              argparse._SubParsersAction)):
+                continue
+            what = f"{name} {a.option_strings or a.dest}"
+            if not a.help or a.help == argparse.SUPPRESS:
+                missing.append(what)
+                continue
+            if (a.option_strings and a.default not in (None, False, argparse.SUPPRESS)
+                    and "default" not in a.help):
+                no_default.append(what)
+            if a.choices and not a.option_strings:
+                unexplained += [f"{what}: {c}" for c in a.choices if f"{c}" not in a.help]
+    assert (missing, no_default, unexplained) == ([], [], [])
+
+
 def test_hook_help_and_terminal_never_wait(home):
     """`autoharness-hook --help` prints its usage; run on a terminal with no input it says what
     it is for instead of waiting for JSON; both exit 0 and report nothing to anyone."""
