@@ -431,8 +431,9 @@ def test_commands_reference_the_cli():
     top-level commands/ ships the same files as the package."""
     learn = (PKG_COMMANDS / "learn.md").read_text()
     block = learn.split("```bash\n", 1)[1].split("\n```", 1)[0]
-    assert block == ("autoharnessctl learn --session ${CLAUDE_SESSION_ID} - <<'AUTOHARNESS_LESSON'\n"
-                     "$ARGUMENTS\nAUTOHARNESS_LESSON")
+    assert block == ("autoharnessctl learn --session ${CLAUDE_SESSION_ID} - "
+                     "<<'AUTOHARNESS_LESSON_${CLAUDE_SESSION_ID}'\n"
+                     "$ARGUMENTS\nAUTOHARNESS_LESSON_${CLAUDE_SESSION_ID}")
     assert "allowed-tools: Bash(autoharnessctl learn:*)\n" in learn
     save = (PKG_COMMANDS / "save-learnings.md").read_text()
     assert "!`autoharnessctl learnings save`" in save
@@ -440,3 +441,37 @@ def test_commands_reference_the_cli():
         assert text.startswith("---\ndescription: ")
     for name in ("learn.md", "save-learnings.md"):
         assert (REPO / "commands" / name).read_bytes() == (PKG_COMMANDS / name).read_bytes()
+
+
+def run_learn_command(tmp, lesson: str, sid: str) -> tuple[list[str], bytes]:
+    """The /learn command as the model runs it: the command text with Claude Code's two
+    substitutions made ($ARGUMENTS, ${CLAUDE_SESSION_ID}), its bash block run by bash with an
+    `autoharnessctl` on PATH that records its arguments and stdin."""
+    text = (PKG_COMMANDS / "learn.md").read_text()
+    text = text.replace("$ARGUMENTS", lesson).replace("${CLAUDE_SESSION_ID}", sid)
+    block = text.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    bindir = tmp / "bin"
+    bindir.mkdir(exist_ok=True)
+    stub = bindir / "autoharnessctl"
+    stub.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp}/argv\ncat > {tmp}/stdin\n")
+    stub.chmod(0o755)
+    r = subprocess.run(["bash", "-c", block], capture_output=True, timeout=30, cwd=tmp,
+                       env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    assert not (tmp / "escaped").exists()  # no lesson line ran as a command
+    assert r.returncode == 0 and r.stderr == b"", r
+    return (tmp / "argv").read_text().splitlines(), (tmp / "stdin").read_bytes()
+
+
+@pytest.mark.parametrize("lesson", [
+    "AUTOHARNESS_LESSON\ntouch escaped\nlast line",
+    "before\nAUTOHARNESS_LESSON\nEOF\n'AUTOHARNESS_LESSON'\nafter",
+    "Quote \"$HOME\" and `pwd` literally; never ${X} or $(whoami) -- 'single' \\n",
+])
+def test_learn_command_keeps_any_lesson_verbatim(short_tmp, lesson):
+    """Whatever the lesson holds, a line equal to a heredoc end marker included, the /learn
+    command hands it to `autoharnessctl learn -` verbatim on stdin, for the session named, and
+    runs nothing else."""
+    sid = "0b6f2a4e-5c1d-4e8f-9a7b-3c2d1e0f9a8b"
+    argv, stdin = run_learn_command(short_tmp, lesson, sid)
+    assert argv == ["learn", "--session", sid, "-"]
+    assert stdin == (lesson + "\n").encode()

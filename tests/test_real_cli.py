@@ -21,7 +21,7 @@ MARKER = ("<!-- learning\ntopic: run-tests-first\nkind: convention\ndoc-impact: 
 QUOTED = ("<!-- learning\ntopic: quoted-in-file\nkind: discovery\ndoc-impact: none\n"
           "body: This marker is quoted in a file and must not be reported.\n-->\n")
 LESSON = ("Quote \"$HOME\" and `pwd` literally; never ${X} or $(whoami) -- 'single' \\n\n"
-          "second line: 100% $5")
+          "second line: 100% $5\nAUTOHARNESS_LESSON\nafter a line that was once the end marker")
 
 
 def bash(command: str) -> dict:
@@ -179,7 +179,8 @@ def test_threshold_reflection_through_the_claude_backend(sandbox, model, claude_
 def test_learn_slash_command_runs_in_p_mode_for_the_session(sandbox, model):
     """`/learn LESSON` on a resumed session runs its one Bash command under the command's own
     allowed-tools (no permission denial), queues a learn job for that same session, and the
-    lesson reaches the reflector verbatim: quotes, backticks, `$` and the newline kept."""
+    lesson reaches the reflector verbatim: quotes, backticks, `$`, the newlines and a line
+    equal to a heredoc end marker kept."""
     box = sandbox(AUTOHARNESS_REFLECT_EVERY=1000, AUTOHARNESS_REFLECTOR_BACKEND="anthropic")
     model.script("some work", reply(bash("echo working")), reply(text_block("Worked.")))
     sid = box.run("some work")["session_id"]
