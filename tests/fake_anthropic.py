@@ -16,11 +16,14 @@ the CLI's side requests (titles and the like) must not consume scripted turns.
 
 The Message Batches endpoints are faked too: POST /v1/messages/batches (each request's params
 validated like a Messages request; the API's limits on count, size and custom ids enforced),
-GET /v1/messages/batches/{id}, GET .../{id}/results (a JSONL stream) and POST .../{id}/cancel.
+GET /v1/messages/batches/{id}, GET .../{id}/results (a JSONL stream), POST .../{id}/cancel and
+GET /v1/messages/batches (the list, newest first, paged by `limit`, `after_id`, `before_id`).
 Each item is answered at creation, by `route` or the script, as `succeeded` (a 200 reply) or
 `errored` (any other status); a batch ends after `batch_polls` retrieves, or only when
 `end_batches()` is called while `hold_batches` is set. Cancelling ends it with the items not yet
-answered `canceled`.
+answered `canceled`. With `stall_batch_creates` set, a create makes its batch and then never
+answers (until `stop()`): the client dies or times out not knowing the batch id;
+`fail_batch_creates` answers that many creates 529 without making a batch.
 """
 
 import itertools
@@ -28,6 +31,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -288,6 +292,8 @@ class FakeAnthropic:
         self.batches: dict[str, FakeBatch] = {}
         self.batch_polls = 1  # retrieves a batch answers `in_progress` before it ends
         self.hold_batches = False  # True: batches end only at end_batches() (or a cancel)
+        self.stall_batch_creates = False  # True: a create makes the batch, then never answers
+        self.fail_batch_creates = 0  # this many creates are answered 529, no batch made
         self._release = threading.Event()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -335,6 +341,26 @@ class FakeAnthropic:
         with self._lock:
             self.batches[b.id] = b
         return b
+
+    def list_page(self, query: dict) -> dict:
+        """GET /v1/messages/batches: newest first; `after_id` pages to older batches,
+        `before_id` to newer ones, `limit` (1-1000, default 20) per page."""
+        with self._lock:
+            order = sorted(self.batches.values(), key=lambda b: (b.created_at, b.id),
+                           reverse=True)
+        ids = [b.id for b in order]
+        limit = max(1, min(1000, int(query.get("limit", 20))))
+        if query.get("after_id") in ids:
+            page = order[ids.index(query["after_id"]) + 1:][:limit]
+            more = ids.index(query["after_id"]) + 1 + limit < len(ids)
+        elif query.get("before_id") in ids:
+            end = ids.index(query["before_id"])
+            page, more = order[max(0, end - limit):end], end - limit > 0
+        else:
+            page, more = order[:limit], limit < len(ids)
+        return {"data": [b.body(self.base_url) for b in page], "has_more": more,
+                "first_id": page[0].id if page else None,
+                "last_id": page[-1].id if page else None}
 
     def _retrieve(self, b: FakeBatch) -> None:
         with self._lock:
@@ -414,6 +440,9 @@ class FakeAnthropic:
                                                                     in self.headers.items()}, b""))
                 self._wait()
                 found = self._batch_path()
+                if found is not None and found[0].group(1) is None:
+                    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+                    return self._send(200, fake.list_page(query))
                 if found is None or found[1] is None:
                     return self._send(404, error_reply(404, "not_found_error")["body"])
                 m, b = found
@@ -453,7 +482,17 @@ class FakeAnthropic:
                 if problems:
                     return self._send(400, error_reply(400, "invalid_request_error",
                                                        "; ".join(problems[:5]))["body"])
-                self._send(200, fake._create_batch(body).body(fake.base_url))
+                with fake._lock:
+                    fail, fake.fail_batch_creates = (fake.fail_batch_creates > 0,
+                                                     max(0, fake.fail_batch_creates - 1))
+                if fail:
+                    return self._send(529, error_reply(529, "overloaded_error")["body"])
+                batch = fake._create_batch(body)
+                if fake.stall_batch_creates:  # made, but the answer never comes
+                    fake._release.wait(60)
+                    self.close_connection = True
+                    return
+                self._send(200, batch.body(fake.base_url))
 
             def do_POST(self):
                 raw = self._read_body()

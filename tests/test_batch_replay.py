@@ -143,6 +143,48 @@ def test_kill9_while_in_flight_resumes_polling_and_reflects_once(setup):
     assert len(json.loads(ctl("queue", "list", "--json").stdout)) == 5
 
 
+def test_kill9_between_create_and_its_answer_sends_the_items_once(setup):
+    """The daemon dies (kill -9) after its create request reached the API (the batch exists)
+    but before the answer, the batch id, came back: the restarted daemon finds that batch in
+    the API's list and adopts it, so the API sees exactly one create for those items, and each
+    result is taken in once."""
+    fake, project = setup["fake"], setup["project"]
+    fake.route = proposal_for
+    fake.stall_batch_creates = True
+    d = setup["start"]()
+    backlog = write_backlog(setup["home"]["tmp"] / "backlog", project, 5)
+    replay_batch(str(backlog), "--project", str(project))
+    wait_for(lambda: fake.batches, what="the batch made, its answer held back")
+    d.kill9()
+    fake.stall_batch_creates = False  # a second create would now be answered
+    d2 = setup["start"]()
+    wait_for(lambda: batches(d2)["items"]["done"] == 5, what="all 5 items taken in")
+    assert len(fake.batch_creates) == 1 and len(fake.batches) == 1
+    assert any(r.method == "GET" and r.path.split("?")[0] == "/v1/messages/batches"
+               for r in fake.requests)  # it looked the batch up
+    intents = json.loads(ctl("queue", "list", "--json").stdout)
+    assert len(intents) == 5 and len({i["job_id"] for i in intents}) == 5
+
+
+def test_a_create_that_never_arrived_is_sent_again(setup):
+    """A create the API refused (no batch made) is looked up, not found, and its items go out
+    in a new create: nothing is lost for fear of sending twice."""
+    fake, project = setup["fake"], setup["project"]
+    fake.route = proposal_for
+    fake.fail_batch_creates = 1
+    d = setup["start"]()
+    backlog = write_backlog(setup["home"]["tmp"] / "backlog", project, 3)
+    replay_batch(str(backlog), "--project", str(project))
+    wait_for(lambda: batches(d)["items"]["done"] == 3, what="all 3 items taken in")
+    creates = fake.batch_creates
+    assert len(creates) == 2 and len(fake.batches) == 1
+    assert ([q["custom_id"] for q in creates[0].json["requests"]]
+            == [q["custom_id"] for q in creates[1].json["requests"]])
+    calls = [(r.method, r.path.split("?")[0]) for r in fake.requests]
+    post, listing = ("POST", "/v1/messages/batches"), ("GET", "/v1/messages/batches")
+    assert calls[:3] == [post, listing, post]  # looked up before sending again
+
+
 def test_an_errored_item_is_retried_alone(setup):
     """One item of three errors (an overloaded upstream): the next batch carries that item
     alone, and it lands once it succeeds."""

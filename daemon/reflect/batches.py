@@ -9,9 +9,16 @@ lessons) and so the same validation and promoter as pool jobs.
 Durable: `<state>/batches.json` (atomically replaced on every change) holds every item and
 every batch id. A restart resumes polling; a result already taken in is not taken in again
 (the journal says so, and intake itself is idempotent per job id), so nothing is reflected
-twice. An errored or expired item is retried alone, in a later batch, up to
-`reflector.max_attempts`. `replay --cancel` cancels the batches in flight and drops waiting
-items; what had succeeded before the cancel is still taken in.
+twice. Nothing is sent twice either: the create request is journaled (its custom ids and the
+time) before it goes out, and until its answer is journaled nothing else is sent. A create
+whose answer never came back (the daemon died, the connection broke) is looked up in the
+API's list of batches (one we do not know yet, of that many requests, created nearest that
+time) and adopted; only when there is none are its items sent again. (The API does not say
+which custom ids a batch holds before it ends: should the batch adopted be another client's,
+its results carry none of ours, and our items are sent again once it ends.) An errored or
+expired item is retried alone, in a later batch, up to `reflector.max_attempts`.
+`replay --cancel` cancels the batches in flight and drops waiting items; what had succeeded
+before the cancel is still taken in.
 
 Tokens are charged against the daily budget as the pool charges them; status also shows them
 at the batch price (half the standard price). No batch is sent while the budget is spent, and
@@ -46,6 +53,9 @@ log = structlog.get_logger("autoharness")
 BATCH_PRICE = 0.5  # a batch token costs half a standard one
 # Rough bytes per token, to keep a batch inside what the daily budget has left.
 BYTES_PER_TOKEN = 4
+# How far back (seconds) the batch list is searched for a create whose answer was lost: the
+# API's clock and ours may disagree, and its created_at is rounded.
+CREATE_LOOKBACK_S = 600.0
 
 
 class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -71,9 +81,17 @@ class Batch(msgspec.Struct, kw_only=True, omit_defaults=True):
     interval: float = 0.0
 
 
+class Creating(msgspec.Struct, kw_only=True):
+    """A create request sent (or about to be) whose batch id is not journaled yet."""
+
+    items: list[str]  # its custom ids, in order
+    at: float  # when it went out (this machine's clock)
+
+
 class Journal(msgspec.Struct, kw_only=True):
     items: dict[str, Item] = {}
     batches: dict[str, Batch] = {}
+    creating: Creating | None = None
     tokens: int = 0
     requests: int = 0  # API requests made for batches (create, retrieve, results, cancel)
 
@@ -242,11 +260,14 @@ class BatchRunner:
             timeout = max(0.01, min(polls) - now) if polls else 3600.0
             if self.waiting_reason and any(i.status == "waiting" for i in self.j.items.values()):
                 timeout = min(timeout, 60.0)
+            if self.j.creating is not None:  # a create with no answer: look it up like a poll
+                timeout = min(timeout, self.d.live.cfg.reflector.batch_poll_s)
             with anyio.move_on_after(timeout):
                 await self.changed.wait()
 
     async def _pass(self) -> None:
-        await self._submit_waiting()
+        if await self._settle_create():
+            await self._submit_waiting()
         now = self.clock()
         for b in list(self.j.batches.values()):
             if b.status != "ended" and b.next_poll_at <= now:
@@ -288,22 +309,63 @@ class BatchRunner:
             reqs, sizes = reqs[:n], sizes[:n]
         for a, b in chunk(sizes, cfg.batch_max_requests, cfg.batch_max_bytes):
             part = reqs[a:b]
+            ids = [r["custom_id"] for r in part]
+            self.j.creating = Creating(items=ids, at=self.clock())
+            self.save()  # on disk before the request leaves: a lost answer is looked up
             try:
                 batch_id = await anyio.to_thread.run_sync(self._api_create, part)
             except backends.BackendError as e:
+                # the batch may exist all the same: the next pass looks for it first
                 self.waiting_reason = f"batch create failed: {e.reason}"
                 log.warning("batch create failed", reason=e.reason, items=len(part))
                 break
-            now = self.clock()
-            ids = [r["custom_id"] for r in part]
-            for cid in ids:
-                it = self.j.items[cid]
-                it.status, it.batch, it.attempts = "submitted", batch_id, it.attempts + 1
-            self.j.batches[batch_id] = Batch(id=batch_id, items=ids, created_at=now,
-                                             interval=cfg.batch_poll_s,
-                                             next_poll_at=now + cfg.batch_poll_s)
-            self.save()  # the batch id is on disk before anything else happens
+            self._submitted(batch_id, ids)
             log.info("batch submitted", batch=batch_id, items=len(ids))
+
+    def _submitted(self, batch_id: str, ids: list[str]) -> None:
+        """Journal `batch_id` as carrying the items `ids` (and no create as pending)."""
+        cfg = self.d.live.cfg.reflector
+        now = self.clock()
+        for cid in ids:
+            it = self.j.items[cid]
+            it.status, it.batch, it.attempts = "submitted", batch_id, it.attempts + 1
+        self.j.batches[batch_id] = Batch(id=batch_id, items=ids, created_at=now,
+                                         interval=cfg.batch_poll_s,
+                                         next_poll_at=now + cfg.batch_poll_s)
+        self.j.creating = None
+        self.save()  # the batch id is on disk before anything else happens
+
+    async def _settle_create(self) -> bool:
+        """Resolve a create whose answer was never journaled: adopt the batch it made, or
+        learn that it made none (its items go out again). False while that cannot be told
+        (the list request failed): nothing may be sent until it can."""
+        c = self.j.creating
+        if c is None:
+            return True
+        try:
+            found = await anyio.to_thread.run_sync(self._api_find, len(c.items), c.at,
+                                                   set(self.j.batches))
+        except backends.BackendError as e:
+            self.waiting_reason = ("cannot tell whether the last batch create reached the API "
+                                   f"(listing batches failed: {e.reason}); retrying")
+            return False
+        if found is None:
+            log.info("batch create never arrived: its items go out again", items=len(c.items))
+            self.j.creating = None
+            self.save()
+            return True
+        waiting = [cid for cid in c.items
+                   if cid in self.j.items and self.j.items[cid].status == "waiting"]
+        self._submitted(found, waiting)
+        log.info("batch create adopted after a lost answer", batch=found, items=len(waiting))
+        if len(waiting) < len(c.items):  # canceled meanwhile: cancel the batch that carries them
+            try:
+                await anyio.to_thread.run_sync(self._api_cancel, found)
+                self.j.batches[found].status = "canceling"
+                self.save()
+            except backends.BackendError as e:
+                log.warning("batch cancel failed", batch=found, reason=e.reason)
+        return True
 
     def _build(self, items: list[Item]) -> dict:
         """The request of every item (blocking: reads transcripts, saves windows)."""
@@ -421,6 +483,23 @@ class BatchRunner:
 
     def _api_create(self, requests: list[dict]) -> str:
         return self._call(lambda c: c.messages.batches.create(requests=requests)).id
+
+    def _api_find(self, n: int, at: float, known: set[str]) -> str | None:
+        """The batch of `n` requests created since `at` (give or take the lookback) that is not
+        in `known`, the nearest to `at` in time; None when there is none. The list comes newest
+        first, so the walk stops at the first batch older than that."""
+        def find(c):
+            best = None
+            for b in c.messages.batches.list(limit=100):
+                t = b.created_at.timestamp()
+                if t < at - CREATE_LOOKBACK_S:
+                    break
+                rc = b.request_counts
+                size = rc.processing + rc.succeeded + rc.errored + rc.canceled + rc.expired
+                if b.id not in known and size == n and (best is None or abs(t - at) < best[0]):
+                    best = (abs(t - at), b.id)
+            return best[1] if best else None
+        return self._call(find)
 
     def _api_status(self, batch_id: str) -> str:
         return self._call(lambda c: c.messages.batches.retrieve(batch_id)).processing_status
