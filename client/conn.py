@@ -4,8 +4,9 @@ import socket
 
 import msgspec
 
-from claude_autoharness.protocol import framing, paths
+from claude_autoharness.protocol import VERSION, framing, paths
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 START_HINT = ("start it with `autoharnessctl start` (or `autoharnessctl service start` when it "
               "runs as a service)")
@@ -40,6 +41,24 @@ class DaemonError(Exception):
 
 _TIMEOUT_HINT = ("it is busy or stuck; see `autoharnessctl doctor`, or wait longer with "
                  "--timeout SECONDS")
+
+
+def typed(data: object, kind: type[r.T], req: m.Request) -> r.T:
+    """A reply's data as the Struct protocol/replies.py defines for it; a daemon whose reply
+    is of another shape (another version) is an error that says to restart it."""
+    try:
+        return r.decode(data, kind)
+    except r.ReplyMismatch as e:
+        theirs = data.get("version") if isinstance(data, dict) else None
+        who = f"the daemon ({theirs})" if isinstance(theirs, str) else "the daemon"
+        raise DaemonError("protocol", f"{who} answered `{type(req).__name__.lower()}` in a shape "
+                          f"this client ({VERSION}) does not read: {e}; restart the daemon "
+                          "(`autoharnessctl stop && autoharnessctl start`)") from None
+
+
+def ask(req: m.Request, kind: type[r.T], **kw) -> r.T:
+    """`call`, with the reply's data decoded into its Struct (`typed`)."""
+    return typed(call(req, **kw), kind, req)
 
 
 def call(req: m.Request, *, timeout: float | None = None, sock_path: str | None = None):

@@ -7,10 +7,11 @@ import sys
 import time
 
 from claude_autoharness.client import conn, doctor, install, learnings_cli, service, start
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call, typed
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 
 class CtlError(Exception):
@@ -32,17 +33,16 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
-def waiting_reason(st: dict) -> str:
+def waiting_reason(st: r.Status) -> str:
     """Why reflection jobs cannot start ("" when they can): no backend, or the token budget."""
-    jobs, refl = st.get("jobs") or {}, st.get("reflector") or {}
-    if jobs.get("waiting"):
-        return str(jobs["waiting"])
-    if refl.get("backend") == "none":
-        return str(refl.get("reason") or "no reflector backend")
+    if st.jobs.waiting:
+        return st.jobs.waiting
+    if st.reflector.backend == "none":
+        return st.reflector.reason or "no reflector backend"
     return ""
 
 
-def waiting_note(st: dict) -> str:
+def waiting_note(st: r.Status) -> str:
     """The line every verb that queues or waits for jobs prints when they cannot run."""
     why = waiting_reason(st)
     if not why:
@@ -54,100 +54,101 @@ def waiting_note(st: dict) -> str:
 
 def _warn_if_waiting() -> None:
     try:
-        note = waiting_note(call(m.Status(), timeout=5))
+        note = waiting_note(ask(m.Status(), r.Status, timeout=5))
     except (DaemonUnreachable, DaemonError):
         return
     if note:
         print(f"warning: {note}", file=sys.stderr)
 
 
-def format_status(st: dict, now: float | None = None) -> str:
+def format_status(st: r.Status, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = [
-        f"autoharnessd {st['version']} (protocol {st['protocol']}), pid {st['pid']}, "
-        f"up {st['uptime_s']:.0f}s, socket {st['socket']}"
+        f"autoharnessd {st.version} (protocol {st.protocol}), pid {st.pid}, "
+        f"up {st.uptime_s:.0f}s, socket {st.socket}"
     ]
-    if st["protocol"] != PROTOCOL or st["version"] != VERSION:
-        lines.append(f"WARNING: daemon {st['version']}/protocol {st['protocol']} differs from this "
+    if st.protocol != PROTOCOL or st.version != VERSION:
+        lines.append(f"WARNING: daemon {st.version}/protocol {st.protocol} differs from this "
                      f"client {VERSION}/protocol {PROTOCOL}: restart the daemon")
-    if st.get("paused"):
+    if st.paused:
         lines.append("PAUSED: hooks count nothing (`autoharnessctl resume`)")
-    ev = st["events"]
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev["by_kind"].items())) or "none"
-    lines.append(f"events: {ev['received']} received, {ev['rejected']} rejected ({kinds})")
-    j = st["jobs"]
-    lines.append(f"jobs: {j['pending']} pending, {j['running']} running, {j['done']} done, "
-                 f"{j['failed']} failed")
-    if j["pending"]:
+    ev = st.events
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev.by_kind.items())) or "none"
+    lines.append(f"events: {ev.received} received, {ev.rejected} rejected ({kinds})")
+    j = st.jobs
+    lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
+                 f"{j.failed} failed")
+    if j.pending:
         note = waiting_note(st)
         if note:
             lines.append(f"WAITING: {note}")
     elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
         lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
-    b = st.get("batches") or {}
-    if b.get("in_flight") or (b.get("items") or {}).get("waiting"):
-        lines.append(f"batches: {len(b['in_flight'])} in flight, {b['items']['waiting']} items "
-                     f"waiting, {b['items']['done']} done, {b['items']['failed']} failed; "
-                     f"{b['tokens']} tokens (at the batch price: {b['tokens_at_batch_price']} "
-                     "standard-token equivalents)" + (f" — {b['waiting']}" if b.get("waiting")
-                                                      else ""))
-    sp = st["spool"]
-    lines.append(f"spool: {sp['pending']} pending, {sp['replayed']} replayed")
-    p = st["persistence"]
-    q = ", ".join(p["quarantined"]) or "none"
-    lines.append(f"persistence: last snapshot {_ago(p['last_snapshot_at'], now)}; quarantined: {q}")
-    if p.get("failing"):
-        lines.append(f"PERSISTENCE FAILING since {_ago(p['failing']['since'], now)}: "
-                     f"{p['failing']['reason']}")
-    lib = st.get("library")
-    if lib:
-        by = ", ".join(f"{k} {v}" for k, v in sorted(lib["archived_by_reason"].items()))
-        lines.append(f"library: {lib['probation']} on probation, {lib['graduated']} graduated, "
-                     f"{lib['hand-written']} hand-written, {lib['archived']} archived"
-                     + (f" ({by})" if by else "") + f"; {lib['turns']['user']} turns")
-    sessions = st["sessions"]
-    if sessions:
+    b = st.batches
+    items = b.items
+    if b.in_flight or items.get("waiting"):
+        lines.append(f"batches: {len(b.in_flight)} in flight, {items.get('waiting', 0)} items "
+                     f"waiting, {items.get('done', 0)} done, {items.get('failed', 0)} failed; "
+                     f"{b.tokens} tokens (at the batch price: {b.tokens_at_batch_price} "
+                     "standard-token equivalents)" + (f" — {b.waiting}" if b.waiting else ""))
+    sp = st.spool
+    lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed")
+    p = st.persistence
+    q = ", ".join(p.quarantined) or "none"
+    lines.append(f"persistence: last snapshot {_ago(p.last_snapshot_at, now)}; quarantined: {q}")
+    if p.failing:
+        lines.append(f"PERSISTENCE FAILING since {_ago(p.failing.get('since'), now)}: "
+                     f"{p.failing.get('reason')}")
+    lib = st.library
+    by = ", ".join(f"{k} {v}" for k, v in sorted(lib.archived_by_reason.items()))
+    lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "
+                 f"{lib.hand_written} hand-written, {lib.archived} archived"
+                 + (f" ({by})" if by else "") + f"; {lib.turns.user} turns")
+    if st.sessions:
         lines.append("sessions:")
         lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10}  LAST EVENT")
-        for s in sorted(sessions, key=lambda s: -s["last_event_at"]):
-            lines.append(f"  {s['session_id']:<38} {s['activity']:>8} {s['watermark']:>10}  "
-                         f"{_ago(s['last_event_at'], now)}")
+        for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
+            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10}  "
+                         f"{_ago(s.last_event_at, now)}")
     else:
         lines.append("sessions: none active")
     return "\n".join(lines)
 
 
 def do_status(args) -> int:
-    st = call(m.Status())
+    req = m.Status()
+    data = call(req)
     if args.json:
-        _print_json(st)
+        _print_json(data)  # as the daemon sent it
     else:
-        print(format_status(st))
+        print(format_status(typed(data, r.Status, req)))
     return 0
 
 
 def do_flush(args) -> int:
     if not args.all and not args.session_ids:
         raise CtlError("name one or more SESSION_IDs, or pass --all")
-    out = call(m.Flush(session_ids=args.session_ids, all=args.all))
+    req = m.Flush(session_ids=args.session_ids, all=args.all)
+    data = call(req)
     if args.json:
-        _print_json(out)
+        _print_json(data)
         return 0
-    for job in out["jobs"]:
-        print(f"queued {job['kind']} job {job['id']} for session {job['session_id']}")
-    if not out["jobs"]:
+    out = typed(data, r.Flushed, req)
+    for job in out.jobs:
+        print(f"queued {job.kind} job {job.id} for session {job.session_id}")
+    if not out.jobs:
         print("nothing to flush (no named session has unreflected activity)")
-    for sid in out["unknown"]:
+    for sid in out.unknown:
         print(f"unknown session: {sid} (`autoharnessctl status` lists the active ones)",
               file=sys.stderr)
-    if out["jobs"]:
+    if out.jobs:
         _warn_if_waiting()
-    return 1 if out["unknown"] else 0
+    return 1 if out.unknown else 0
 
 
 def do_stop(args) -> int:
-    out = call(m.Stop())
-    print(f"stopping autoharnessd (pid {out['pid']})")
+    out = ask(m.Stop(), r.Stopping)
+    print(f"stopping autoharnessd (pid {out.pid})")
     return 0
 
 
@@ -202,28 +203,31 @@ def do_learn(args) -> int:
     text = text.strip()
     if not text:
         raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"")
-    out = call(m.Learn(text=text, session_id=args.session or None, layer=args.layer))
-    where = f"session {out['session_id']}" if out.get("transcript_path") else "no transcript"
-    print(f"queued learn job {out['job']} ({where}); "
+    out = ask(m.Learn(text=text, session_id=args.session or None, layer=args.layer), r.LearnQueued)
+    where = f"session {out.session_id}" if out.transcript_path else "no transcript"
+    print(f"queued learn job {out.job} ({where}); "
           "see `autoharnessctl queue list` once it has run")
     _warn_if_waiting()
     return 0
 
 
-def _intent_line(i: dict) -> str:
-    p = i.get("proposal") or {}
-    what = f"{p.get('action', '?')} {p.get('skill', '?')} [{p.get('layer', '?')}]" if p else "(malformed)"
-    why = findings_text(i.get("findings"), limit=1)
-    return f"{i['id']:<20} {i['status']:<9} {i['source']:<9} {what}" + (f"  {why}" if why else "")
+def _intent_line(i: r.Intent) -> str:
+    p = i.proposal
+    what = f"{p.action} {p.skill} [{p.layer}]" if p else "(malformed)"
+    why = findings_text(i.findings, limit=1)
+    return f"{i.id:<20} {i.status:<9} {i.source:<9} {what}" + (f"  {why}" if why else "")
 
 
 def do_queue(args) -> int:
     if args.op == "list":
-        items = call(m.Queue(op="list"))
+        req = m.Queue(op="list")
+        data = call(req)
+        items = typed(data, list[r.Intent], req)
         if args.status:
-            items = [i for i in items if i["status"] == args.status]
+            data = [d for d, i in zip(data, items, strict=True) if i.status == args.status]
+            items = [i for i in items if i.status == args.status]
         if args.json:
-            _print_json(items)
+            _print_json(data)
         elif not items:
             print("no intents")
         else:
@@ -232,13 +236,18 @@ def do_queue(args) -> int:
         return 0
     if not args.id:
         raise CtlError(f"queue {args.op} needs an intent ID (see `autoharnessctl queue list`)")
-    out = call(m.Queue(op=args.op, intent_id=args.id, why=args.why))
-    if args.json or args.op == "show":
-        _print_json(out)
+    req = m.Queue(op=args.op, intent_id=args.id, why=args.why)
+    data = call(req)
+    if args.op == "show":
+        _print_json(data)
+        return 0
+    out = typed(data, r.Outcome, req)
+    if args.json:
+        _print_json(data)
     else:
-        why = findings_text(out.get("findings"))
-        print(f"{args.id}: {out['status']}" + (f": {why}" if why else ""))
-    if args.op == "approve" and out.get("status") != "landed":
+        why = findings_text(out.findings)
+        print(f"{args.id}: {out.status}" + (f": {why}" if why else ""))
+    if args.op == "approve" and out.status != "landed":
         return 1  # re-validation against today's tree said no
     return 0
 
@@ -255,43 +264,47 @@ def do_skills(args) -> int:
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
-    out = call(m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer,
-                        project=project))
+    req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
+    data = call(req)
     if args.json or args.op in ("show", "history"):
-        _print_json(out)
+        _print_json(data)
         return 0
     if args.op == "list":
-        if not out:
+        skills = typed(data, list[r.SkillInfo], req)
+        if not skills:
             print("no skills")
-        for s in out:
+        for s in skills:
             print(format_skill_line(s))
         return 0
-    why = findings_text(out.get("findings"))
-    print(f"{args.op} {args.name}: {out['status']}" + (f": {why}" if why else ""))
-    return 0 if out["status"] == "landed" else 1
+    out = typed(data, r.Outcome, req)
+    why = findings_text(out.findings)
+    print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
+    return 0 if out.status == "landed" else 1
 
 
-def format_skill_line(s: dict) -> str:
+def format_skill_line(s: r.SkillInfo) -> str:
     """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns."""
-    stage = s.get("stage") or s["status"]
-    if s["status"] == "archived":
-        stage = f"archived ({s['reason']})" if s.get("reason") else "archived"
-    turns = f"{s.get('turns', 0)} turns" if s["owner"] == "autoharness" else "-"
-    return (f"{s['name']:<32} {s['layer']:<8} {s['owner']:<11} {stage:<22} "
-            f"uses {s['uses']:<5} {turns:<11} changed {_ago(s.get('last_changed'), time.time())}")
+    stage = s.stage or s.status
+    if s.status == "archived":
+        stage = f"archived ({s.reason})" if s.reason else "archived"
+    turns = f"{s.turns} turns" if s.owner == "autoharness" else "-"
+    return (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
+            f"uses {s.uses:<5} {turns:<11} changed {_ago(s.last_changed, time.time())}")
 
 
 def do_curate(args) -> int:
     project = os.path.abspath(args.project) if args.project else os.getcwd()
-    out = call(m.Curate(layer=args.layer, project=project))
+    req = m.Curate(layer=args.layer, project=project)
+    data = call(req)
     if args.json:
-        _print_json(out)
+        _print_json(data)
         return 0
-    for job in out["jobs"]:
-        where = f" for {job['project']}" if job.get("project") else ""
-        print(f"queued curator job {job['id']} ({job['layer']} layer{where}); "
+    out = typed(data, r.CuratorQueued, req)
+    for job in out.jobs:
+        where = f" for {job.project}" if job.project else ""
+        print(f"queued curator job {job.id} ({job.layer} layer{where}); "
               "see `autoharnessctl queue list` once it has run")
-    if not out["jobs"]:
+    if not out.jobs:
         print("a curator job for these layers is already waiting")
     return 0
 

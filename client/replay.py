@@ -14,9 +14,10 @@ import time
 
 import msgspec
 
-from claude_autoharness.client.conn import call
+from claude_autoharness.client.conn import ask, call
 from claude_autoharness.client.words import findings_text, plural
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 
 def session_id_for(path: str, given: str | None) -> str:
@@ -125,13 +126,13 @@ def replay(args) -> int:
         print("no intents yet: the jobs have not run" if waiting
               else "no intents (the reflector proposed nothing)")
     else:
-        for i in intents:
-            p = i.get("proposal") or {}
-            why = findings_text(i.get("findings"))
-            print(f"{i['status']:<9} {p.get('action', '?')} {p.get('skill', '?')} "
-                  f"[{p.get('layer', '?')}]" + (f": {why}" if why else ""))
-            if p.get("reason"):
-                print(f"          why: {p['reason']}")
+        for i in r.decode(intents, list[r.Intent]):
+            p = i.proposal
+            why = findings_text(i.findings)
+            what = f"{p.action} {p.skill} [{p.layer}]" if p else "? ? [?]"
+            print(f"{i.status:<9} {what}" + (f": {why}" if why else ""))
+            if p and p.reason:
+                print(f"          why: {p.reason}")
     return 1 if waiting else 0
 
 
@@ -144,9 +145,9 @@ def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict
     end = time.monotonic() + wait
     note = ""
     while time.monotonic() < end:
-        st = call(m.Status())
-        note = waiting_note(st) if st["jobs"]["pending"] else ""
-        if st["jobs"]["pending"] + st["jobs"]["running"] == 0 or note:
+        st = ask(m.Status(), r.Status)
+        note = waiting_note(st) if st.jobs.pending else ""
+        if st.jobs.pending + st.jobs.running == 0 or note:
             break
         time.sleep(0.2)
     return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid], note

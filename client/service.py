@@ -20,9 +20,10 @@ from collections.abc import Mapping
 from importlib import resources
 
 from claude_autoharness.client import install
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 
 UNIT = "autoharness.service"
 SOCKET_UNIT = "autoharness.socket"
@@ -175,7 +176,7 @@ def stop_running_daemon(timeout: float = 15.0) -> int | None:
     systemd keeps the socket and may start a fresh daemon on the next connection.
     """
     try:
-        pid = call(m.Status(), timeout=5).get("pid")
+        pid = ask(m.Status(), r.Identity, timeout=5).pid
         call(m.Stop(), timeout=5)
     except (DaemonUnreachable, DaemonError):
         return None

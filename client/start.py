@@ -14,16 +14,17 @@ import sys
 import time
 
 from claude_autoharness.client import install
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 
 READY_TIMEOUT_S = 30.0
 
 
-def _status() -> dict | None:
+def _status() -> r.Identity | None:
     try:
-        return call(m.Status(), timeout=5)
+        return ask(m.Status(), r.Identity, timeout=5)
     except (DaemonUnreachable, DaemonError):
         return None
 
@@ -31,7 +32,7 @@ def _status() -> dict | None:
 def do_start(args) -> int:
     st = _status()
     if st:
-        print(f"autoharnessd is already running (pid {st['pid']}, socket {st['socket']})")
+        print(f"autoharnessd is already running (pid {st.pid}, socket {st.socket})")
         return 0
     log_file = paths.log_file()
     try:
@@ -51,7 +52,7 @@ def do_start(args) -> int:
     while time.monotonic() < end:
         st = _status()
         if st:
-            print(f"started autoharnessd (pid {st['pid']}, socket {st['socket']}); "
+            print(f"started autoharnessd (pid {st.pid}, socket {st.socket}); "
                   f"log: {log_file}; stop it with `autoharnessctl stop`")
             return 0
         if proc.poll() is not None:
@@ -67,7 +68,7 @@ def _exited(code: int, log_file: str) -> int:
 
     st = _status()  # lost a race to another starter: that one serves
     if st:
-        print(f"autoharnessd is already running (pid {st['pid']}, socket {st['socket']})")
+        print(f"autoharnessd is already running (pid {st.pid}, socket {st.socket})")
         return 0
     why = last_log_error(log_file) or f"exit status {code}"
     print(f"autoharnessctl: autoharnessd did not start: {why} (log: {log_file})",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from claude_autoharness.protocol.replies import Finding
+
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 event`, `2 events`, `0 events`; `many` spells an irregular plural."""
@@ -10,15 +12,15 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {many or word + 's'}"
 
 
-def finding_text(f: dict) -> str:
+def finding_text(f: Finding) -> str:
     """One promoter finding as a sentence with its code after it: the words say what happened,
     the code is what to search the docs for (`no version 3 of x (promote/no_version)`)."""
-    code = f"{f.get('family', '?')}/{f.get('code', '?')}"
-    msg = str(f.get("message") or "").strip()
+    code = f"{f.family}/{f.code}"
+    msg = f.message.strip()
     return f"{msg} ({code})" if msg else code.replace("_", " ").replace("/", ": ", 1)
 
 
-def findings_text(findings: list[dict] | None, limit: int = 3) -> str:
+def findings_text(findings: list[Finding] | None, limit: int = 3) -> str:
     """Several findings joined with `; `, at most `limit` of them (the rest counted)."""
     findings = list(findings or [])
     out = "; ".join(finding_text(f) for f in findings[:limit])

@@ -39,6 +39,7 @@ from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.daemon.witness import ToolUseWitness
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol import spool as spool_files
 from claude_autoharness.protocol.config import Config, ConfigError
 from claude_autoharness.protocol.config import load as load_config
@@ -189,7 +190,7 @@ class Daemon:
 
     async def cmd_stop(self, req: m.Stop) -> m.Reply:
         self.stop_requested = True  # the server stops us once this reply is sent
-        return m.Ok(data={"stopping": True, "pid": os.getpid()})
+        return m.Ok(data=r.Stopping(stopping=True, pid=os.getpid()))
 
     async def cmd_batch(self, req: m.Batch) -> m.Reply:
         if req.op not in ("submit", "cancel", "status"):

@@ -9,27 +9,16 @@ from typing import Literal
 
 import msgspec
 
-from claude_autoharness.protocol.replies import Finding as Finding  # on the wire in replies
+# The shapes the queue replies carry live with the replies; these names are the daemon's.
+from claude_autoharness.protocol.replies import Finding as Finding
+from claude_autoharness.protocol.replies import Intent as Intent
+from claude_autoharness.protocol.replies import Proposal as Proposal
 
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")
 
 Action = Literal["create", "update", "patch", "add_file", "remove_file", "archive"]
 Layer = Literal["project", "user"]
-
-
-class Proposal(msgspec.Struct, kw_only=True):
-    action: str
-    skill: str
-    layer: str = "project"
-    reason: str = ""
-    evidence: str = ""
-    description: str | None = None
-    body: str | None = None
-    old: str | None = None
-    new: str | None = None
-    path: str | None = None
-    content: str | None = None
 
 
 REQUIRED = {
@@ -80,20 +69,6 @@ def curator_layer(session_id: str | None) -> str | None:
     if session_id and session_id.startswith(CURATOR_SESSION):
         return session_id[len(CURATOR_SESSION):]
     return None
+
+
 STATUSES = ("queued", "landed", "rejected", "held")
-
-
-class Intent(msgspec.Struct, kw_only=True):
-    """A proposal in the durable queue, with where it came from and what became of it."""
-
-    id: str
-    source: str
-    created_at: float
-    proposal: Proposal | None = None  # None when the model's proposal was malformed
-    raw: str | None = None  # the malformed proposal, redacted, for the operator to read
-    job_id: str | None = None
-    session_id: str | None = None
-    project_root: str | None = None
-    status: str = "queued"
-    findings: list[Finding] = []
-    updated_at: float = 0.0

@@ -14,6 +14,7 @@ from claude_autoharness.protocol import PROTOCOL
 QueueOp = Literal["list", "show", "approve", "reject"]
 SkillsOp = Literal["list", "show", "history", "revert", "restore"]
 LearningsOp = Literal["report", "save"]
+BatchOp = Literal["submit", "cancel", "status"]
 
 
 class _Req(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
@@ -84,7 +85,7 @@ class Learnings(_Req, tag="learnings"):
 class Batch(_Req, tag="batch"):
     """`replay --batch` / `replay --cancel`: reflect on transcripts through Message Batches."""
 
-    op: str = "submit"  # submit | cancel | status
+    op: BatchOp = "submit"
     transcripts: list[str] = []
     project: str | None = None
 

@@ -1,12 +1,46 @@
 """Typed `Ok.data` payloads: what the daemon sends and the CLI reads, one Struct per reply.
 
-Field order is wire order. Every field is encoded (None included): clients that read the JSON
-by key see the same document as before. Additive evolution only: new fields get defaults.
+The daemon answers with these Structs; the CLI decodes the reply's data into the same Struct
+(`decode`), so both sides read one definition. Field order is wire order. Fields are encoded
+as the Struct says (None included unless it omits defaults). Additive evolution only: new
+fields get defaults, a field's type never changes.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+
+T = TypeVar("T")
+
+
+class ReplyMismatch(ValueError):
+    """A reply's data is not of the shape this client reads (another version's daemon)."""
+
+
+def decode(data: object, kind: type[T]) -> T:
+    """The reply's data (as `Ok.data` arrived: JSON builtins) as its Struct."""
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as e:
+        raise ReplyMismatch(str(e)) from None
+
+# ---- the intent queue: `queue list|show` ------------------------------------------------------
+
+class Proposal(msgspec.Struct, kw_only=True):
+    """What a model (or a marker, or /learn) suggests; per-action fields are optional here so
+    that a malformed proposal can still be recorded as a rejected intent."""
+
+    action: str
+    skill: str
+    layer: str = "project"
+    reason: str = ""
+    evidence: str = ""
+    description: str | None = None
+    body: str | None = None
+    old: str | None = None
+    new: str | None = None
+    path: str | None = None
+    content: str | None = None
 
 # ---- the promoter's answers: skills verbs, queue approve/reject -----------------------------
 
@@ -55,6 +89,56 @@ class SkillView(msgspec.Struct, kw_only=True):
     skill_md: str
     files: list[str]
     landings: list[dict[str, Any]]
+
+
+class Intent(msgspec.Struct, kw_only=True):
+    """A proposal in the durable queue, with where it came from and what became of it."""
+
+    id: str
+    source: str
+    created_at: float
+    proposal: Proposal | None = None  # None when the model's proposal was malformed
+    raw: str | None = None  # the malformed proposal, redacted, for the operator to read
+    job_id: str | None = None
+    session_id: str | None = None
+    project_root: str | None = None
+    status: str = "queued"
+    findings: list[Finding] = []
+    updated_at: float = 0.0
+
+
+# ---- jobs a verb queued: `flush`, `learn`, `curate`; `stop` ------------------------------
+
+class FlushedJob(msgspec.Struct, kw_only=True):
+    id: str
+    session_id: str
+    kind: str
+
+
+class Flushed(msgspec.Struct, kw_only=True):
+    jobs: list[FlushedJob]
+    unknown: list[str]  # session ids the daemon does not know
+
+
+class LearnQueued(msgspec.Struct, kw_only=True):
+    job: str
+    session_id: str
+    transcript_path: str | None
+
+
+class CuratorJob(msgspec.Struct, kw_only=True):
+    id: str
+    layer: str | None
+    project: str | None
+
+
+class CuratorQueued(msgspec.Struct, kw_only=True):
+    jobs: list[CuratorJob]  # empty: one for these layers is already waiting
+
+
+class Stopping(msgspec.Struct, kw_only=True):
+    stopping: bool
+    pid: int
 
 
 # ---- status ---------------------------------------------------------------------------------
@@ -127,6 +211,41 @@ class ReflectorInfo(_Part):
     daily_token_budget: int | None
 
 
+class LibraryTurns(_Part):
+    user: int = 0
+    projects: int = 0  # projects with turns counted
+
+
+class LibraryInfo(_Part):
+    """Skills per lifecycle stage over the layers judged so far, turns, the library config."""
+
+    probation: int = 0
+    graduated: int = 0
+    hand_written: int = msgspec.field(default=0, name="hand-written")
+    archived: int = 0
+    archived_by_reason: dict[str, int] = {}
+    turns: LibraryTurns = msgspec.field(default_factory=LibraryTurns)
+    config: dict[str, Any] = {}
+
+
+class BatchInFlight(_Part):
+    id: str
+    items: int
+    status: str
+
+
+class BatchesInfo(_Part):
+    """`replay --batch`: batches in flight, items by status, tokens (and at the batch price)."""
+
+    in_flight: list[BatchInFlight] = []
+    items: dict[str, int] = {}
+    tokens: int = 0
+    tokens_at_batch_price: int = 0
+    price_ratio: float = 0.0
+    requests: int = 0
+    waiting: str | None = None
+
+
 class PromoterInfo(_Part):
     mode: str
     landed: int
@@ -140,6 +259,16 @@ class LearningsInfo(_Part):
     markers_seen: int
     unprocessed: int
     projects: int
+
+
+class Identity(_Part):
+    """The head of any version's status: which daemon answers, and where. What `start` and
+    `service` read, so a daemon of another version is still recognised as running."""
+
+    version: str = ""
+    protocol: int = 0
+    pid: int = 0
+    socket: str = ""
 
 
 class Status(_Part):
@@ -162,6 +291,6 @@ class Status(_Part):
     intents: dict[str, int]  # intents by status
     reflector: ReflectorInfo
     promoter: PromoterInfo
-    library: dict[str, Any]  # skills per lifecycle stage, turns, the library config
+    library: LibraryInfo
     learnings: LearningsInfo
-    batches: dict[str, Any] = {}  # replay --batch: in flight, items, tokens at the batch price
+    batches: BatchesInfo = msgspec.field(default_factory=BatchesInfo)

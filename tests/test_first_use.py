@@ -17,6 +17,7 @@ import pytest
 from claude_autoharness.client import ctl as ctlmod
 from claude_autoharness.client import doctor, words
 from claude_autoharness.protocol.paths import project_slug
+from claude_autoharness.protocol.replies import Finding, Intent, Proposal
 from conftest import REAL, REPO
 from harness import BIN, CTL, HOOK, Daemon, ctl, event, hook, pre_tool, wait_for
 
@@ -265,13 +266,13 @@ def test_rejected_events_are_logged_with_their_reason(home):
 
 def test_errors_read_as_words():
     """Promoter findings print their message with the code after it, never the code alone."""
-    f = {"family": "shape", "code": "no_version", "message": "rev has no version 99"}
+    f = Finding(family="shape", code="no_version", message="rev has no version 99")
     assert words.finding_text(f) == "rev has no version 99 (shape/no_version)"
-    line = ctlmod._intent_line({"id": "i1", "status": "rejected", "source": "reflector",
-                                "proposal": {"action": "create", "skill": "x", "layer": "user"},
-                                "findings": [f]})
+    line = ctlmod._intent_line(Intent(
+        id="i1", status="rejected", source="reflector", created_at=0.0, findings=[f],
+        proposal=Proposal(action="create", skill="x", layer="user")))
     assert "rev has no version 99" in line
-    assert words.finding_text({"family": "safe", "code": "secret"}) == "safe: secret"
+    assert words.finding_text(Finding(family="safe", code="secret")) == "safe: secret"
 
 
 def test_counts_agree_with_their_nouns():

@@ -186,7 +186,8 @@ def test_hook_names_spool_records_as_the_protocol_does():
 
 @pytest.mark.parametrize("req", [b'{"type":"queue","op":"nuke"}',
                                  b'{"type":"skills","op":"delete","name":"x"}',
-                                 b'{"type":"learnings","op":"forget","project":"/p"}'])
+                                 b'{"type":"learnings","op":"forget","project":"/p"}',
+                                 b'{"type":"batch","op":"resubmit"}'])
 def test_unknown_sub_operations_are_refused_at_decoding(req):
     """Sub-operations are literals: a value no handler serves never reaches one."""
     with pytest.raises(msgspec.ValidationError):
@@ -194,7 +195,8 @@ def test_unknown_sub_operations_are_refused_at_decoding(req):
 
 
 def test_every_sub_operation_decodes():
-    for tag, ops in (("queue", m.QueueOp), ("skills", m.SkillsOp), ("learnings", m.LearningsOp)):
+    for tag, ops in (("queue", m.QueueOp), ("skills", m.SkillsOp), ("learnings", m.LearningsOp),
+                     ("batch", m.BatchOp)):
         for op in ops.__args__:
             assert m.request_decoder.decode(msgspec.json.encode({"type": tag, "op": op})).op == op
 

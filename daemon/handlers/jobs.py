@@ -14,6 +14,7 @@ from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve,
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.watcher import TranscriptIndex
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 log = structlog.get_logger("autoharness")
 
@@ -36,10 +37,9 @@ class Jobs:
         jobs = sm.flush(sessions, ids, now=self.clock(), kind="flush", make_id=new_id)
         await self.book.record_jobs(jobs)
         await self.book.persist()
-        return m.Ok(data={
-            "jobs": [{"id": j.id, "session_id": j.session_id, "kind": j.kind} for j in jobs],
-            "unknown": unknown,
-        })
+        return m.Ok(data=r.Flushed(
+            jobs=[r.FlushedJob(id=j.id, session_id=j.session_id, kind=j.kind) for j in jobs],
+            unknown=unknown))
 
     async def cmd_capture(self, req: m.Capture) -> m.Reply:
         """Exactly the packet a model would receive for a session (or a transcript)."""
@@ -88,8 +88,8 @@ class Jobs:
             text += f"\n(Target layer for this lesson: {req.layer}.)"
         job = sm.new_job(s, "learn", self.clock(), new_id, text=text, layer=req.layer)
         await self.book.record_jobs([job])
-        return m.Ok(data={"job": job.id, "session_id": job.session_id,
-                          "transcript_path": job.transcript_path})
+        return m.Ok(data=r.LearnQueued(job=job.id, session_id=job.session_id,
+                                       transcript_path=job.transcript_path))
 
     def last_growth(self, s: sm.Session) -> float:
         """When the session's transcript last grew (0 when unknown)."""

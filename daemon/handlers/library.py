@@ -14,6 +14,7 @@ from claude_autoharness.daemon.promote import lifecycle
 from claude_autoharness.daemon.proposals import curator_session
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 log = structlog.get_logger("autoharness")
 
@@ -60,24 +61,26 @@ class Library:
             if root:
                 self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
 
-    def status(self) -> dict:
+    def status(self) -> r.LibraryInfo:
         """Skills per stage (and archives per reason) over the layers judged so far."""
-        total: dict = {"probation": 0, "graduated": 0, "hand-written": 0, "archived": 0,
-                       "archived_by_reason": {}}
+        lib = self.live.cfg.library
+        turns = self.book.state.turns
+        out = r.LibraryInfo(
+            turns=r.LibraryTurns(user=turns.user, projects=len(turns.projects)),
+            config={"maturity_turns": lib.maturity_turns, "capacity_project": lib.capacity_project,
+                    "capacity_user": lib.capacity_user, "curate_every": lib.curate_every})
+        by_stage: dict[str, int] = {}
         for counts in list(self.counts.values()):
             for k, v in counts.items():
                 if k.startswith("archived:"):
-                    by = total["archived_by_reason"]
-                    by[k[9:]] = by.get(k[9:], 0) + v
+                    out.archived_by_reason[k[9:]] = out.archived_by_reason.get(k[9:], 0) + v
                 else:
-                    total[k] = total.get(k, 0) + v
-        lib = self.live.cfg.library
-        turns = self.book.state.turns
-        total["turns"] = {"user": turns.user, "projects": len(turns.projects)}
-        total["config"] = {"maturity_turns": lib.maturity_turns,
-                           "capacity_project": lib.capacity_project,
-                           "capacity_user": lib.capacity_user, "curate_every": lib.curate_every}
-        return total
+                    by_stage[k] = by_stage.get(k, 0) + v
+        out.probation = by_stage.get(lifecycle.PROBATION, 0)
+        out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
+        out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)
+        out.archived = by_stage.get(lifecycle.ARCHIVED, 0)
+        return out
 
     def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:
         """The live autoharness-owned skills of one layer, whole (blocking)."""
@@ -134,8 +137,8 @@ class Library:
                                message="the project layer needs a project: pass --project DIR")
             layers.remove("project")
         jobs = await self.queue_curation(layers, root)
-        return m.Ok(data={"jobs": [{"id": j.id, "layer": j.layer, "project": j.cwd}
-                                   for j in jobs]})
+        return m.Ok(data=r.CuratorQueued(jobs=[r.CuratorJob(id=j.id, layer=j.layer,
+                                                            project=j.cwd) for j in jobs]))
 
 
 def stage_counts(infos) -> dict[str, int]:

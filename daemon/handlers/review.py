@@ -9,7 +9,6 @@ import os
 from collections.abc import Callable
 
 import anyio
-import msgspec
 import structlog
 
 from claude_autoharness.daemon.handlers.hooks import SkillUse
@@ -18,6 +17,7 @@ from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.proposals import Finding, Intent
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.replies import Outcome
 
 log = structlog.get_logger("autoharness")
 
@@ -118,7 +118,7 @@ class Review:
                 return m.Ok(data=out)
             finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
             await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
-            return m.Ok(data={"status": "rejected", "findings": [msgspec.to_builtins(finding)]})
+            return m.Ok(data=Outcome.rejected(finding))
         finally:
             self.in_review.discard(intent.id)
 

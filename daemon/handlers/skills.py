@@ -2,13 +2,30 @@
 live skills that goes into each reflection prompt. Both read files: worker threads only."""
 
 import os
+from collections.abc import Callable
 
 import anyio
 
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol import messages as m
+
+
+def _to(req: m.Skills) -> int | None:
+    return int(req.to) if req.to else None  # ValueError: a bad request
+
+
+# One entry per `SkillsOp` (a test holds them equal): what each sub-operation runs (blocking).
+VERBS: dict[m.SkillsOp, Callable[[Promoter, m.Skills], object]] = {
+    "list": lambda pr, q: pr.list_skills(q.project),
+    "show": lambda pr, q: pr.show(q.name or "", project_root=q.project, layer=q.layer),
+    "history": lambda pr, q: pr.history(q.name or "", project_root=q.project, layer=q.layer),
+    "revert": lambda pr, q: pr.revert(q.name or "", to=_to(q), project_root=q.project,
+                                      layer=q.layer),
+    "restore": lambda pr, q: pr.restore(q.name or "", project_root=q.project, layer=q.layer),
+}
 
 
 class Skills:
@@ -20,23 +37,10 @@ class Skills:
         pr = self.live.promoter
         if req.project:  # a subdirectory or linked worktree means its main worktree's skills
             req.project = self.projects.root(req.project)
-
-        def work():
-            if req.op == "list":
-                return pr.list_skills(req.project)
-            if not req.name:
-                raise ValueError("name a skill")
-            if req.op == "show":
-                return pr.show(req.name, project_root=req.project, layer=req.layer)
-            if req.op == "history":
-                return pr.history(req.name, project_root=req.project, layer=req.layer)
-            if req.op == "revert":
-                return pr.revert(req.name, to=int(req.to) if req.to else None,
-                                 project_root=req.project, layer=req.layer)
-            return pr.restore(req.name, project_root=req.project, layer=req.layer)
-
+        if req.op != "list" and not req.name:
+            return m.Error(code="bad_request", message="name a skill")
         try:
-            data = await anyio.to_thread.run_sync(work)
+            data = await anyio.to_thread.run_sync(VERBS[req.op], pr, req)
         except ValueError as e:
             return m.Error(code="bad_request", message=str(e))
         if data is None:

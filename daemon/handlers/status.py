@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
+import msgspec
 
 from claude_autoharness.daemon import spool
 from claude_autoharness.daemon.book import Book
@@ -37,7 +38,7 @@ class StatusSources:
     watcher: TranscriptWatcher
     waiting_reason: Callable[[], str]  # why the pool starts no job ("" when it may)
     last_landing_at: Callable[[], float | None]
-    library: Callable[[], dict]  # skills per lifecycle stage
+    library: Callable[[], r.LibraryInfo]  # skills per lifecycle stage
     connections: Callable[[], dict]  # open connections against the cap
     socket_path: str
     started_at: float
@@ -103,7 +104,7 @@ class StatusReport:
             promoter=self.promoter_info(),
             library=self.src.library(),
             learnings=learnings,
-            batches=self.src.batches(),
+            batches=msgspec.convert(self.src.batches(), r.BatchesInfo),
         )
 
     def job_counts(self) -> r.JobCounts:
