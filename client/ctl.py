@@ -262,7 +262,7 @@ def do_skills(args) -> int:
         print(text, file=sys.stdout if code == 0 else sys.stderr)
         return code
     if args.op != "list" and not args.name:
-        raise CtlError(f"skills {args.op} needs a skill NAME")
+        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
     data = call(req)

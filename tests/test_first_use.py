@@ -170,6 +170,16 @@ def test_every_argument_says_what_it_is_for():
     assert (missing, no_default, unexplained) == ([], [], [])
 
 
+def test_a_missing_name_or_id_says_where_to_find_one(home):
+    """`skills show` without a NAME and `queue show` without an ID fail saying which listing
+    gives one."""
+    for argv, listing in ((["skills", "show"], "autoharnessctl skills list"),
+                          (["skills", "revert"], "autoharnessctl skills list"),
+                          (["queue", "show"], "autoharnessctl queue list")):
+        r = ctl(*argv)
+        assert r.returncode == 1 and listing in r.stderr, (argv, r.stderr)
+
+
 def test_hook_help_and_terminal_never_wait(home):
     """`autoharness-hook --help` prints its usage; run on a terminal with no input it says what
     it is for instead of waiting for JSON; both exit 0 and report nothing to anyone."""
