@@ -1,15 +1,17 @@
 """The promoter's stored records load through their schemas: fixtures written by today's
-promoter (a create, an update and an archive) still read back, and records not of our shape
-are treated as absent."""
+promoter (a create, an update and an archive; landing records in flight) still read back, and
+records not of our shape are treated as absent."""
 
 import json
 import os
 import shutil
 
+import msgspec
 import pytest
 
 from claude_autoharness.daemon.promote import records
 from conftest import REPO
+from promote_support import tree_digest
 
 FIXTURES = REPO / "tests" / "fixtures" / "records"
 
@@ -98,3 +100,37 @@ def test_append_history_is_idempotent_and_keeps_a_corrupt_file(tmp_path):
     records.append_history(str(tmp_path), entry, write=write)
     assert os.path.exists(f"{path}.corrupt-new-landing")
     assert [e["landing"] for e in records.read_history(str(tmp_path), target)] == ["new-landing"]
+
+
+@pytest.mark.parametrize("name, kind", [("pending-write.json", records.WriteLanding),
+                                        ("pending-archive.json", records.ArchiveLanding)])
+def test_todays_pending_landings_load(name, kind):
+    """A landing record in flight as today's promoter writes it (here: an update and an
+    archive, each caught by a crash before it was applied) is of our shape, as its kind."""
+    rec = _fixture(name)
+    assert records.landing_ok(rec)
+    assert type(msgspec.convert(rec, records.Landing, strict=True)) is kind
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.update(op="move"),
+    lambda r: r.pop("history"),
+    lambda r: r["writes"].append({"path": "x"}),
+    lambda r: r["writes"][0].__setitem__(1, None),   # a write without its new blob
+    lambda r: r.update(created_dir="no"),
+    lambda r: r["history"].update(version="2"),
+    lambda r: r.update(id="another-landing"),        # not the record its file name says
+])
+def test_a_pending_landing_not_of_our_shape_is_set_aside(env, change):
+    """recover() replays only records of our shape: any other is renamed `.corrupt` for the
+    operator, never half-applied, and the skill tree is left as it was."""
+    rec = _fixture("pending-write.json")
+    change(rec)
+    pending = os.path.join(env["pr"].state, "pending")
+    path = os.path.join(pending, "1796104026341-7b648e42.json")
+    with open(path, "w") as f:
+        json.dump(rec, f)
+    before = tree_digest(*env["trees"])
+    assert env["pr"].recover() == []
+    assert os.listdir(pending) == ["1796104026341-7b648e42.json.corrupt"]
+    assert tree_digest(*env["trees"]) == before

@@ -1,5 +1,5 @@
-"""The promoter's stored records as typed schemas, and the one place skill history is read
-and written.
+"""The promoter's stored records as typed schemas (landing records in flight, history,
+provenance, archive meta), and the one place skill history is read and written.
 
 Records stay JSON documents on disk and dicts in the promoter (extra keys a newer or older
 version wrote are kept untouched); what a reader accepts is decided here, by decoding against
@@ -64,7 +64,53 @@ class ArchiveMeta(msgspec.Struct, kw_only=True):
     version: int | None = None
 
 
-def _conforms(data: object, schema: type) -> bool:
+class ArchivePlan(msgspec.Struct, kw_only=True):
+    """An archive's meta.json as its landing record plans it (the path is added on apply)."""
+
+    name: str
+    layer: Literal["project", "user"]
+    target: str
+    landing: str
+    archived_at: float
+    anchor: str | None = None
+    version: int | None = None
+
+
+class GitPlan(msgspec.Struct, kw_only=True):
+    """A landing into a git-mode mirror: the commit it is planned on, and its message."""
+
+    base: str | None
+    message: str
+
+
+class _Landing(msgspec.Struct, kw_only=True, tag_field="op"):
+    id: str
+    target: str
+    anchor: str | None
+    history: HistoryEntry  # appended to the target's history once the landing is applied
+    git: GitPlan | None = None
+
+
+class WriteLanding(_Landing, tag="write"):
+    """`pending/<landing>.json` of a landing that writes files: each write is (path, blob of
+    the new bytes, blob of the bytes it replaces or None), in the order they are applied."""
+
+    created_dir: bool
+    writes: list[tuple[str, str, str | None]]
+    removes: list[tuple[str, str]]  # (path, blob of the bytes removed)
+
+
+class ArchiveLanding(_Landing, tag="archive"):
+    """`pending/<landing>.json` of an archive: the skill moves to `archive_to`."""
+
+    archive_to: str
+    meta: ArchivePlan
+
+
+Landing = WriteLanding | ArchiveLanding
+
+
+def _conforms(data: object, schema: object) -> bool:
     try:
         msgspec.convert(data, schema, strict=True)
     except msgspec.ValidationError:
@@ -86,6 +132,11 @@ def parse_provenance(data: bytes) -> dict | None:
 
 def archive_meta_ok(meta: object) -> bool:
     return _conforms(meta, ArchiveMeta)
+
+
+def landing_ok(rec: object) -> bool:
+    """Whether a pending landing record is of our shape (recover() replays only those)."""
+    return _conforms(rec, Landing)
 
 
 # ---- history: read and written here only ---------------------------------------------------

@@ -15,7 +15,7 @@ import shutil
 import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
-from claude_autoharness.daemon.promote import fileops, gitmode, validate
+from claude_autoharness.daemon.promote import fileops, gitmode, records, validate
 from claude_autoharness.daemon.promote.statedir import StateDir
 from claude_autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX, read_nofollow
 
@@ -146,18 +146,17 @@ def recover(sd: StateDir) -> list[Recovered]:
                 continue  # .corrupt / .failed: kept for the operator, never retried
             try:
                 with open(path, "rb") as f:
-                    recs.append(json.load(f))
-            except (OSError, ValueError):
+                    rec = json.load(f)
+            except (OSError, ValueError, RecursionError):
+                rec = None
+            if rec is None or not records.landing_ok(rec) or f"{rec['id']}.json" != fn:
                 os.replace(path, path + ".corrupt")  # kept for the operator, never retried
+                continue
+            recs.append(rec)
         out = []
         for rec in recs:
-            try:
-                fileops.sweep_temps(rec["target"])
-                out.append(_recover_one(sd, rec))
-            except (KeyError, TypeError, ValueError):  # a record we cannot read
-                path = sd.p("pending", f"{rec.get('id')}.json")
-                if os.path.exists(path):
-                    os.replace(path, path + ".corrupt")
+            fileops.sweep_temps(rec["target"])
+            out.append(_recover_one(sd, rec))
         sd.sweep()
         return out
 
