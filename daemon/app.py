@@ -41,9 +41,29 @@ def configure_logging(level: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(_Unfailing(sys.stdout)),
         cache_logger_on_first_use=True,
     )
+
+
+class _Unfailing:
+    """The log's stream, whose write errors are dropped: a full disk under the log must not
+    turn every log line into an exception that takes a request (or a loop) down with it."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+        except (OSError, ValueError):
+            pass
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def take_lock(path: str) -> int:

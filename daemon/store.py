@@ -166,6 +166,7 @@ class Journal:
         self._fd: int | None = None
         self._lock = threading.Lock()
         self._unsynced = False
+        self._torn = False
 
     def open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -191,10 +192,26 @@ class Journal:
                                 at=time.time())
             assert self._fd is not None
             data = _encoder.encode(rec) + b"\n"
-            _write_all(self._fd, data)
+            if self._torn:  # a failed append left part of a line: end it, or it eats this one
+                data = b"\n" + data
+            try:
+                _write_all(self._fd, data)
+            except OSError:
+                self.seq -= 1
+                self._cut_back()
+                raise
+            self._torn = False
             self.size += len(data)
             self._unsynced = True
             return self.seq
+
+    def _cut_back(self) -> None:
+        """After a failed write (a full disk), drop what part of the record got written."""
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self.size)
+        except OSError:
+            self._torn = True
 
     def sync(self) -> None:
         """fsync what was appended (batched: the daemon calls this every fsync_interval_s)."""
@@ -234,6 +251,7 @@ class Journal:
                 os.replace(tmp, self.path)
                 old, self._fd, fd = self._fd, fd, -1
                 self.size = len(carry) + (self.size - size)
+                self._torn = False
                 self._unsynced = self._unsynced or bool(late)
         finally:
             for f in (fd, old):

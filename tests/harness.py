@@ -48,17 +48,25 @@ class Daemon:
 
     def __init__(self, home: Path, env: dict | None = None, wait: bool = True,
                  limit_fds: int | tuple[int, int] | None = None,
-                 argv: list[str] | None = None):
+                 limit_file_bytes: int | None = None, argv: list[str] | None = None):
         self.home = home
         self.env = dict(os.environ, **(env or {}))
         self.log = open(home / "daemon-test.log", "ab")
         # `ulimit -n N` for the daemon alone: N soft and hard (so it cannot raise it back), or
         # a (soft, hard) pair
+        # a full disk for the daemon alone: `ulimit -f`, a write past it fails with EFBIG
+        # (Python ignores SIGXFSZ), as a full disk fails one with ENOSPC, even for root
         pair = (limit_fds, limit_fds) if isinstance(limit_fds, int) else limit_fds
-        limit = None if pair is None else (
-            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, pair))
+        limits = ([(resource.RLIMIT_NOFILE, pair)] if pair is not None else []) + (
+            [(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))]
+            if limit_file_bytes is not None else [])
+
+        def limit():
+            for which, value in limits:
+                resource.setrlimit(which, value)
+
         self.proc = subprocess.Popen(argv or [DAEMON], env=self.env, stdout=self.log,
-                                     stderr=self.log, preexec_fn=limit)
+                                     stderr=self.log, preexec_fn=limit if limits else None)
         self.sock = self.env.get("AUTOHARNESS_SOCKET") or str(home / "run" / "autoharness.sock")
         if wait:
             self.wait_ready()

@@ -386,3 +386,88 @@ def test_session_start_that_autostarts_the_daemon_gets_its_context(home, monkeyp
     finally:
         from harness import ctl
         ctl("stop")
+
+
+def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
+    """With the daemon's disk full (a file size limit: its journal appends fail), it answers
+    events with an error, not an acknowledgement; the hook spools them; the daemon keeps
+    serving; after a kill -9 and a restart on a disk with room, every acknowledged event and
+    every spooled one is counted, once."""
+    env = {"AUTOHARNESS_WATCH": "0", "AUTOHARNESS_PERSIST_INTERVAL_S": "3600",
+           "AUTOHARNESS_AUTOSTART": "0"}
+    d = Daemon(home["home"], env=env, limit_file_bytes=8192)
+    acked = refused = 0
+    for i in range(200):
+        reply = send_raw(d.sock, frame(envelope(pre_tool("full"), f"{i:032x}")))
+        if b'"type":"hook_reply"' in reply:
+            acked += 1
+        else:
+            assert b'"type":"error"' in reply
+            refused += 1
+            if refused == 3:
+                break
+    assert acked > 0 and refused == 3, "the journal never filled up"
+    for _ in range(3):
+        assert hook(pre_tool("full"), env=env).returncode == 0
+    assert d.proc.poll() is None  # still serving
+    assert len(os.listdir(paths.spool_dir())) == 3
+    d.kill9()
+    d2 = Daemon(home["home"], env=env)
+    try:
+        assert session(d2.status(), "full")["activity"] == acked + 3
+    finally:
+        d2.stop()
+
+
+@pytest.mark.parametrize("cut_back", [True, False], ids=["cut-back", "cannot-cut-back"])
+def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypatch, cut_back):
+    """A write that fails after writing part of a record (a disk filling up) leaves no torn
+    line in front of the next record: the part is cut off, or, if even that fails, the next
+    record starts on a line of its own. Replay reads every record that was appended."""
+    path = str(home["tmp"] / "journal.jsonl")
+    j = store.Journal(path)
+    j.open()
+    j.append("event", eid="1" * 32, kind="PreToolUse")
+    real_write, real_truncate = os.write, os.ftruncate
+    calls = []
+
+    def half_then_full(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    def no_truncate(fd, size):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    if not cut_back:
+        monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(OSError):
+        j.append("event", eid="2" * 32, kind="PreToolUse")
+    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "ftruncate", real_truncate)
+    j.append("event", eid="3" * 32, kind="PreToolUse")
+    j.close()
+    records, quarantined = store.Journal(path).replay(0, str(home["tmp"] / "q"))
+    assert [r.eid for r in records] == ["1" * 32, "3" * 32]
+    assert [r.seq for r in records] == [1, 2]
+    assert bool(quarantined) is not cut_back  # a torn line left in place is kept for inspection
+
+
+def test_a_full_disk_under_the_log_does_not_take_the_daemon_down(home):
+    """Every log write failing (the log file at the size limit) costs log lines, nothing else:
+    the daemon keeps answering requests, including those that log (a rejected event)."""
+    (home["home"]).mkdir(exist_ok=True)
+    with open(home["home"] / "daemon-test.log", "wb") as f:
+        f.write(b"-" * 8192)  # the harness's log for this daemon: already full
+    env = {"AUTOHARNESS_WATCH": "0", "AUTOHARNESS_PERSIST_INTERVAL_S": "3600"}
+    d = Daemon(home["home"], env=env, limit_file_bytes=8192)
+    try:
+        for i in range(5):
+            reply = send_raw(d.sock, frame(envelope(pre_tool("bad id!"), f"{i:032x}")))
+            assert b'"type":"hook_reply"' in reply
+        assert d.status()["events"]["rejected"] == 5
+        assert d.proc.poll() is None
+    finally:
+        d.stop()
