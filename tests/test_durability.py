@@ -397,21 +397,23 @@ def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
            "AUTOHARNESS_AUTOSTART": "0"}
     d = Daemon(home["home"], env=env, limit_file_bytes=8192)
     acked = refused = 0
-    for i in range(200):
-        reply = send_raw(d.sock, frame(envelope(pre_tool("full"), f"{i:032x}")))
-        if b'"type":"hook_reply"' in reply:
-            acked += 1
-        else:
-            assert b'"type":"error"' in reply
-            refused += 1
-            if refused == 3:
-                break
-    assert acked > 0 and refused == 3, "the journal never filled up"
-    for _ in range(3):
-        assert hook(pre_tool("full"), env=env).returncode == 0
-    assert d.proc.poll() is None  # still serving
-    assert len(os.listdir(paths.spool_dir())) == 3
-    d.kill9()
+    try:
+        for i in range(200):
+            reply = send_raw(d.sock, frame(envelope(pre_tool("full"), f"{i:032x}")))
+            if b'"type":"hook_reply"' in reply:
+                acked += 1
+            else:
+                assert b'"type":"error"' in reply
+                refused += 1
+                if refused == 3:
+                    break
+        assert acked > 0 and refused == 3, "the journal never filled up"
+        for _ in range(3):
+            assert hook(pre_tool("full"), env=env).returncode == 0
+        assert d.proc.poll() is None  # still serving
+        assert len(os.listdir(paths.spool_dir())) == 3
+    finally:
+        d.kill9()
     d2 = Daemon(home["home"], env=env)
     try:
         assert session(d2.status(), "full")["activity"] == acked + 3
