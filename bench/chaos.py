@@ -51,8 +51,10 @@ class Killer(threading.Thread):
         self.proc: subprocess.Popen | None = None
 
     def start_daemon(self) -> None:
+        log = open(os.path.join(self.env["AUTOHARNESS_HOME"], "chaos-daemons.log"), "ab")
         self.proc = subprocess.Popen([str(BIN / "autoharnessd")], env=self.env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=log, stderr=log)
+        log.close()
 
     def run(self) -> None:
         while not self.done.wait(self.rng.uniform(self.lo, self.hi)):
@@ -153,11 +155,20 @@ def run(mode: str, args) -> dict:
             if daemon_pid(env) is None:
                 break
             time.sleep(0.05)
+    hung = False
     if killer.proc is not None and killer.proc.poll() is None:
-        killer.proc.wait(30)
+        try:
+            killer.proc.wait(30)
+        except subprocess.TimeoutExpired:  # a finding, not a crash of the bench
+            print(f"daemon {killer.proc.pid} did not stop within 30 s of SIGTERM; its log: "
+                  f"{env['AUTOHARNESS_HOME']}/chaos-daemons.log", flush=True)
+            killer.proc.kill()
+            killer.proc.wait()
+            hung = True
     snap = json.loads(open(os.path.join(env["AUTOHARNESS_HOME"], "state",
                                         "snapshot.json"), "rb").read())
-    stop(None, d)
+    if not hung:  # else its log stays for a look
+        stop(None, d)
     lost = double = counted = 0
     for sid in events:
         n_sent = sent[(sid, "PreToolUse")]
