@@ -10,6 +10,7 @@ import signal
 import socket
 import stat
 import sys
+from typing import TextIO, cast
 
 import anyio
 import structlog
@@ -41,7 +42,7 @@ def configure_logging(level: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(_Unfailing(sys.stdout)),
+        logger_factory=structlog.PrintLoggerFactory(cast(TextIO, _Unfailing(sys.stdout))),
         cache_logger_on_first_use=True,
     )
 

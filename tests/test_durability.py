@@ -8,9 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from functools import partial
 from pathlib import Path
 
 import anyio
@@ -21,7 +19,6 @@ from claude_autoharness.daemon.core import Daemon as Core
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
 from conftest import CORPUS
-from fake_anthropic import FakeAnthropic, tool_reply
 from harness import HOOK, Daemon, event, frame, hook, pre_tool, send_raw, wait_for
 
 CC = CORPUS / "claude-code"
@@ -295,54 +292,6 @@ def test_call_seen_by_both_witnesses_counts_once(home):
         assert s["calls"] == {"hook": 2, "transcript": 1} and s["activity"] == 3
     finally:
         d.stop()
-
-
-def job_running(d: Daemon) -> bool:
-    return d.status()["jobs"]["running"] == 1
-
-
-def test_five_crashes_while_a_job_waits_for_the_transcript_do_not_fail_it(home, monkeypatch):
-    """kill -9 five times while a job waits for its transcript to settle: it is resumed each
-    time, makes one model call once the transcript is quiet, and is done with attempts = 1."""
-    project = home["tmp"] / "proj"
-    project.mkdir()
-    t = home["claude"] / "projects" / paths.project_slug(str(project)) / "busy.jsonl"
-    t.parent.mkdir(parents=True)
-    t.write_text(json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}) + "\n")
-    busy = threading.Event()
-    busy.set()
-
-    def keep_writing():  # a transcript that never settles while `busy` is set
-        while busy.is_set():
-            os.utime(t)
-            time.sleep(0.05)
-
-    toucher = threading.Thread(target=keep_writing, daemon=True)
-    toucher.start()
-    with FakeAnthropic() as fake:
-        fake.push(tool_reply({"proposals": []}))
-        for k, v in {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": fake.base_url,
-                     "AUTOHARNESS_REFLECT_EVERY": "1", "AUTOHARNESS_WATCH": "0"}.items():
-            monkeypatch.setenv(k, v)
-        d = Daemon(home["home"])
-        base = {"session_id": "busy", "transcript_path": str(t), "cwd": str(project)}
-        hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash"))
-        hook(dict(base, hook_event_name="Stop"))
-        try:
-            for _ in range(5):
-                wait_for(partial(job_running, d), what="job settling")
-                d.kill9()
-                d = Daemon(home["home"])
-            assert fake.messages_requests == []
-            busy.clear()
-            toucher.join()
-            wait_for(lambda: d.status()["jobs"]["done"] == 1, timeout=60, what="job done")
-            assert d.status()["jobs"]["failed"] == 0 and len(fake.messages_requests) == 1
-        finally:
-            d.stop()
-    snap = json.loads((home["home"] / "state" / "snapshot.json").read_text())
-    [job] = snap["jobs"].values()
-    assert job["status"] == "done" and job["attempts"] == 1
 
 
 @pytest.mark.anyio
