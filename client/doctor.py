@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.words import plural
-from claude_autoharness.protocol import PROTOCOL, VERSION, paths, spool
+from claude_autoharness.protocol import PROTOCOL, VERSION, paths, private, spool
 from claude_autoharness.protocol import messages as m
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
@@ -102,7 +102,9 @@ def check_socket(sock_path: str, uid: int | None = None, lstat=os.lstat) -> Chec
     uid = os.getuid() if uid is None else uid
     d = os.path.dirname(sock_path)
     try:
-        dst = lstat(d)
+        bad = private.private_problem(d, uid=uid, lstat=lstat, fixes={
+            "not_dir": f"move it away (`mv {d} {d}.old`) and restart the daemon",
+            "not_owner": f"remove it (`sudo rm -r {d}`) and restart the daemon"})
     except FileNotFoundError:
         return Check("socket", True, f"no socket directory yet ({d}): the daemon creates it")
     except OSError as e:  # a file where a directory on the way should be
@@ -111,28 +113,17 @@ def check_socket(sock_path: str, uid: int | None = None, lstat=os.lstat) -> Chec
                      + (f" ({blocker} is a file)" if blocker else ""),
                      f"move it away (`mv {blocker} {blocker}.old`) and restart the daemon"
                      if blocker else "check that path, then restart the daemon")
-    if stat.S_ISLNK(dst.st_mode) or not stat.S_ISDIR(dst.st_mode):
-        return Check("socket", False, f"{d} is not a directory",
-                     f"move it away (`mv {d} {d}.old`) and restart the daemon")
-    if dst.st_uid != uid:
-        return Check("socket", False, f"{d} is owned by uid {dst.st_uid}, not you ({uid})",
-                     f"remove it (`sudo rm -r {d}`) and restart the daemon")
-    if dst.st_mode & 0o077:
-        return Check("socket", False, f"{d} is open to other users "
-                     f"(mode {stat.S_IMODE(dst.st_mode):o}, want 700)", f"chmod 700 {d}")
+    if bad:
+        return Check("socket", False, bad.what, bad.fix)
     try:
-        sst = lstat(sock_path)
+        bad = private.private_problem(sock_path, socket=True, uid=uid, lstat=lstat, fixes={
+            "not_socket": f"move it away (`mv {sock_path} {sock_path}.old`) and restart the daemon",
+            "not_owner": f"stop that daemon, remove the socket (`sudo rm {sock_path}`), "
+                         "restart yours"})
     except FileNotFoundError:
         return Check("socket", True, f"{d} is private (700); no socket in it (daemon not running)")
-    if not stat.S_ISSOCK(sst.st_mode):
-        return Check("socket", False, f"{sock_path} is not a socket",
-                     f"move it away (`mv {sock_path} {sock_path}.old`) and restart the daemon")
-    if sst.st_uid != uid:
-        return Check("socket", False, f"{sock_path} is owned by uid {sst.st_uid}, not you ({uid})",
-                     f"stop that daemon, remove the socket (`sudo rm {sock_path}`), restart yours")
-    if sst.st_mode & 0o077:
-        return Check("socket", False, f"{sock_path} is open to other users "
-                     f"(mode {stat.S_IMODE(sst.st_mode):o}, want 600)", f"chmod 600 {sock_path}")
+    if bad:
+        return Check("socket", False, bad.what, bad.fix)
     return Check("socket", True, f"{sock_path}: socket 600 in a 700 directory, yours")
 
 
@@ -175,22 +166,17 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
                      "cannot exist; the daemon cannot start",
                      f"move it away (`mv {blocker} {blocker}.old`), {move}")
     try:
-        st = os.lstat(state_dir)
+        bad = private.private_problem(state_dir, uid=uid, fixes={
+            "not_dir": f"move it away (`mv {state_dir} {state_dir}.old`), {move}",
+            "not_owner": f"`sudo chown -R {uid} {state_dir}`, {move}"})
     except FileNotFoundError:
         return Check("state", True, f"{state_dir} does not exist yet: the daemon creates it")
     except OSError as e:
         return Check("state", False, f"cannot read {state_dir}: {e.strerror}",
                      f"check the permissions on the way to it, {move}")
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        return Check("state", False, f"{state_dir} is not a directory",
-                     f"move it away (`mv {state_dir} {state_dir}.old`), {move}")
-    if st.st_uid != uid:
-        return Check("state", False, f"{state_dir} is owned by uid {st.st_uid}, not you ({uid})",
-                     f"`sudo chown -R {uid} {state_dir}`, {move}")
-    if st.st_mode & 0o077:
-        return Check("state", False, f"{state_dir} is open to other users (mode "
-                     f"{stat.S_IMODE(st.st_mode):o}, want 700); the daemon refuses to start",
-                     f"chmod 700 {state_dir}")
+    if bad:
+        return Check("state", False, bad.what + ("; the daemon refuses to start"
+                                                 if bad.kind == "open" else ""), bad.fix)
     why = writable(state_dir)
     if why:
         return Check("state", False, f"{state_dir} is not writable ({why}); the daemon cannot "

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from claude_autoharness.daemon.offline import write_atomic
-from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import paths, private
 
 HOOK = "autoharness-hook"
 PLUGIN = "autoharness"
@@ -405,6 +405,10 @@ def backup(path: str, data: bytes) -> str:
     """Keep `data` (the file as it was) under the state dir, private: settings may hold keys."""
     bdir = os.path.join(paths.install_dir(), "backups")
     private_dir(bdir)
+    bad = private.private_problem(bdir)
+    if bad:  # made by an older version, or by hand: never leave a copy of settings there
+        raise InstallError(f"{bad.what}; settings backups (they may hold keys) go there, so "
+                           f"nothing was changed: {bad.fix}")
     stem = os.path.join(bdir, f"{paths.project_slug(os.path.abspath(path)).strip('-')}."
                               f"{time.strftime('%Y%m%dT%H%M%S')}")
     out, n = stem, 0

@@ -19,7 +19,7 @@ from claude_autoharness.daemon import listener as accept
 from claude_autoharness.daemon import persistence, shutdown, store
 from claude_autoharness.daemon.core import Daemon
 from claude_autoharness.daemon.server import Server
-from claude_autoharness.protocol import VERSION, paths
+from claude_autoharness.protocol import VERSION, paths, private
 from claude_autoharness.protocol.config import ConfigError
 from claude_autoharness.protocol.config import load as load_config
 
@@ -182,7 +182,12 @@ def prepare_dirs(sock_path: str) -> None:
         tighten_state_files(paths.state_dir())
         sock_dir = os.path.dirname(sock_path)
         if os.environ.get("AUTOHARNESS_SOCKET"):
-            store.check_private_dir(sock_dir)  # an explicit socket's directory must already be safe
+            # an explicit socket's directory must already be safe
+            bad = private.private_problem(sock_dir, fixes={
+                "not_dir": f"point AUTOHARNESS_SOCKET into a directory of yours, not {sock_dir}",
+                "not_owner": "point AUTOHARNESS_SOCKET into a directory of yours"})
+            if bad:
+                raise StartupError(str(bad))
         else:
             store.ensure_private_dir(sock_dir)
     except store.UnsafeDir as e:

@@ -14,7 +14,6 @@ then SIGKILL) and reaped, so no zombie or orphan outlives a job.
 import json
 import os
 import signal
-import stat
 import subprocess
 import tempfile
 import threading
@@ -31,7 +30,7 @@ from claude_autoharness.daemon.reflect.backends.base import (
     find_claude,
 )
 from claude_autoharness.daemon.reflect.prompt import Prompt
-from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import paths, private
 
 # The parent's identity must not leak into the child: Claude Code would otherwise treat it as
 # part of the user's session (and the hook client would count it).
@@ -57,11 +56,11 @@ def workdir() -> str:
     """The child's working directory under the state dir, created 0700 and checked."""
     d = paths.reflector_dir()
     os.makedirs(d, mode=0o700, exist_ok=True)
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise PermanentError("claude: the reflector working directory is not ours")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(d, 0o700)  # makedirs honours the umask; the dir must not be shared
+    bad = private.private_problem(d)
+    if bad and bad.kind != "open":
+        raise PermanentError(f"claude: the reflector working directory is not ours: {bad}")
+    if bad:
+        os.chmod(d, 0o700)  # ours, but open to others: the dir must not be shared
     return d
 
 
