@@ -157,7 +157,9 @@ def light(session: Session) -> Session:
 class Journal:
     """Append-only JSONL. `append` is one `write()` (the event loop calls it: page cache, no
     fsync); `sync` fsyncs and `compact` shrinks the file after a snapshot, both from worker
-    threads. The lock orders appends against the swap of the file in `compact`."""
+    threads. The lock orders appends against the swap of the file in `compact`. An append that
+    fails (a full disk) leaves no partial line and raises; its record is written ahead of the
+    next one that has room, so records stay whole and in order."""
 
     def __init__(self, path: str):
         self.path = path
@@ -167,6 +169,7 @@ class Journal:
         self._lock = threading.Lock()
         self._unsynced = False
         self._torn = False
+        self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
 
     def open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -191,15 +194,18 @@ class Journal:
                                 eid=eid, kind=kind, calls=calls or [], turn=turn, project=project,
                                 at=time.time())
             assert self._fd is not None
-            data = _encoder.encode(rec) + b"\n"
+            # A record a failed append could not write goes first: the caller's state already
+            # holds its change, so the post-states recorded after it carry that change too.
+            self._unwritten.append(_encoder.encode(rec) + b"\n")
+            data = b"".join(self._unwritten)
             if self._torn:  # a failed append left part of a line: end it, or it eats this one
                 data = b"\n" + data
             try:
                 _write_all(self._fd, data)
             except OSError:
-                self.seq -= 1
                 self._cut_back()
                 raise
+            self._unwritten.clear()
             self._torn = False
             self.size += len(data)
             self._unsynced = True
@@ -212,6 +218,7 @@ class Journal:
             os.ftruncate(self._fd, self.size)
         except OSError:
             self._torn = True
+            self.size = os.fstat(self._fd).st_size  # the part stays: offsets must count it
 
     def sync(self) -> None:
         """fsync what was appended (batched: the daemon calls this every fsync_interval_s)."""

@@ -56,9 +56,10 @@ class Daemon:
         # a (soft, hard) pair
         # a full disk for the daemon alone: `ulimit -f`, a write past it fails with EFBIG
         # (Python ignores SIGXFSZ), as a full disk fails one with ENOSPC, even for root
+        # (the hard limit stays open: a test gives the space back with `resource.prlimit`)
         pair = (limit_fds, limit_fds) if isinstance(limit_fds, int) else limit_fds
         limits = ([(resource.RLIMIT_NOFILE, pair)] if pair is not None else []) + (
-            [(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))]
+            [(resource.RLIMIT_FSIZE, (limit_file_bytes, resource.RLIM_INFINITY))]
             if limit_file_bytes is not None else [])
 
         def limit():

@@ -5,6 +5,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -374,7 +375,9 @@ def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
 def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypatch, cut_back):
     """A write that fails after writing part of a record (a disk filling up) leaves no torn
     line in front of the next record: the part is cut off, or, if even that fails, the next
-    record starts on a line of its own. Replay reads every record that was appended."""
+    record starts on a line of its own. The failed record is written ahead of the next one
+    (the daemon's state already holds its change), and replay reads every record, also after
+    a compaction that keeps the whole file."""
     path = str(home["tmp"] / "journal.jsonl")
     j = store.Journal(path)
     j.open()
@@ -399,10 +402,11 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     monkeypatch.setattr(os, "write", real_write)
     monkeypatch.setattr(os, "ftruncate", real_truncate)
     j.append("event", eid="3" * 32, kind="PreToolUse")
+    j.compact(0, b"")
     j.close()
     records, quarantined = store.Journal(path).replay(0, str(home["tmp"] / "q"))
-    assert [r.eid for r in records] == ["1" * 32, "3" * 32]
-    assert [r.seq for r in records] == [1, 2]
+    assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
+    assert [r.seq for r in records] == [1, 2, 3]
     assert bool(quarantined) is not cut_back  # a torn line left in place is kept for inspection
 
 
@@ -420,5 +424,33 @@ def test_a_full_disk_under_the_log_does_not_take_the_daemon_down(home):
             assert b'"type":"hook_reply"' in reply
         assert d.status()["events"]["rejected"] == 5
         assert d.proc.poll() is None
+    finally:
+        d.stop()
+
+
+def test_once_a_full_disk_has_room_again_a_refused_event_counts_once(home):
+    """The event a full disk kept out of the journal was already applied in memory, so the
+    post-states journaled after it carry its effect: once there is room again its record is
+    written ahead of them, and its spooled copy (replayed after a kill -9) counts nothing."""
+    env = {"AUTOHARNESS_WATCH": "0", "AUTOHARNESS_PERSIST_INTERVAL_S": "3600",
+           "AUTOHARNESS_AUTOSTART": "0"}
+    d = Daemon(home["home"], env=env, limit_file_bytes=8192)
+    try:
+        sent = 0
+        while not os.path.isdir(paths.spool_dir()) and sent < 200:  # until one is refused
+            hook(pre_tool("room", tool_use_id=f"toolu_{sent}"), env=env)
+            sent += 1
+        assert len(os.listdir(paths.spool_dir())) == 1
+        room = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+        resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE, room)
+        for i in range(2):
+            hook(pre_tool("room", tool_use_id=f"toolu_after_{i}"), env=env)
+    finally:
+        d.kill9()
+    d = Daemon(home["home"], env=env)
+    try:
+        st = d.status()
+        assert session(st, "room")["calls"] == {"hook": sent + 2, "transcript": 0}
+        assert st["events"]["duplicates"] == 1 and st["spool"]["replayed"] == 1
     finally:
         d.stop()
