@@ -97,8 +97,8 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     q = ", ".join(p.quarantined) or "none"
     lines.append(f"persistence: last snapshot {_ago(p.last_snapshot_at, now)}; quarantined: {q}")
     if p.failing:
-        lines.append(f"PERSISTENCE FAILING since {_ago(p.failing.get('since'), now)}: "
-                     f"{p.failing.get('reason')}")
+        lines.append(f"PERSISTENCE FAILING since {_ago(p.failing.since, now)}: "
+                     f"{p.failing.reason}")
     lib = st.library
     by = ", ".join(f"{k} {v}" for k, v in sorted(lib.archived_by_reason.items()))
     lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "

@@ -1,8 +1,10 @@
 """`autoharnessctl doctor [--json]`: check an installation and say how to fix what is wrong.
 
-Each check is a plain function of plain inputs (a status dict or None, paths, an environment)
-returning a `Check`; `gather()` collects the inputs once. The daemon's own view (its status)
-wins over what this process can see, because the daemon may run with another environment.
+Each check is a plain function of plain inputs (the daemon's typed status or None, paths, an
+environment) returning a `Check`; `gather()` collects the inputs once. The daemon's own view (its
+status) wins over what this process can see, because the daemon may run with another environment.
+A daemon whose status this client cannot read (another version) is a `Foreign` answer: the
+version check names both versions and the restart, the checks that need its status skip.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import stat
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION, paths, private, spool
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl start` (`service "
@@ -34,8 +38,34 @@ class Check:
     fix: str = ""
 
 
-def _skipped(name: str) -> Check:
-    return Check(name, True, "not checked: the daemon is not reachable")
+class Foreign(NamedTuple):
+    """A daemon answered `status` in a shape this client does not read (another version):
+    its head (which daemon, where) and what did not decode."""
+
+    head: r.Identity
+    error: str
+
+
+def read_status(data: object) -> r.Status | Foreign:
+    """The status reply's data as this client's `Status`, or, when it does not decode, as a
+    `Foreign` answer with whatever head it has (empty when even that is unreadable)."""
+    try:
+        return r.decode(data, r.Status)
+    except r.ReplyMismatch as e:
+        error = str(e)
+    try:
+        head = r.decode(data, r.Identity)
+    except r.ReplyMismatch:
+        head = r.Identity()
+    return Foreign(head, error)
+
+
+UNREACHABLE = "not checked: the daemon is not reachable"
+UNREADABLE = "not checked: the daemon's status is of another version (see the version check)"
+
+
+def _skipped(name: str, why: str = UNREACHABLE) -> Check:
+    return Check(name, True, why)
 
 
 # ---- the checks -----------------------------------------------------------------------------
@@ -72,7 +102,8 @@ def last_log_error(log_file: str) -> str:
     return ""
 
 
-def check_daemon(status: dict | None, error: str | None, log_file: str | None = None) -> Check:
+def check_daemon(status: r.Status | Foreign | None, error: str | None,
+                 log_file: str | None = None) -> Check:
     if status is None:
         detail = (error or "not reachable").replace(f": {START_HINT}", "")
         fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl service "
@@ -83,14 +114,25 @@ def check_daemon(status: dict | None, error: str | None, log_file: str | None = 
             detail += f"; last error in {log_file}: {last}"
             fix = f"fix what that error says, then {fix}"
         return Check("daemon", False, detail, fix)
-    return Check("daemon", True, f"running, pid {status.get('pid')}, "
-                 f"up {status.get('uptime_s', 0):.0f}s, socket {status.get('socket')}")
+    if isinstance(status, Foreign):
+        return Check("daemon", True, f"running, pid {status.head.pid}, "
+                     f"socket {status.head.socket}")
+    return Check("daemon", True, f"running, pid {status.pid}, "
+                 f"up {status.uptime_s:.0f}s, socket {status.socket}")
 
 
-def check_version(status: dict | None, version: str = VERSION, protocol: int = PROTOCOL) -> Check:
+def check_version(status: r.Status | Foreign | None, version: str = VERSION,
+                  protocol: int = PROTOCOL) -> Check:
     if status is None:
         return _skipped("version")
-    dv, dp = status.get("version"), status.get("protocol")
+    if isinstance(status, Foreign):
+        theirs = status.head.version or "of an unknown version"
+        return Check("version", False, f"daemon {theirs} (protocol {status.head.protocol}) "
+                     f"answers `status` in a shape this client {version} (protocol {protocol}) "
+                     f"does not read ({status.error})", "the daemon runs another installation: "
+                     "restart it with `autoharnessctl stop && autoharnessctl start` "
+                     "(`autoharnessctl service start` under a service manager)")
+    dv, dp = status.version, status.protocol
     if dv == version and dp == protocol:
         return Check("version", True, f"daemon and client {version}, protocol {protocol}")
     return Check("version", False, f"daemon {dv} (protocol {dp}) differs from this client "
@@ -303,28 +345,28 @@ def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
     return info["backend"], info.get("reason") or ""
 
 
-def check_reflector(status: dict | None, cfg, env: Mapping[str, str], config_file: str) -> Check:
+def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
+                    config_file: str) -> Check:
     """Reflection needs a backend: an API key, or `claude` on PATH."""
     fix = (f"set ANTHROPIC_API_KEY (or reflector.api_key in {config_file}) for the daemon, or "
            "install Claude Code so `claude` is on its PATH; check reflector.backend is `auto`")
-    info = (status or {}).get("reflector")
-    if isinstance(info, dict) and info.get("backend"):
-        backend, reason = info["backend"], info.get("reason") or ""
-        who = "daemon"
+    info = status.reflector if status is not None and status.reflector.backend else None
+    if info is not None:
+        backend, reason, who = info.backend, info.reason or "", "daemon"
     else:
         backend, reason = _local_reflector(cfg, env)
         who = "this environment"
     if backend in ("none", "", None):
         return Check("reflector", False, f"{reason or 'no reflector backend'} ({who}); jobs "
                      "wait until one is available", fix)
-    model = info.get("model") if isinstance(info, dict) and who == "daemon" else getattr(cfg, "model", "")
+    model = info.model if info is not None else getattr(cfg, "model", "")
     suffix = f", model {model}" if model else ""
     return Check("reflector", True, f"{backend} backend ({who}){suffix}")
 
 
-def check_spool(status: dict | None, spool_dir: str) -> Check:
+def check_spool(status: r.Status | None, spool_dir: str) -> Check:
     if status is not None:
-        n = int((status.get("spool") or {}).get("pending") or 0)
+        n = status.spool.pending
         if n:
             return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_dir}; a "
                          "healthy daemon replays them within seconds",
@@ -338,9 +380,9 @@ def check_spool(status: dict | None, spool_dir: str) -> Check:
     return Check("spool", True, "empty")
 
 
-def check_quarantine(status: dict | None, quarantine_dir: str) -> Check:
+def check_quarantine(status: r.Status | None, quarantine_dir: str) -> Check:
     if status is not None:
-        files = list((status.get("persistence") or {}).get("quarantined") or [])
+        files = list(status.persistence.quarantined)
     else:
         try:
             files = sorted(os.listdir(quarantine_dir))
@@ -354,41 +396,38 @@ def check_quarantine(status: dict | None, quarantine_dir: str) -> Check:
                  "already runs without them), then move them out of that directory")
 
 
-def check_persistence(status: dict | None, now: float | None = None) -> Check:
+def check_persistence(status: r.Status | None, now: float | None = None) -> Check:
     """The daemon's state writes succeed (a read-only or full state dir fails this)."""
     if status is None:
         return _skipped("persistence")
-    failing = (status.get("persistence") or {}).get("failing")
+    failing = status.persistence.failing
     if not failing:
         return Check("persistence", True, "the daemon's snapshot and journal writes succeed")
-    since = failing.get("since") or 0
-    age = max(0.0, (time.time() if now is None else now) - since)
+    age = max(0.0, (time.time() if now is None else now) - failing.since)
     return Check("persistence", False, f"the daemon cannot save its state for {age:.0f}s: "
-                 f"{failing.get('reason')}",
+                 f"{failing.reason}",
                  "fix that (free space, make the state dir writable, move the odd file away); "
                  "the daemon retries on its own and this check passes once a save succeeds")
 
 
-def check_jobs(status: dict | None) -> Check:
+def check_jobs(status: r.Status | None) -> Check:
     if status is None:
         return _skipped("jobs")
-    jobs = status.get("jobs") or {}
-    pending = int(jobs.get("pending") or 0)
-    waiting = jobs.get("waiting") or ""
-    refl = status.get("reflector") or {}
-    if not waiting and refl.get("backend") == "none":
-        waiting = refl.get("reason") or "no reflector backend"
+    jobs = status.jobs
+    pending = jobs.pending
+    waiting = jobs.waiting or ""
+    if not waiting and status.reflector.backend == "none":
+        waiting = status.reflector.reason or "no reflector backend"
     if pending and waiting:
         return Check("jobs", False, f"{plural(pending, 'job')} pending and none can start: "
                      f"{waiting}", "see the reflector check's fix, then restart the daemon "
                      "(`autoharnessctl stop && autoharnessctl start`)")
     # recent failures only: the lifetime counter would keep doctor failing forever
-    failed = int(jobs.get("failed_24h", jobs.get("failed")) or 0)
+    failed = jobs.failed_24h
     if not failed:
-        return Check("jobs", True, f"{jobs.get('done', 0)} done, {pending} "
+        return Check("jobs", True, f"{jobs.done} done, {pending} "
                      "pending, none failed in the last 24 h")
-    last = jobs.get("last_error") or {}
-    err = last.get("error") if isinstance(last, dict) else last
+    err = jobs.last_error.error if jobs.last_error else ""
     return Check("jobs", False, f"{plural(failed, 'reflection job')} failed in the last 24 h"
                  + (f" (last: {err})" if err else ""),
                  "see why in `autoharnessctl status --json` (jobs), fix the backend (key, "
@@ -421,11 +460,13 @@ def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk
 
 def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Check]:
     env = os.environ if env is None else env
-    status, error = None, None
+    answer: r.Status | Foreign | None = None
+    error = None
     try:
-        status = call(m.Status(), timeout=5)
+        answer = read_status(call(m.Status(), timeout=5))
     except (DaemonUnreachable, DaemonError) as e:
         error = str(e)
+    status = answer if isinstance(answer, r.Status) else None
     cfg_file = paths.config_file()
     cfg, cfg_error = None, None
     try:
@@ -444,8 +485,8 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     if project:
         command_dirs.append(paths.project_commands_dir(project))
     checks = [
-        ("daemon", lambda: check_daemon(status, error, paths.log_file())),
-        ("version", lambda: check_version(status)),
+        ("daemon", lambda: check_daemon(answer, error, paths.log_file())),
+        ("version", lambda: check_version(answer)),
         ("state", lambda: check_state(paths.state_dir())),
         ("socket", lambda: check_socket(paths.socket_path())),
         ("config", lambda: check_config(cfg_file, cfg_error)),
@@ -459,6 +500,10 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("jobs", lambda: check_jobs(status)),
         ("disk", lambda: check_disk(paths.state_dir())),
     ]
+    if isinstance(answer, Foreign):  # these read the status, or presume the daemon is down
+        needs_status = {"spool", "persistence", "jobs"}
+        checks = [(name, (lambda name=name: _skipped(name, UNREADABLE)) if name in needs_status
+                   else fn) for name, fn in checks]
     return [_guarded(name, fn) for name, fn in checks]
 
 

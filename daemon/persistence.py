@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import structlog
 
+from claude_autoharness.protocol import replies as r
+
 log = structlog.get_logger("autoharness")
 
 
@@ -56,6 +58,6 @@ class PersistenceHealth:
             log.info("persistence recovered", failing_for_s=round(self.clock() - self.since, 1))
         self.since, self.reason = None, ""
 
-    def to_dict(self) -> dict | None:
-        """`{reason, since}` while failing, else None."""
-        return None if self.since is None else {"reason": self.reason, "since": self.since}
+    def failing(self) -> r.Failing | None:
+        """Why and since when while failing, else None."""
+        return None if self.since is None else r.Failing(reason=self.reason, since=self.since)

@@ -195,10 +195,17 @@ class SpoolInfo(_Part):
     pending: int
 
 
+class Failing(_Part):
+    """Why the daemon's state writes fail, and since when (the first failure of the episode)."""
+
+    reason: str
+    since: float
+
+
 class PersistenceInfo(_Part):
     last_snapshot_at: float | None
     quarantined: list[str]
-    failing: dict[str, Any] | None  # {reason, since} while state writes fail
+    failing: Failing | None  # while state writes fail
 
 
 class ReflectorInfo(_Part):

@@ -6,13 +6,17 @@ import json
 import os
 import socket
 import subprocess
+import threading
 from collections import namedtuple
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from claude_autoharness.client import doctor, install
-from claude_autoharness.protocol import PROTOCOL, VERSION
+from claude_autoharness.protocol import PROTOCOL, VERSION, framing, paths
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.config import ReflectorConfig
 from harness import BIN, CTL, HOOK, Daemon
 
@@ -36,6 +40,25 @@ def fake_claude(bindir: Path) -> Path:
     return p
 
 
+def status(**parts) -> r.Status:
+    """A healthy daemon's typed status (this version, nothing pending or failing), with the
+    `parts` named replaced."""
+    healthy = dict(
+        version=VERSION, protocol=PROTOCOL, pid=1, uptime_s=2.0, socket="/s", paused=False,
+        sessions=[], events=r.EventCounts(received=0, rejected=0, by_kind={}, unknown_kinds=0,
+                                          malformed_frames=0, peer_rejected=0),
+        jobs=r.JobCounts(), connections={}, spool=r.SpoolInfo(replayed=0, pending=0),
+        persistence=r.PersistenceInfo(last_snapshot_at=None, quarantined=[], failing=None),
+        watcher={}, capture={}, intents={},
+        reflector=r.ReflectorInfo(backend="api", configured="auto", model="m", reason=None,
+                                  tokens_today=0, tokens_total=0, daily_token_budget=None),
+        promoter=r.PromoterInfo(mode="direct", landed=0, rejected=0, held=0,
+                                last_landing_at=None, findings={}),
+        library=r.LibraryInfo(), learnings=r.LearningsInfo(markers_seen=0, unprocessed=0,
+                                                           projects=0))
+    return r.Status(**(healthy | parts))
+
+
 def assert_fails(check: doctor.Check, name: str, *in_fix: str, in_detail: str = ""):
     assert check.name == name and check.ok is False, check
     assert check.fix, f"{name}: a failing check must say how to fix it"
@@ -53,14 +76,66 @@ def test_daemon_unreachable():
                             "`autoharnessctl service start` or `autoharnessd`")
     assert_fails(c, "daemon", "autoharnessctl service start", "autoharnessd",
                  in_detail="no socket at /s")
-    assert doctor.check_daemon({"pid": 1, "uptime_s": 2, "socket": "/s"}, None).ok
+    assert doctor.check_daemon(status(pid=1, uptime_s=2, socket="/s"), None).ok
 
 
 def test_version_mismatch():
     """A daemon of another version or protocol fails the version check: restart it."""
-    c = doctor.check_version({"version": "0.0.1", "protocol": PROTOCOL + 1})
+    c = doctor.check_version(status(version="0.0.1", protocol=PROTOCOL + 1))
     assert_fails(c, "version", "autoharnessctl stop", in_detail="0.0.1")
-    assert doctor.check_version({"version": VERSION, "protocol": PROTOCOL}).ok
+    assert doctor.check_version(status(version=VERSION, protocol=PROTOCOL)).ok
+
+
+# What a daemon of another version might answer: its head, then a part of another shape.
+FOREIGN = {"version": "0.0.9", "protocol": 0, "pid": 7, "socket": "/s", "jobs": "many"}
+
+
+def test_status_of_another_shape_is_a_version_finding():
+    """A status that does not decode into this client's Status: the version check fails naming
+    the daemon's version, this client's and `autoharnessctl stop && autoharnessctl start`; the
+    daemon check still sees it running. A reply with no readable head at all says so."""
+    answer = doctor.read_status(FOREIGN)
+    assert isinstance(answer, doctor.Foreign)
+    c = doctor.check_version(answer)
+    assert_fails(c, "version", "autoharnessctl stop && autoharnessctl start", in_detail="0.0.9")
+    assert VERSION in c.detail and "jobs" in c.detail  # both versions, and what did not decode
+    assert doctor.check_daemon(answer, None).detail.startswith("running, pid 7")
+    garbage = doctor.check_version(doctor.read_status(["not", "a", "status"]))
+    assert_fails(garbage, "version", "autoharnessctl stop && autoharnessctl start",
+                 in_detail="of an unknown version")
+    assert isinstance(doctor.read_status(msgspec.to_builtins(status())), r.Status)
+
+
+def test_doctor_against_a_daemon_of_another_version(home):
+    """A process on the socket answers `status` in another version's shape: doctor runs every
+    check without raising; the version check is the finding with the restart, the checks that
+    need the daemon's status say they were not checked, and none reports a check crash."""
+    sock_path = paths.socket_path()
+    os.makedirs(os.path.dirname(sock_path), mode=0o700, exist_ok=True)
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(sock_path)
+    os.chmod(sock_path, 0o600)
+    srv.listen()
+
+    def answer_once():
+        conn, _ = srv.accept()
+        with conn:
+            framing.recv_frame(conn, 5)
+            conn.sendall(framing.frame(m.encode(m.Ok(data=FOREIGN))))
+
+    t = threading.Thread(target=answer_once, daemon=True)
+    t.start()
+    try:
+        checks = {c.name: c for c in doctor.gather(None)}
+    finally:
+        t.join(10)
+        srv.close()
+    assert checks["daemon"].ok and "pid 7" in checks["daemon"].detail
+    assert_fails(checks["version"], "version", "autoharnessctl stop && autoharnessctl start",
+                 in_detail="0.0.9")
+    for name in ("spool", "persistence", "jobs"):
+        assert checks[name].ok and "another version" in checks[name].detail, checks[name]
+    assert not [c for c in checks.values() if c.detail.startswith("could not check")]
 
 
 @pytest.mark.parametrize("case", ["dir-open", "dir-foreign", "sock-open", "not-a-socket",
@@ -192,8 +267,10 @@ def test_no_reflector_backend(short_tmp):
     env = {"PATH": str(short_tmp / "empty")}
     c = doctor.check_reflector(None, ReflectorConfig(), env, "/c/config.toml")
     assert_fails(c, "reflector", "ANTHROPIC_API_KEY", "claude")
-    status = {"reflector": {"backend": "none", "reason": "no reflector backend: nope"}}
-    assert_fails(doctor.check_reflector(status, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"},
+    none = status(reflector=r.ReflectorInfo(
+        backend="none", configured="auto", model="m", reason="no reflector backend: nope",
+        tokens_today=0, tokens_total=0, daily_token_budget=None))
+    assert_fails(doctor.check_reflector(none, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"},
                                         "/c"), "reflector", in_detail="nope")
     assert doctor.check_reflector(None, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"}, "/c").ok
     fake_claude(short_tmp / "bin")
@@ -203,7 +280,7 @@ def test_no_reflector_backend(short_tmp):
 
 def test_spool_backlog(short_tmp):
     """Spooled events fail the check: replayed only when the daemon (re)starts."""
-    assert_fails(doctor.check_spool({"spool": {"pending": 3}}, "/s/spool"), "spool",
+    assert_fails(doctor.check_spool(status(spool=r.SpoolInfo(replayed=0, pending=3)), "/s/spool"), "spool",
                  "autoharnessctl stop", in_detail="3 events")
     spool = short_tmp / "spool"
     spool.mkdir()
@@ -217,7 +294,8 @@ def test_spool_backlog(short_tmp):
 
 def test_quarantined_files(short_tmp):
     """Quarantined files fail the check with where to look; from status or, when down, the dir."""
-    c = doctor.check_quarantine({"persistence": {"quarantined": ["/q/snapshot.json.1"]}}, "/q")
+    c = doctor.check_quarantine(status(persistence=r.PersistenceInfo(
+        last_snapshot_at=None, quarantined=["/q/snapshot.json.1"], failing=None)), "/q")
     assert_fails(c, "quarantine", "/q", in_detail="snapshot.json.1")
     q = short_tmp / "quarantine"
     q.mkdir()
@@ -227,9 +305,11 @@ def test_quarantined_files(short_tmp):
 
 def test_failed_jobs():
     """Failed jobs fail the check, showing the last error when the daemon reports one."""
-    c = doctor.check_jobs({"jobs": {"failed": 2, "done": 5, "last_error": "401 unauthorized"}})
+    last = r.LastError(job="j1", error="401 unauthorized", status="failed")
+    c = doctor.check_jobs(status(jobs=r.JobCounts(failed=2, failed_24h=2, done=5,
+                                                  last_error=last)))
     assert_fails(c, "jobs", "autoharnessctl status", in_detail="401 unauthorized")
-    assert doctor.check_jobs({"jobs": {"failed": 0}}).ok
+    assert doctor.check_jobs(status(jobs=r.JobCounts(failed=0))).ok
 
 
 def test_low_disk_space(short_tmp):

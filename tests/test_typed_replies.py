@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from claude_autoharness.client import conn
+from claude_autoharness.daemon.handlers.review import QUEUE_OPS
 from claude_autoharness.daemon.handlers.skills import VERBS
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.protocol import messages as m
@@ -88,3 +89,8 @@ def test_a_reply_of_another_shape_says_to_restart_the_daemon():
 def test_each_skills_sub_operation_has_one_handler():
     """The daemon's `skills` table serves exactly the sub-operations the request accepts."""
     assert set(VERBS) == set(m.SkillsOp.__args__)
+
+
+def test_each_queue_sub_operation_has_one_handler():
+    """The daemon's `queue` table serves exactly the sub-operations the request accepts."""
+    assert set(QUEUE_OPS) == set(m.QueueOp.__args__)

@@ -6,7 +6,7 @@ Promotion reads and writes files, so it runs in worker threads, one intent at a 
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import structlog
@@ -80,7 +80,7 @@ class Review:
             finding = Finding(family="landing", code="internal", message=type(e).__name__)
             await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
 
-    async def promote_one(self, intent: Intent, *, approve: bool = False):
+    async def promote_one(self, intent: Intent, *, approve: bool = False) -> Outcome:
         def work():
             window = window_for(intent)
             promoter = self.live.promoter
@@ -100,27 +100,15 @@ class Review:
         return out
 
     async def cmd_queue(self, req: m.Queue) -> m.Reply:
-        if req.op == "list":
-            return m.Ok(data=self.intents.list())
+        return await QUEUE_OPS[req.op](self, req)
+
+    def find(self, req: m.Queue) -> Intent | m.Error:
+        """The intent the request names, or the error that says how to find one."""
         intent = self.intents.get(req.intent_id or "")
         if intent is None:
             return m.Error(code="not_found", message=f"no intent {req.intent_id!r}: "
                            "see `autoharnessctl queue list`")
-        if req.op == "show":
-            return m.Ok(data=intent)
-        if intent.status != "held" or intent.id in self.in_review:
-            return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
-                           "only held intents can be approved or rejected, once")
-        self.in_review.add(intent.id)  # claimed before any await: one decision per intent
-        try:
-            if req.op == "approve":
-                out = await self.promote_one(intent, approve=True)
-                return m.Ok(data=out)
-            finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
-            await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
-            return m.Ok(data=Outcome.rejected(finding))
-        finally:
-            self.in_review.discard(intent.id)
+        return intent
 
     def prune_windows(self) -> int:
         """Drop stored job windows no intent still needs (none queued or held) once they are
@@ -143,6 +131,55 @@ class Review:
             except OSError:
                 continue
         return removed
+
+
+QueueHandler = Callable[[Review, m.Queue], Awaitable[m.Reply]]
+Decision = Callable[[Review, Intent, m.Queue], Awaitable[Outcome]]
+
+
+async def _list(rv: Review, req: m.Queue) -> m.Reply:
+    return m.Ok(data=rv.intents.list())
+
+
+async def _show(rv: Review, req: m.Queue) -> m.Reply:
+    found = rv.find(req)
+    return found if isinstance(found, m.Error) else m.Ok(data=found)
+
+
+def _deciding(decide: Decision) -> QueueHandler:
+    """An operator's decision on a held intent: taken once, by one request at a time."""
+    async def op(rv: Review, req: m.Queue) -> m.Reply:
+        intent = rv.find(req)
+        if isinstance(intent, m.Error):
+            return intent
+        if intent.status != "held" or intent.id in rv.in_review:
+            return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
+                           "only held intents can be approved or rejected, once")
+        rv.in_review.add(intent.id)  # claimed before any await: one decision per intent
+        try:
+            return m.Ok(data=await decide(rv, intent, req))
+        finally:
+            rv.in_review.discard(intent.id)
+    return op
+
+
+async def _approve(rv: Review, intent: Intent, req: m.Queue) -> Outcome:
+    return await rv.promote_one(intent, approve=True)
+
+
+async def _reject(rv: Review, intent: Intent, req: m.Queue) -> Outcome:
+    finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
+    await anyio.to_thread.run_sync(rv.intents.update, intent.id, "rejected", [finding])
+    return Outcome.rejected(finding)
+
+
+# One entry per `QueueOp` (a test holds them equal).
+QUEUE_OPS: dict[m.QueueOp, QueueHandler] = {
+    "list": _list,
+    "show": _show,
+    "approve": _deciding(_approve),
+    "reject": _deciding(_reject),
+}
 
 
 def window_for(intent: Intent) -> str | None:

@@ -90,7 +90,7 @@ class StatusReport:
             spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),
             persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
                                           quarantined=list(self.book.quarantined),
-                                          failing=self.book.health.to_dict()),
+                                          failing=self.book.health.failing()),
             watcher={**self.src.transcripts.stats(), "watching": self.src.watcher.watching,
                      "refused": len(self.src.watcher.refused)},
             capture=self.book.capture_stats.to_dict(),
