@@ -7,9 +7,12 @@ import os
 import sys
 import time
 
-from claude_autoharness.client.conn import call
+import msgspec
+
+from claude_autoharness.client.conn import ask
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 
 
 def collect(names: list[str], all_: bool, since: str | None) -> list[str]:
@@ -18,15 +21,15 @@ def collect(names: list[str], all_: bool, since: str | None) -> list[str]:
     after that date."""
     roots = list(names) + ([paths.claude_projects_dir()] if all_ else [])
     out: list[str] = []
-    for r in roots:
-        if os.path.isdir(r):
-            for here, dirs, files in os.walk(r):
+    for root in roots:
+        if os.path.isdir(root):
+            for here, dirs, files in os.walk(root):
                 dirs.sort()
                 out += [os.path.join(here, f) for f in sorted(files) if f.endswith(".jsonl")]
-        elif os.path.isfile(r):
-            out.append(r)
+        elif os.path.isfile(root):
+            out.append(root)
         else:
-            raise FileNotFoundError(r)
+            raise FileNotFoundError(root)
     if since:
         cut = datetime.datetime.strptime(since, "%Y-%m-%d").timestamp()
         out = [p for p in out if os.stat(p).st_mtime >= cut]
@@ -40,9 +43,10 @@ def collect(names: list[str], all_: bool, since: str | None) -> list[str]:
 
 def batch_replay(args) -> int:
     if args.cancel:
-        out = call(m.Batch(op="cancel"))
-        print(f"canceled {out['batches']} batch(es) in flight; dropped {out['waiting_dropped']} "
-              "item(s) not yet sent (results that came back before the cancel still land)")
+        canceled = ask(m.Batch(op="cancel"), r.BatchCanceled)
+        print(f"canceled {canceled.batches} batch(es) in flight; dropped "
+              f"{canceled.waiting_dropped} item(s) not yet sent (results that came back before "
+              "the cancel still land)")
         return 0
     if not args.transcripts and not args.all:
         print("autoharnessctl replay --batch: name transcripts or directories, or pass --all",
@@ -57,24 +61,25 @@ def batch_replay(args) -> int:
         print(f"autoharnessctl replay: --since {args.since!r}: use YYYY-MM-DD", file=sys.stderr)
         return 1
     project = os.path.abspath(args.project) if args.project else None
-    out = call(m.Batch(op="submit", transcripts=files, project=project), timeout=600)
-    print(f"{len(files)} transcript(s): {out['items']} window(s) queued for Message Batches, "
-          f"{out['skipped']} already sent before" +
-          (f", {len(out['missing'])} missing" if out["missing"] else ""))
+    out = ask(m.Batch(op="submit", transcripts=files, project=project), r.BatchSubmitted,
+              timeout=600)
+    print(f"{len(files)} transcript(s): {out.items} window(s) queued for Message Batches, "
+          f"{out.skipped} already sent before" +
+          (f", {len(out.missing)} missing" if out.missing else ""))
     wait = args.wait or 0.0
     end = time.monotonic() + wait
-    st = call(m.Batch(op="status"))
+    st = ask(m.Batch(op="status"), r.BatchesInfo)
     while wait and time.monotonic() < end:
-        if not st["in_flight"] and not st["items"]["waiting"]:
+        if not st.in_flight and not st.items.get("waiting"):
             break
         time.sleep(0.2)
-        st = call(m.Batch(op="status"))
+        st = ask(m.Batch(op="status"), r.BatchesInfo)
     if args.json:
-        print(json.dumps(st, indent=2))
+        print(json.dumps(msgspec.to_builtins(st), indent=2))
     else:
-        print(f"batches in flight: {len(st['in_flight'])}; items: " +
-              ", ".join(f"{v} {k}" for k, v in st["items"].items()) +
+        print(f"batches in flight: {len(st.in_flight)}; items: " +
+              ", ".join(f"{v} {k}" for k, v in st.items.items()) +
               "; see `autoharnessctl status` and `autoharnessctl queue list`")
-        if st.get("waiting"):
-            print(f"waiting: {st['waiting']}")
+        if st.waiting:
+            print(f"waiting: {st.waiting}")
     return 0

@@ -14,8 +14,9 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import NamedTuple
 
 from claude_autoharness.client import install
@@ -60,6 +61,9 @@ def read_status(data: object) -> r.Status | Foreign:
     return Foreign(head, error)
 
 
+# Checks that read the daemon's status, or (without one) presume no daemon runs: they skip
+# when it answers in another version's shape.
+NEEDS_STATUS = frozenset({"spool", "persistence", "jobs"})
 UNREACHABLE = "not checked: the daemon is not reachable"
 UNREADABLE = "not checked: the daemon's status is of another version (see the version check)"
 
@@ -484,7 +488,7 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     command_dirs = [paths.user_commands_dir()]
     if project:
         command_dirs.append(paths.project_commands_dir(project))
-    checks = [
+    checks: list[tuple[str, Callable[[], Check]]] = [
         ("daemon", lambda: check_daemon(answer, error, paths.log_file())),
         ("version", lambda: check_version(answer)),
         ("state", lambda: check_state(paths.state_dir())),
@@ -500,10 +504,9 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("jobs", lambda: check_jobs(status)),
         ("disk", lambda: check_disk(paths.state_dir())),
     ]
-    if isinstance(answer, Foreign):  # these read the status, or presume the daemon is down
-        needs_status = {"spool", "persistence", "jobs"}
-        checks = [(name, (lambda name=name: _skipped(name, UNREADABLE)) if name in needs_status
-                   else fn) for name, fn in checks]
+    if isinstance(answer, Foreign):
+        checks = [(name, partial(_skipped, name, UNREADABLE) if name in NEEDS_STATUS else fn)
+                  for name, fn in checks]
     return [_guarded(name, fn) for name, fn in checks]
 
 

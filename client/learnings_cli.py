@@ -9,9 +9,12 @@ import json
 import os
 import sys
 
-from claude_autoharness.client.conn import DaemonNotRunning, call
+import msgspec
+
+from claude_autoharness.client.conn import DaemonNotRunning, ask
 from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
 
 TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
                  "--previous-transcripts does; --transcript-path FILE lists one transcript")
@@ -74,7 +77,7 @@ def _projects_hint() -> str:
     return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
-def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict | None:
+def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> r.LearningsSaved | None:
     """The save on the files themselves (no daemon); None after printing why it failed."""
     from claude_autoharness.daemon import offline
 
@@ -89,27 +92,26 @@ def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> dict |
 def do_save(args) -> int:
     project = os.path.abspath(args.project or os.getcwd())
     transcripts = [t for t in (args.transcripts or "").split(",") if t]
+    res: r.LearningsSaved | None
     try:
-        res = call(m.Learnings(op="save", project=project, transcripts=transcripts,
-                               dry_run=args.dry_run), timeout=120)
+        res = ask(m.Learnings(op="save", project=project, transcripts=transcripts,
+                              dry_run=args.dry_run), r.LearningsSaved, timeout=120)
     except DaemonNotRunning:
         # Only when nothing listens: a daemon that took the request but did not answer may
         # still be saving, and an offline save beside it would race it (the error surfaces).
         res = _save_offline(project, transcripts, args.dry_run)
-        if res is None:
-            return 1
+    if res is None:
+        return 1
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(json.dumps(msgspec.to_builtins(res), indent=2))
         return 0
-    verb = "would save" if res.get("dry_run") else "saved"
-    print(f"{verb} {plural(len(res.get('saved', [])), 'marker')} "
-          f"({len(res.get('skipped', []))} already saved)")
-    for key, label in (("journal", "journal"), ("wiki", "wiki"), ("drafts", "doc drafts")):
-        items = res.get(key) or []
+    verb = "would save" if res.dry_run else "saved"
+    print(f"{verb} {plural(len(res.saved), 'marker')} ({len(res.skipped)} already saved)")
+    for items, label in ((res.journal, "journal"), (res.wiki, "wiki"), (res.drafts, "doc drafts")):
         if items:
-            print(f"  {label}: " + ", ".join(str(i) for i in items))
-    if res.get("intents"):
-        print(f"  skill lessons queued for the promoter: {len(res['intents'])} "
+            print(f"  {label}: " + ", ".join(items))
+    if res.intents:
+        print(f"  skill lessons queued for the promoter: {len(res.intents)} "
               "(see `autoharnessctl queue list`)")
     return 0
 
@@ -124,17 +126,17 @@ def do_rule(args) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("learnings", help="report and save <!-- learning --> markers")
     lsub = p.add_subparsers(dest="learnings_verb", metavar="VERB", required=True)
-    r = lsub.add_parser("report", help="unprocessed markers (no mode: hook JSON on stdin; "
-                        "on a terminal: this project's transcripts)")
-    mode = r.add_mutually_exclusive_group()
+    rep = lsub.add_parser("report", help="unprocessed markers (no mode: hook JSON on stdin; "
+                          "on a terminal: this project's transcripts)")
+    mode = rep.add_mutually_exclusive_group()
     mode.add_argument("--previous-transcripts", action="store_true",
                       help="scan this project's transcripts since the last save")
     mode.add_argument("--transcript-path", metavar="P", help="list the markers in one transcript")
-    r.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
-    r.add_argument("--silent-if-empty", action="store_true",
-                   help="print nothing when there are no markers")
-    r.add_argument("--json", action="store_true", help="print JSON instead of text")
-    r.set_defaults(func=do_report)
+    rep.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    rep.add_argument("--silent-if-empty", action="store_true",
+                     help="print nothing when there are no markers")
+    rep.add_argument("--json", action="store_true", help="print JSON instead of text")
+    rep.set_defaults(func=do_report)
     s = lsub.add_parser("save", help="write journal, wiki, doc drafts and skill intents")
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
     s.add_argument("--transcripts", metavar="A,B", help="only markers from these transcripts")

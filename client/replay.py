@@ -121,12 +121,12 @@ def replay(args) -> int:
     if waiting:
         print(f"autoharnessctl replay: {waiting}", file=sys.stderr)
     if args.json:
-        print(json.dumps(intents, indent=2))
+        print(json.dumps(msgspec.to_builtins(intents), indent=2))
     elif not intents:
         print("no intents yet: the jobs have not run" if waiting
               else "no intents (the reflector proposed nothing)")
     else:
-        for i in r.decode(intents, list[r.Intent]):
+        for i in intents:
             p = i.proposal
             why = findings_text(i.findings)
             what = f"{p.action} {p.skill} [{p.layer}]" if p else "? ? [?]"
@@ -136,7 +136,7 @@ def replay(args) -> int:
     return 1 if waiting else 0
 
 
-def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict], str]:
+def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[r.Intent], str]:
     """Send the events, wait for the jobs; (this session's intents, why jobs wait or "")."""
     from claude_autoharness.client.ctl import waiting_note
 
@@ -150,4 +150,4 @@ def through_daemon(events: list[dict], sid: str, wait: float) -> tuple[list[dict
         if st.jobs.pending + st.jobs.running == 0 or note:
             break
         time.sleep(0.2)
-    return [i for i in call(m.Queue(op="list")) if i.get("session_id") == sid], note
+    return [i for i in ask(m.Queue(op="list"), list[r.Intent]) if i.session_id == sid], note

@@ -14,7 +14,10 @@ needs, so the verbs that only talk to the socket never load the daemon's depende
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claude_autoharness.protocol.replies import Intent, LearningsSaved
 
 
 class OfflineError(Exception):
@@ -82,7 +85,7 @@ def stage_transcript(path: str, sid: str) -> str:
     return dst
 
 
-def replay_dry_run(events: list[dict], path: str) -> list[dict]:
+def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     """Play hook events through the session state machine and run every job they create
     through the reflector pool's own pipeline, in this process: the packet is cut and
     redacted, the prompt carries the project's live skills and the window's fresh markers,
@@ -137,7 +140,7 @@ def replay_dry_run(events: list[dict], path: str) -> list[dict]:
                     raise OfflineError(f"the reflection failed: {job.last_error}")
 
         anyio.run(run_all)
-        return [msgspec.to_builtins(i) for i in queue.list()]
+        return queue.list()
 
 
 def _log_warnings_to_stderr() -> None:
@@ -250,11 +253,10 @@ def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty
     print(rp.transcript_listing(markers) if listing else rp.session_start_report(markers))
 
 
-def save_learnings(project: str, transcripts: list[str], *, dry_run: bool) -> dict:
+def save_learnings(project: str, transcripts: list[str], *,
+                   dry_run: bool) -> "LearningsSaved":
     """The save on the files themselves (no daemon), with the configured redactor: a
     redaction config that cannot be loaded fails the save (never weaker redaction)."""
-    import msgspec
-
     from claude_autoharness.daemon.intents import IntentQueue
     from claude_autoharness.daemon.learnings import service
     from claude_autoharness.daemon.live import make_redactor
@@ -268,9 +270,9 @@ def save_learnings(project: str, transcripts: list[str], *, dry_run: bool) -> di
     if not dry_run:
         queue = IntentQueue()
         queue.load()
-    return msgspec.to_builtins(service.save_project(
+    return service.save_project(
         project, None, queue, lookback_days=lookback_days(), transcripts=transcripts,
-        dry_run=dry_run, redactor=redactor))
+        dry_run=dry_run, redactor=redactor)
 
 
 def rule_text() -> str:

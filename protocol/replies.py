@@ -141,6 +141,31 @@ class Stopping(msgspec.Struct, kw_only=True):
     pid: int
 
 
+# ---- `learnings save` (the daemon's, or the offline one when no daemon listens) -------------
+
+class LearningsSaved(msgspec.Struct, kw_only=True):
+    saved: list[str] = []  # marker ids handled by this run (state recorded unless dry run)
+    skipped: list[str] = []  # already processed before this run
+    journal: list[str] = []  # files written (or that would be), relative to the project root
+    wiki: list[str] = []
+    drafts: list[str] = []
+    intents: list[str] = []  # ids the queue stored the intents under (dry run: marker-<id>)
+    dry_run: bool = False
+
+
+# ---- `replay --batch`: submit, cancel (status: BatchesInfo) ---------------------------------
+
+class BatchSubmitted(msgspec.Struct, kw_only=True):
+    items: int  # windows queued for Message Batches
+    skipped: int  # windows already sent before
+    missing: list[str]  # transcripts named that do not exist
+
+
+class BatchCanceled(msgspec.Struct, kw_only=True):
+    batches: int  # in flight, asked to cancel
+    waiting_dropped: int  # items not yet sent
+
+
 # ---- status ---------------------------------------------------------------------------------
 
 class _Part(msgspec.Struct, kw_only=True):

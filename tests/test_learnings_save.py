@@ -544,7 +544,7 @@ def test_save_project_reports_the_queue_ids_and_redacts_at_intake(home, project)
 
 
 def test_save_markers_reports_ids_returned_by_the_callback(home, project):
-    """A queue callback returning the stored id(s) is what `SaveResult.intents` reports; one
+    """A queue callback returning the stored id(s) is what `LearningsSaved.intents` reports; one
     returning None reports the intent's own `marker-<id>`."""
     ms = fixture_markers()
     res = sv.save_markers(str(project), ms, st.LearningState(SLUG),

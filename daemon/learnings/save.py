@@ -19,6 +19,7 @@ import msgspec
 from claude_autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
 from claude_autoharness.daemon.learnings.state import write_atomic
 from claude_autoharness.daemon.proposals import Intent, Proposal
+from claude_autoharness.protocol.replies import LearningsSaved
 
 INTENT_KINDS = ("pattern", "anti-pattern", "convention", "bug-fix")
 _LABEL = {"pattern": "Do", "anti-pattern": "Avoid", "convention": "Convention",
@@ -27,16 +28,6 @@ _TARGETS = {"readme": "README", "docs": "the docs site", "both": "README and the
             "breaking": "README and the docs site"}
 _ANCHOR = "<!-- ah:entry id={id}{extra} -->"
 _ANCHOR_RE = re.compile(r"^<!-- ah:entry id=([0-9a-f]{16})(?: at=(\S*))? -->$", re.M)
-
-
-class SaveResult(msgspec.Struct, kw_only=True):
-    saved: list[str] = []  # marker ids handled by this run (state recorded unless dry run)
-    skipped: list[str] = []  # already processed before this run
-    journal: list[str] = []  # files written (or that would be), relative to the project root
-    wiki: list[str] = []
-    drafts: list[str] = []
-    intents: list[str] = []  # ids the queue stored the intents under (dry run: marker-<id>)
-    dry_run: bool = False
 
 
 class SaveState(Protocol):
@@ -344,12 +335,12 @@ def redact_marker(m: Marker, redactor) -> Marker:
 def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState, *,
                  queue_intent: QueueIntent | None, dry_run: bool = False,
                  now: float | None = None, advance_time: bool = True,
-                 redactor=None) -> SaveResult:
+                 redactor=None) -> LearningsSaved:
     """Save the unprocessed `markers` of a project; see the module docstring for guarantees.
 
     `queue_intent` must be durable before it returns and should ignore an intent it already
     holds (the intent's id, `marker-<marker id>`, is stable per marker). It may return the
-    id(s) the queue stored it under, which `SaveResult.intents` then reports; returning None
+    id(s) the queue stored it under, which `LearningsSaved.intents` then reports; returning None
     reports the intent's own id. With `queue_intent=None` no intent is queued (the markers are
     still recorded as saved). `dry_run` writes and queues nothing and reports what would be
     done. `advance_time=False` records the ids but leaves `last_processed_at`: for a save
@@ -369,7 +360,7 @@ def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState,
     todo = [redact_marker(m, redactor) for m in pending(markers, state.processed_ids)]
     skipped = [m.id for m in dedupe(markers) if is_processed(m, state.processed_ids)]
     proj = _Project(project_root)
-    result = SaveResult(dry_run=dry_run, skipped=skipped, saved=[m.id for m in todo])
+    result = LearningsSaved(dry_run=dry_run, skipped=skipped, saved=[m.id for m in todo])
     if not todo:
         return result
     result.journal = _save_journal(proj, todo, now, dry_run)

@@ -13,9 +13,10 @@ import structlog
 from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
 from claude_autoharness.daemon.learnings import report as rp
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
-from claude_autoharness.daemon.learnings.save import SaveResult, pending, save_markers
+from claude_autoharness.daemon.learnings.save import pending, save_markers
 from claude_autoharness.daemon.learnings.state import LearningState, load
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.replies import LearningsSaved
 
 log = structlog.get_logger("autoharness")
 
@@ -52,12 +53,12 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
 
 def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,
                  transcripts: Sequence[str] = (), dry_run: bool = False,
-                 redactor=None, roots: list[str] | None = None) -> SaveResult:
+                 redactor=None, roots: list[str] | None = None) -> LearningsSaved:
     """Journal, wiki, doc drafts and marker intents for the project's unprocessed markers.
 
     `redactor` (capture's Redactor, default: the packaged rules; the daemon passes the one of
     its `redaction` config) redacts the marker text before it is written or queued, and judges
-    the intents at the queue's door. `SaveResult.intents` names the ids the queue stored.
+    the intents at the queue's door. `LearningsSaved.intents` names the ids the queue stored.
     """
     if redactor is None:
         from claude_autoharness.daemon.capture.redact import default_redactor  # only a save needs it
