@@ -34,6 +34,8 @@ def daemon_pid(env: dict) -> int | None:
     try:
         with open(os.path.join(env["AUTOHARNESS_HOME"], "state", "daemon.lock")) as f:
             pid = int(f.read().strip() or 0)
+        if pid <= 0:  # empty while a daemon starts: kill(0) would hit our own process group
+            return None
         os.kill(pid, 0)
         return pid
     except (OSError, ValueError):
