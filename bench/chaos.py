@@ -141,8 +141,11 @@ def run(mode: str, args) -> dict:
     killer.done.set()
     killer.join()
     elapsed = time.monotonic() - t0
-    # settle: a daemon up (one kill may have come after the last hook), the spool drained
-    if daemon_pid(env) is None:
+    # settle: a daemon up (one kill may have come after the last hook), the spool drained.
+    # A daemon may still be starting (a second of imports before it takes the lock): start
+    # one only if none is, and stop whichever holds the lock until none takes it any more.
+    starting = killer.proc is not None and killer.proc.poll() is None
+    if not starting and daemon_pid(env) is None:
         killer.start_daemon()
     st = None
     for _ in range(600):
@@ -150,8 +153,14 @@ def run(mode: str, args) -> dict:
         if st is not None and st["spool"]["pending"] == 0:
             break
         time.sleep(0.1)
-    pid = daemon_pid(env)
-    if pid is not None:
+    quiet = 0
+    while quiet < 2:  # two looks 1.5 s apart with no daemon: a starting one would be up
+        pid = daemon_pid(env)
+        if pid is None:
+            quiet += 1
+            time.sleep(1.5)
+            continue
+        quiet = 0
         os.kill(pid, signal.SIGTERM)
         for _ in range(300):
             if daemon_pid(env) is None:
