@@ -193,8 +193,6 @@ class Daemon:
         return m.Ok(data=r.Stopping(stopping=True, pid=os.getpid()))
 
     async def cmd_batch(self, req: m.Batch) -> m.Reply:
-        if req.op not in ("submit", "cancel", "status"):
-            return m.Error(code="bad_request", message=f"unknown batch op {req.op!r}")
         return m.Ok(data=await self.batches.command(req.op, req.transcripts, req.project))
 
     async def cmd_pause(self, req: m.Pause) -> m.Reply:

@@ -10,7 +10,6 @@ snapshot (quarantined, never fatal) does not drop them.
 """
 
 import os
-import stat
 import threading
 import time
 
@@ -19,6 +18,7 @@ import msgspec
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.sessions import Job, Session
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.private import private_problem
 
 SCHEMA = 1
 
@@ -104,15 +104,10 @@ class UnsafeDir(Exception):
 
 
 def check_private_dir(path: str) -> None:
-    st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise UnsafeDir(f"{path} is not a directory (a symlink?): remove it and restart")
-    if st.st_uid != os.getuid():
-        raise UnsafeDir(f"{path} is owned by uid {st.st_uid}, not you ({os.getuid()})")
-    if st.st_mode & 0o077:
-        raise UnsafeDir(
-            f"{path} is open to other users (mode {st.st_mode & 0o777:o}): run `chmod 700 {path}`"
-        )
+    """Raise UnsafeDir, with the exact fix, unless `path` is our own 0700 directory."""
+    problem = private_problem(path, fixes={"not_dir": "remove it and restart"})
+    if problem is not None:
+        raise UnsafeDir(str(problem))
 
 
 def write_private(path: str, data: bytes) -> None:

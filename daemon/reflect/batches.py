@@ -47,6 +47,7 @@ from claude_autoharness.daemon.reflect.pool import (
 )
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.messages import BatchOp
 
 log = structlog.get_logger("autoharness")
 
@@ -173,16 +174,14 @@ class BatchRunner:
 
     # ---- commands ------------------------------------------------------------------------
 
-    async def command(self, op: str, transcripts: list[str], project: str | None) -> dict:
+    async def command(self, op: BatchOp, transcripts: list[str], project: str | None) -> dict:
         if op == "status":
             return self.status()
         async with self._lock:
             if op == "cancel":
                 out = await self._cancel()
-            elif op == "submit":
-                out = await anyio.to_thread.run_sync(self._add, transcripts, project)
             else:
-                raise ValueError(f"unknown batch op {op!r}: submit, cancel or status")
+                out = await anyio.to_thread.run_sync(self._add, transcripts, project)
             self.save()
         self.changed.set()
         return out
