@@ -244,7 +244,7 @@ def test_sigkill_during_many_landings_never_leaves_half_a_skill(env):
         if len(statuses) == len(work):
             break
         timed = _round % 4 == 3
-        kill_at = 0 if timed else rng.randint(1, 400)
+        kill_at = 0 if timed else rng.randint(1, 200)
         child = subprocess.Popen(
             [sys.executable, "-c", CHILD, str(len(statuses)), str(kill_at), proj],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
