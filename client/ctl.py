@@ -74,7 +74,8 @@ def format_status(st: r.Status, now: float | None = None) -> str:
         lines.append("PAUSED: hooks count nothing (`autoharnessctl resume`)")
     ev = st.events
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev.by_kind.items())) or "none"
-    lines.append(f"events: {ev.received} received, {ev.rejected} rejected ({kinds})")
+    copies = f", {ev.duplicates} repeated copies dropped" if ev.duplicates else ""
+    lines.append(f"events: {ev.received} received, {ev.rejected} rejected{copies} ({kinds})")
     j = st.jobs
     lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
                  f"{j.failed} failed")
@@ -106,9 +107,12 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                  + (f" ({by})" if by else "") + f"; {lib.turns.user} turns")
     if st.sessions:
         lines.append("sessions:")
-        lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10}  LAST EVENT")
+        # CALLS: tool calls counted from hook events / from the transcript (none reported)
+        lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
+                     f"{'CALLS HOOK/TRANSCRIPT':>21}  LAST EVENT")
         for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
-            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10}  "
+            calls = f"{s.calls.hook}/{s.calls.transcript}"
+            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21}  "
                          f"{_ago(s.last_event_at, now)}")
     else:
         lines.append("sessions: none active")

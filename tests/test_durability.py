@@ -20,7 +20,7 @@ from claude_autoharness.daemon.core import Daemon as Core
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
 from conftest import CORPUS
-from harness import HOOK, Daemon, event, frame, hook, pre_tool, send_raw, wait_for
+from harness import HOOK, Daemon, ctl, event, frame, hook, pre_tool, send_raw, wait_for
 
 CC = CORPUS / "claude-code"
 
@@ -452,5 +452,21 @@ def test_once_a_full_disk_has_room_again_a_refused_event_counts_once(home):
         st = d.status()
         assert session(st, "room")["calls"] == {"hook": sent + 2, "transcript": 0}
         assert st["events"]["duplicates"] == 1 and st["spool"]["replayed"] == 1
+    finally:
+        d.stop()
+
+
+def test_status_text_shows_each_witness_and_the_copies_dropped(home):
+    """`autoharnessctl status` (text) says how many repeated copies it dropped and, per
+    session, how many calls each witness counted."""
+    d = Daemon(home["home"], env={"AUTOHARNESS_WATCH": "0"})
+    try:
+        for eid in ("a" * 32, "b" * 32, "a" * 32):
+            send_raw(d.sock, frame(envelope(pre_tool("wit"), eid)))
+        out = ctl("status", env=d.env).stdout
+        assert "1 repeated copies dropped" in out
+        assert "CALLS HOOK/TRANSCRIPT" in out
+        [row] = [line.split() for line in out.splitlines() if line.strip().startswith("wit ")]
+        assert row[1:4] == ["2", "0", "2/0"]  # activity, watermark, calls hook/transcript
     finally:
         d.stop()
