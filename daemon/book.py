@@ -30,7 +30,7 @@ log = structlog.get_logger("autoharness")
 
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
-KEEP_EVENT_IDS = 4096  # the latest event ids: a copy of an event arrives within seconds
+KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives within seconds
 
 
 class Book:
@@ -46,6 +46,8 @@ class Book:
         self._persist_lock = anyio.Lock()
         self._changed = anyio.Event()
         self.seen: dict[str, None] = {}  # the latest event ids, oldest first
+        self.keep_ids = KEEP_EVENT_IDS  # how many `seen` holds (more while spools replay)
+        self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
         # Called just before a snapshot is encoded: parts copy their tables into the state.
         self.before_snapshot: Callable[[store.State], None] = lambda state: None
 
@@ -61,12 +63,16 @@ class Book:
         qdir = paths.quarantine_dir()
         self.state, bad = store.load_snapshot(paths.snapshot_file(), qdir)
         self.quarantined += bad
-        for eid in self.state.seen_ids:
-            self.remember(eid)
         records, bad = self.journal.replay(self.state.journal_seq, qdir)
         self.quarantined += bad
+        # Every id loaded is kept until the first replay pass is over: the spool may hold a
+        # copy of any of them (a reply lost just before the crash, behind a long replay).
+        self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)
+        for eid in self.state.seen_ids:
+            self.remember(eid)
         for rec in records:
             self.apply(rec)
+        self._last_pass = len(self.seen)
         for job in self.state.jobs.values():
             if job.status != "running":
                 continue
@@ -103,8 +109,16 @@ class Book:
         if not eid:
             return
         self.seen[eid] = None
-        if len(self.seen) > KEEP_EVENT_IDS:
+        while len(self.seen) > self.keep_ids:
             del self.seen[next(iter(self.seen))]
+
+    def replay_pass(self, n: int) -> None:
+        """A spool replay of `n` records begins. An event acknowledged while it runs whose reply
+        was lost (a busy loop) is spooled and comes back in the next pass: until then neither
+        pass may push its id out, so the memory holds both passes' ids besides the latest
+        KEEP_EVENT_IDS."""
+        self.keep_ids = KEEP_EVENT_IDS + self._last_pass + n
+        self._last_pass = n
 
     def seen_before(self, eid: str) -> bool:
         """Whether an event with this id was already acknowledged (a spooled copy, a retry)."""

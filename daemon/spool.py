@@ -39,6 +39,7 @@ class SpoolReplayer:
         async with self._lock:
             d = paths.spool_dir()
             names = await anyio.to_thread.run_sync(files.pending, d)
+            self.book.replay_pass(len(names))
             n = 0
             for i in range(0, len(names), BATCH):
                 n += await self._replay_batch(d, names[i:i + BATCH])

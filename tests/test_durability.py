@@ -470,3 +470,60 @@ def test_status_text_shows_each_witness_and_the_copies_dropped(home):
         assert row[1:4] == ["2", "0", "2/0"]  # activity, watermark, calls hook/transcript
     finally:
         d.stop()
+
+
+@pytest.mark.anyio
+async def test_a_copy_behind_a_backlog_longer_than_the_id_memory_counts_once(home):
+    """A Stop acknowledged live while a spool backlog larger than the id memory's base size
+    waits (its reply lost: the hook spooled it behind the backlog) counts one turn: neither the
+    replay of the backlog nor a restart that reloads it all from the journal forgets its id
+    before its copy comes back."""
+    from claude_autoharness.daemon.book import KEEP_EVENT_IDS
+    from claude_autoharness.protocol import messages as m
+
+    backlog = KEEP_EVENT_IDS + 10
+    for i in range(backlog):
+        spool_record(pre_tool("old", tool_use_id=f"toolu_{i}"), f"{i:032x}", i)
+    stop, eid = event("Stop", "live"), "f" * 32
+    core = Core(load_config())
+    core.load()
+    try:
+        await core.hooks.cmd_hook(m.Hook(payload=json.dumps(stop).encode(), id=eid))
+        spool_record(stop, eid, backlog + 1)  # the hook's copy, behind the backlog
+        assert await core.replay_spool() == backlog + 1
+        assert core.book.state.turns.user == 1
+    finally:
+        core.close()  # a crash: no snapshot, the journal holds the whole backlog after the Stop
+    spool_record(stop, eid, backlog + 2)  # a copy the crash left behind
+    core = Core(load_config())
+    core.load()
+    try:
+        await core.replay_spool()
+        assert core.book.state.turns.user == 1 and core.book.state.events.duplicates == 1
+    finally:
+        core.close()
+
+
+@pytest.mark.anyio
+async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp_path):
+    """Entries in the spool that are no record of ours (a FIFO, a symlink to a valid record
+    elsewhere, one over the size limit) are never opened for blocking, followed or counted; the
+    real record next to them counts once, and they are left where they are."""
+    from claude_autoharness.protocol import spool as files
+
+    spool_record(pre_tool("hostile"), "1" * 32, 1)
+    d = paths.spool_dir()
+    os.mkfifo(os.path.join(d, f"{2:020d}.{'2' * 32}"), 0o600)
+    outside = tmp_path / "elsewhere"
+    outside.write_bytes(envelope(pre_tool("hostile"), "3" * 32))
+    os.symlink(outside, os.path.join(d, f"{3:020d}.{'3' * 32}"))
+    with open(os.path.join(d, f"{4:020d}.{'4' * 32}"), "wb") as f:
+        f.truncate(files.MAX_RECORD + 1)  # sparse: large without using the disk
+    core = Core(load_config())
+    core.load()
+    try:
+        assert await core.replay_spool() == 1  # (a FIFO opened blocking would hang here)
+        assert core.book.state.sessions["hostile"].activity == 1
+        assert len(os.listdir(d)) == 3 and outside.exists()  # left alone, nothing moved
+    finally:
+        core.close()
