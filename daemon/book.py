@@ -94,8 +94,9 @@ class Book:
             s = rec.session
             prev = self.state.sessions.get(s.session_id)
             s.tool_ids = list(prev.tool_ids) if prev is not None else []
-            for tool_use_id in rec.calls:
-                sm.remember_call(s, tool_use_id)
+            s.tool_at = list(prev.tool_at) if prev is not None else []
+            for tool_use_id in rec.calls:  # made no later than journaled: `at` bounds them
+                sm.remember_call(s, tool_use_id, rec.at)
             self.state.sessions[s.session_id] = s
         if rec.op == "turn" or rec.turn:
             self.state.turns.add(rec.project)

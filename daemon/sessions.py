@@ -30,6 +30,8 @@ class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     calls_hook: int = 0  # tool calls counted from PreToolUse events
     calls_transcript: int = 0  # tool calls counted from the transcript (no hook event came)
     tool_ids: list[str] = []  # the latest counted tool_use ids, oldest first
+    tool_at: list[float] = []  # when each of them was made (record time, or hook arrival)
+    forgotten_until: float = 0.0  # calls made until then may have left tool_ids: history
 
 
 class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -92,6 +94,7 @@ def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session
             s.watermark, s.wm_inode, s.wm_size = prev.watermark, prev.wm_inode, prev.wm_size
             s.cwd = prev.cwd or ev.cwd
             s.activity, s.tool_ids = prev.activity, prev.tool_ids  # calls seen after its end
+            s.tool_at, s.forgotten_until = prev.tool_at, prev.forgotten_until
         sessions[ev.session_id] = s
     if ev.transcript_path and ev.transcript_path != s.transcript_path:
         s.transcript_path = ev.transcript_path
@@ -145,7 +148,7 @@ def apply_event(
         return []
     s = _session(sessions, ev, now)
     if name == "PreToolUse":
-        if not ev.tool_use_id or remember_call(s, ev.tool_use_id):
+        if not ev.tool_use_id or remember_call(s, ev.tool_use_id, now):
             s.activity += 1
             s.calls_hook += 1
     elif name == "Stop" and s.activity >= reflect_every:
@@ -154,24 +157,34 @@ def apply_event(
     return []
 
 
-def remember_call(s: Session, tool_use_id: str) -> bool:
-    """Note a counted call; False if it was counted already (the other witness saw it)."""
+def remember_call(s: Session, tool_use_id: str, at: float) -> bool:
+    """Note a counted call made at `at`; False if it was counted already (the other witness
+    saw it). An id pushed out of the memory moves `forgotten_until` up to its time, and the
+    transcript takes calls up to then for history: a long session whose transcript is read
+    late (a catch-up after an outage, read offsets lost) counts none twice."""
     if tool_use_id in s.tool_ids:
         return False
+    if len(s.tool_at) != len(s.tool_ids):  # ids kept without their times: take them as now
+        s.tool_at = [at] * len(s.tool_ids)
     s.tool_ids.append(tool_use_id)
-    del s.tool_ids[:-KEEP_TOOL_IDS]
+    s.tool_at.append(at)
+    if len(s.tool_ids) > KEEP_TOOL_IDS:
+        s.forgotten_until = max(s.forgotten_until, *s.tool_at[:-KEEP_TOOL_IDS])
+        del s.tool_ids[:-KEEP_TOOL_IDS], s.tool_at[:-KEEP_TOOL_IDS]
     return True
 
 
 def transcript_calls(s: Session, calls: list[tuple[str, float]]) -> list[str]:
     """Count the main-chain `tool_use` blocks read from the session's transcript, as
     (tool_use_id, record time), that no PreToolUse counted. Calls older than the session's
-    first event are history (a resumed transcript, a first scan), never counted. A call read
+    first event are history (a resumed transcript, a first scan), never counted, and so are
+    calls no newer than the ids the session has forgotten (see `remember_call`). A call read
     after SessionEnd still counts: headless runs end before their last records are read.
     Returns the ids newly counted."""
     added = []
     for tool_use_id, at in calls:
-        if at < s.started_at or not remember_call(s, tool_use_id):
+        if at < s.started_at or at <= s.forgotten_until \
+                or not remember_call(s, tool_use_id, at):
             continue
         s.activity += 1
         s.calls_transcript += 1

@@ -146,7 +146,9 @@ def encode_state(state: State) -> bytes:
 
 def light(session: Session) -> Session:
     """The session as journaled: its remembered tool ids travel separately."""
-    return msgspec.structs.replace(session, tool_ids=[]) if session.tool_ids else session
+    if not session.tool_ids and not session.tool_at:
+        return session
+    return msgspec.structs.replace(session, tool_ids=[], tool_at=[])
 
 
 class Journal:
@@ -232,7 +234,8 @@ class Journal:
         skips them and replay after a corrupt one restores them."""
         out = [_encoder.encode(JournalRecord(seq=seq, op="carry", job=j)) for j in jobs]
         out += [_encoder.encode(JournalRecord(seq=seq, op="carry", session=light(s),
-                                              calls=list(s.tool_ids))) for s in sessions]
+                                              calls=list(s.tool_ids), at=time.time()))
+                for s in sessions]
         return b"".join(x + b"\n" for x in out)
 
     def compact(self, size: int, carry: bytes) -> None:

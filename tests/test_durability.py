@@ -527,3 +527,40 @@ async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp
         assert len(os.listdir(d)) == 3 and outside.exists()  # left alone, nothing moved
     finally:
         core.close()
+
+
+@pytest.mark.anyio
+async def test_long_session_read_late_from_its_transcript_counts_each_call_once(home):
+    """A session with more calls than it remembers ids of, whose PreToolUse events (spooled
+    while the daemon was down) are replayed before its transcript is read: no call counts
+    twice (an id pushed out used to count again, and push out the next), and a call newer than
+    all of them that only the transcript shows still counts."""
+    from claude_autoharness.daemon import sessions as sm
+    from claude_autoharness.protocol import messages as m
+
+    started = 1_796_087_400.0
+    core = Core(load_config(), clock=lambda: started)
+    core.load()
+    t = home["claude"] / "projects" / "-tmp-long" / "long.jsonl"
+    t.parent.mkdir(parents=True)
+    base = {"session_id": "long", "transcript_path": str(t), "cwd": "/tmp/long"}
+    n = sm.KEEP_TOOL_IDS + 44
+
+    def assistant(i: int) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(started + 1 + i))
+        return json.dumps({"type": "assistant", "timestamp": stamp, "message": {
+            "role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}",
+                                              "name": "Bash", "input": {}}]}}) + "\n"
+
+    try:
+        t.write_text("".join(assistant(i) for i in range(n + 1)))  # the last: no hook event
+        for i in range(n):  # each hook fires just after its call is written
+            p = dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id=f"toolu_{i}")
+            await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i + 1:032x}",
+                                             ts=started + 1.5 + i), from_spool=True)
+        core.watcher.scan_path(t)
+        assert core.count_transcript_calls() == 1
+        s = core.book.state.sessions["long"]
+        assert (s.calls_hook, s.calls_transcript, s.activity) == (n, 1, n + 1)
+    finally:
+        core.close()
