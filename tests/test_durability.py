@@ -564,3 +564,42 @@ async def test_long_session_read_late_from_its_transcript_counts_each_call_once(
         assert (s.calls_hook, s.calls_transcript, s.activity) == (n, 1, n + 1)
     finally:
         core.close()
+
+
+@pytest.mark.anyio
+async def test_kill9_around_journal_compaction_counts_nothing_twice(home, monkeypatch):
+    """kill -9 after a snapshot is written but before the journal is compacted, then right
+    after a compaction: each restart reads the snapshot and only the journal records newer than
+    it, so the turn, the job, the counts and the event counters are there once."""
+    from claude_autoharness.protocol import messages as m
+
+    monkeypatch.setenv("AUTOHARNESS_REFLECT_EVERY", "2")
+
+    async def send(core, i: int, payload: dict) -> None:
+        await core.hooks.cmd_hook(m.Hook(payload=json.dumps(payload).encode(), id=f"{i:032x}"))
+
+    def check(core) -> None:
+        st = core.book.state
+        s = st.sessions["cmp"]
+        assert (s.activity, s.calls_hook) == (1, 3)
+        assert st.turns.user == 1 and len(st.jobs) == 1 and st.events.received == 4
+
+    core = Core(load_config())
+    core.load()
+    for i, p in enumerate([pre_tool("cmp"), pre_tool("cmp"), event("Stop", "cmp")]):
+        await send(core, i, p)
+    data, _, _ = core.book.snapshot_bytes()
+    store.write_private(paths.snapshot_file(), data)  # the snapshot is on disk...
+    await send(core, 3, pre_tool("cmp"))
+    core.close()  # ...and the crash comes before the compaction
+    core = Core(load_config())
+    core.load()
+    check(core)
+    await core.book.persist()  # snapshot and compaction, then the crash
+    core.close()
+    core = Core(load_config())
+    core.load()
+    try:
+        check(core)
+    finally:
+        core.close()
