@@ -8,6 +8,7 @@ duplicate jobs. Bounded: --events, --writers, --sessions, --kill-min/--kill-max,
 """
 
 import argparse
+import fcntl
 import json
 import os
 import random
@@ -30,16 +31,24 @@ def status(env: dict) -> dict | None:
 
 
 def daemon_pid(env: dict) -> int | None:
-    """The running daemon's pid, from its lock file (the daemon writes it there)."""
+    """The running daemon's pid: the one holding the flock on its pid file (a pid alone could
+    be a starting daemon's empty file, or a stopped one's zombie)."""
     try:
-        with open(os.path.join(env["AUTOHARNESS_HOME"], "state", "daemon.lock")) as f:
-            pid = int(f.read().strip() or 0)
-        if pid <= 0:  # empty while a daemon starts: kill(0) would hit our own process group
-            return None
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
+        fd = os.open(os.path.join(env["AUTOHARNESS_HOME"], "state", "daemon.lock"), os.O_RDONLY)
+    except OSError:
         return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # held: a daemon runs
+            pid = int(os.read(fd, 32).decode().strip() or 0)
+            return pid if pid > 0 else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except ValueError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Killer(threading.Thread):
