@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-import msgspec
 
 from claude_autoharness.daemon import spool
 from claude_autoharness.daemon.book import Book
@@ -42,7 +41,7 @@ class StatusSources:
     connections: Callable[[], dict]  # open connections against the cap
     socket_path: str
     started_at: float
-    batches: Callable[[], dict] = dict  # Message Batches in flight and their tokens
+    batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
 
 
 class StatusReport:
@@ -104,7 +103,7 @@ class StatusReport:
             promoter=self.promoter_info(),
             library=self.src.library(),
             learnings=learnings,
-            batches=msgspec.convert(self.src.batches(), r.BatchesInfo),
+            batches=self.src.batches(),
         )
 
     def job_counts(self) -> r.JobCounts:

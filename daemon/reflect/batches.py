@@ -47,6 +47,7 @@ from claude_autoharness.daemon.reflect.pool import (
 )
 from claude_autoharness.daemon.reflect.prompt import build_request
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.messages import BatchOp
 
 log = structlog.get_logger("autoharness")
@@ -174,10 +175,12 @@ class BatchRunner:
 
     # ---- commands ------------------------------------------------------------------------
 
-    async def command(self, op: BatchOp, transcripts: list[str], project: str | None) -> dict:
+    async def command(self, op: BatchOp, transcripts: list[str], project: str | None
+                      ) -> r.BatchSubmitted | r.BatchCanceled | r.BatchesInfo:
         if op == "status":
             return self.status()
         async with self._lock:
+            out: r.BatchSubmitted | r.BatchCanceled
             if op == "cancel":
                 out = await self._cancel()
             else:
@@ -186,7 +189,7 @@ class BatchRunner:
         self.changed.set()
         return out
 
-    def _add(self, transcripts: list[str], project: str | None) -> dict:
+    def _add(self, transcripts: list[str], project: str | None) -> r.BatchSubmitted:
         """Cut every transcript into windows and queue one item per window not seen before."""
         d, cfg = self.d, self.d.live.cfg
         known = {(i.transcript, i.start) for i in self.j.items.values()
@@ -214,9 +217,9 @@ class BatchRunner:
                     self.j.items[item.id] = item
                     added += 1
                 start = packet.watermark_to
-        return {"items": added, "skipped": skipped, "missing": missing}
+        return r.BatchSubmitted(items=added, skipped=skipped, missing=missing)
 
-    async def _cancel(self) -> dict:
+    async def _cancel(self) -> r.BatchCanceled:
         canceled = 0
         for i in self.j.items.values():
             if i.status == "waiting":
@@ -230,19 +233,19 @@ class BatchRunner:
                 b.next_poll_at = 0.0
             except backends.BackendError as e:
                 log.warning("batch cancel failed", batch=b.id, reason=e.reason)
-        return {"batches": len(batches), "waiting_dropped": canceled}
+        return r.BatchCanceled(batches=len(batches), waiting_dropped=canceled)
 
-    def status(self) -> dict:
+    def status(self) -> r.BatchesInfo:
         counts = {k: 0 for k in ("waiting", "submitted", "done", "failed", "canceled")}
         for i in self.j.items.values():
             counts[i.status] = counts.get(i.status, 0) + 1
         flying = [b for b in self.j.batches.values() if b.status != "ended"]
-        return {"in_flight": [{"id": b.id, "items": len(b.items), "status": b.status}
-                              for b in flying],
-                "items": counts, "tokens": self.j.tokens,
-                "tokens_at_batch_price": int(self.j.tokens * BATCH_PRICE),
-                "price_ratio": BATCH_PRICE, "requests": self.j.requests,
-                "waiting": self.waiting_reason or None}
+        return r.BatchesInfo(
+            in_flight=[r.BatchInFlight(id=b.id, items=len(b.items), status=b.status)
+                       for b in flying],
+            items=counts, tokens=self.j.tokens,
+            tokens_at_batch_price=int(self.j.tokens * BATCH_PRICE), price_ratio=BATCH_PRICE,
+            requests=self.j.requests, waiting=self.waiting_reason or None)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -509,15 +512,15 @@ class BatchRunner:
     def _api_results(self, batch_id: str) -> list[tuple[str, str, object]]:
         def fetch(c):
             out = []
-            for r in c.messages.batches.results(batch_id):
-                res = r.result
+            for entry in c.messages.batches.results(batch_id):
+                res = entry.result
                 if res.type == "succeeded":
-                    out.append((r.custom_id, "succeeded", res.message))
+                    out.append((entry.custom_id, "succeeded", res.message))
                 elif res.type == "errored":
                     err = getattr(getattr(res, "error", None), "error", None)
-                    out.append((r.custom_id, "errored", getattr(err, "type", "error")))
+                    out.append((entry.custom_id, "errored", getattr(err, "type", "error")))
                 else:
-                    out.append((r.custom_id, res.type, None))
+                    out.append((entry.custom_id, res.type, None))
             return out
         self.j.requests += 1  # results() retrieves the batch first
         return self._call(fetch)
