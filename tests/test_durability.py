@@ -1,8 +1,6 @@
 """Durability: an acknowledged event is never lost, an undelivered one is always spooled, nothing
 counts twice, and jobs survive crashes without being failed by them."""
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import resource
@@ -44,10 +42,9 @@ def spool_record(payload: dict, eid: str, n: int) -> str:
 
 
 def load_hook():
-    """The installed hook script as a module (its functions, without running main)."""
-    loader = importlib.machinery.SourceFileLoader("autoharness_hook", HOOK)
-    mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(mod)
+    """The hook client's module (what the installed `autoharness-hook` script runs)."""
+    from claude_autoharness.client import hook as mod
+
     return mod
 
 

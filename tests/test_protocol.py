@@ -136,18 +136,10 @@ def test_private_writes(tmp_path):
 
 
 def _hook_module():
-    """The hook script, loaded as a module (its `main` is not run)."""
-    import importlib.machinery
-    import importlib.util
+    """The hook client's module (what the `autoharness-hook` script runs)."""
+    from claude_autoharness.client import hook
 
-    from conftest import REPO
-
-    path = str(REPO / "client" / "autoharness-hook")
-    loader = importlib.machinery.SourceFileLoader("autoharness_hook", path)
-    spec = importlib.util.spec_from_loader("autoharness_hook", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
+    return hook
 
 
 def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
@@ -172,16 +164,13 @@ def test_hook_frames_with_the_protocols_own_bytes(monkeypatch):
     assert msgspec.json.decode(hook.envelope(raw, 1.0, b"cd" * 16))["v"] == 7
 
 
-def test_hook_names_spool_records_as_the_protocol_does():
-    """The hook's spool file names are `protocol.spool.record_name`'s, so the daemon replays
-    them in the order they were written."""
+def test_spool_record_names_sort_by_time():
+    """A spool record's name starts with the hook's time, zero-padded: sorting names replays
+    records in the order hooks wrote them."""
     from claude_autoharness.protocol import spool
 
-    hook = _hook_module()
-    for ns in (0, 1_700_000_000_123_456_789, 10**19):
-        assert hook.spool_name(ns, "ab" * 16) == spool.record_name(ns, "ab" * 16)
-    names = [hook.spool_name(ns, "x") for ns in (10**18, 9 * 10**17, 10**18 + 1)]
-    assert sorted(names) == [names[1], names[0], names[2]]
+    names = [spool.record_name(ns, "x") for ns in (10**18, 9 * 10**17, 10**18 + 1, 0)]
+    assert sorted(names) == [names[3], names[1], names[0], names[2]]
 
 
 @pytest.mark.parametrize("req", [b'{"type":"queue","op":"nuke"}',

@@ -1,0 +1,296 @@
+"""The hook client: what `autoharness-hook` runs for every Claude Code hook event.
+
+A module, not the script itself, so that it loads from its compiled cache: a script is compiled
+again on every run, and that was most of the hook's cost above a bare interpreter's start.
+
+Hot path: reads the hook JSON from stdin, wraps the raw bytes in an envelope (with a random event
+id) without parsing them, sends one frame to the daemon, prints the daemon's hook output if any,
+and always exits 0. An event the daemon did not answer in time is spooled, never dropped.
+Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
+"""
+
+import os
+import sys
+
+CHILD_DENIED_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+SHORT_WAIT = 0.25  # PreToolUse, Stop, SessionEnd: never hold Claude Code up
+LONG_WAIT = 2.0  # SessionStart: its output is the context
+CONNECT_WAIT = 0.25
+READY_WAIT = 1.5  # a SessionStart that autostarted the daemon waits this long for its context
+READY_POLL = 0.02
+SPOOL = "spool"  # under the state dir; must match claude_autoharness.protocol.paths.spool_dir
+
+
+def read_stdin() -> bytes:
+    chunks = []
+    while True:
+        try:
+            b = os.read(0, 1 << 20)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks)
+
+
+def child_guard(raw: bytes) -> None:
+    """Reflector child sessions: deny file writes locally, count nothing."""
+    import json
+
+    try:
+        ev = json.loads(raw)
+    except ValueError:
+        return
+    if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse":
+        return
+    if ev.get("tool_name") in CHILD_DENIED_TOOLS:
+        out = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "autoharness reflector sessions may not modify files",
+            }
+        }
+        sys.stdout.write(json.dumps(out) + "\n")
+
+
+def event_name(raw: bytes) -> bytes:
+    i = raw.find(b'"hook_event_name"')
+    return raw[i + 17 : i + 64] if i >= 0 else b""
+
+
+def envelope(raw: bytes, ts: float, eid: bytes) -> bytes:
+    """The `hook` request of the wire protocol (protocol/messages.py), built by hand."""
+    from claude_autoharness.protocol import PROTOCOL
+
+    if not raw.strip():
+        raw = b"null"
+    # One line per record: raw newlines in JSON are only ever whitespace.
+    raw = raw.replace(b"\n", b" ").replace(b"\r", b" ")
+    return b'{"type":"hook","v":%d,"id":"%b","ts":%.6f,"payload":%b}' % (PROTOCOL, eid, ts, raw)
+
+
+def frame(body: bytes) -> bytes:
+    """A length-prefixed frame as protocol/framing.py makes it, with the header size the
+    protocol package defines (already imported: no module more on the hot path)."""
+    from claude_autoharness.protocol import FRAME_HEADER
+
+    return len(body).to_bytes(FRAME_HEADER, "big") + body
+
+
+def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT):
+    """Send one frame; return the reply bytes, b"" if none came in time, None if unreachable."""
+    import _socket
+
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(connect_wait)  # a local connect is immediate unless the backlog is full
+        try:
+            s.connect(path)
+        except OSError:
+            return None
+        try:
+            s.sendall(frame(body))
+        except OSError:
+            return b""
+        # The reply deadline starts only once the (possibly large) send is done.
+        s.settimeout(wait)
+        from claude_autoharness.protocol import FRAME_HEADER
+
+        try:
+            buf = b""
+            while len(buf) < FRAME_HEADER:
+                chunk = s.recv(FRAME_HEADER - len(buf))
+                if not chunk:
+                    return b""
+                buf += chunk
+            n = int.from_bytes(buf, "big")
+            body = b""
+            while len(body) < n:
+                chunk = s.recv(n - len(body))
+                if not chunk:
+                    return b""
+                body += chunk
+            return body
+        except OSError:
+            return b""
+    finally:
+        s.close()
+
+
+def send_when_ready(path: str, body: bytes, budget: float, clock, sleep) -> bytes | None:
+    """Send once the daemon just started accepts connections, within `budget` seconds in all."""
+    deadline = clock() + budget
+    while True:
+        left = deadline - clock()
+        if left <= 0:
+            return None
+        reply = send(path, body, left, min(CONNECT_WAIT, left))
+        if reply is not None:
+            return reply
+        sleep(min(READY_POLL, max(0.0, deadline - clock())))
+
+
+def _private(fd: int) -> bool:
+    st = os.fstat(fd)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def spool(state_dir: str, name: str, record: bytes) -> bool:
+    """Keep one undelivered event as its own file in `<state>/spool` (the maildir pattern): it is
+    written under a dot-name and renamed into place, so no two writers share a file and the
+    daemon never sees a partial record. Only into the user's own 0700 directories, never
+    through a symlink (O_NOFOLLOW on each directory and on the file)."""
+    from claude_autoharness.protocol.paths import make_private_dirs
+
+    make_private_dirs(state_dir)
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    sfd = os.open(state_dir, dir_flags)
+    try:
+        if not _private(sfd):
+            return False
+        try:
+            os.mkdir(SPOOL, 0o700, dir_fd=sfd)
+        except FileExistsError:
+            pass
+        dfd = os.open(SPOOL, dir_flags, dir_fd=sfd)
+    finally:
+        os.close(sfd)
+    try:
+        if not _private(dfd):
+            return False
+        tmp = "." + name
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dfd)
+        try:
+            view = memoryview(record)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return True
+    finally:
+        os.close(dfd)
+
+
+def autostart_enabled(paths) -> bool:
+    flag = os.environ.get("AUTOHARNESS_AUTOSTART")
+    if flag is not None:
+        return flag.strip().lower() not in ("0", "false", "no", "off")
+    try:
+        import tomllib
+
+        with open(paths.config_file(), "rb") as f:
+            return bool(tomllib.load(f).get("autostart", True))
+    except Exception:
+        return True
+
+
+def start_daemon(paths, sock_path: str) -> None:
+    """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock)."""
+    import fcntl
+
+    from claude_autoharness.protocol import PROTOCOL
+
+    paths.make_private_dirs(paths.state_dir())
+    try:
+        fd = os.open(paths.spawn_lock_file(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # another hook is starting it
+    if send(sock_path, b'{"type":"status","v":%d}' % PROTOCOL, 0.5) is not None:
+        os.close(fd)
+        return  # it came up meanwhile
+    os.set_inheritable(fd, True)
+    env = dict(os.environ, AUTOHARNESS_SPAWN_LOCK_FD=str(fd))
+    log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-m", "claude_autoharness.daemon"],
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, log, 1),
+                (os.POSIX_SPAWN_DUP2, log, 2),
+            ],
+            setsid=True,
+        )
+    except OSError:
+        pass
+    finally:
+        os.close(log)
+        os.close(fd)
+
+
+USAGE = """usage: autoharness-hook < HOOK_EVENT_JSON
+
+What Claude Code runs for each hook event: reads the event's JSON on stdin, reports it to the
+autoharness daemon (starting it if needed, spooling the event while it is down), prints the
+daemon's hook output if any, and always exits 0. It is not meant to be run by hand:
+`autoharnessctl install` wires it into Claude Code, `autoharnessctl doctor` checks the wiring,
+`autoharnessctl status` shows what it reported. AUTOHARNESS_DISABLE=1 turns it off.
+"""
+
+
+def wants_usage() -> bool:
+    """Any argument, or a terminal on stdin, is a person: Claude Code passes neither.
+    Without this a person would wait on a silent terminal for JSON that never comes."""
+    if len(sys.argv) > 1:
+        return True
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
+
+
+def main() -> None:
+    if wants_usage():
+        sys.stdout.write(USAGE)
+        return
+    raw = read_stdin()
+    env = os.environ
+    if env.get("AUTOHARNESS_DISABLE", "") not in ("", "0"):
+        return
+    if env.get("AUTOHARNESS_CHILD_SESSION") == "1":
+        child_guard(raw)
+        return
+    import time
+
+    from claude_autoharness.protocol import paths
+
+    # A random id per event: a spooled copy keeps it, so the daemon counts the event once
+    # however many copies reach it (a reply lost after the daemon acted, a replay cut short).
+    eid = os.urandom(16).hex().encode()
+    body = envelope(raw, time.time(), eid)
+    session_start = b"SessionStart" in event_name(raw)
+    sock_path = paths.socket_path()
+    reply = send(sock_path, body, LONG_WAIT if session_start else SHORT_WAIT)
+    autostart = reply is None and autostart_enabled(paths)
+    if autostart and session_start:  # the session that woke the daemon gets its context too
+        start_daemon(paths, sock_path)
+        reply = send_when_ready(sock_path, body, READY_WAIT, time.monotonic, time.sleep)
+    # Acknowledged means a hook reply: none in time, a short read, no daemon, or an error (e.g.
+    # the daemon could not journal it: a full disk) and the event is spooled, never lost.
+    if not reply or b'"hook_reply"' not in reply:
+        from claude_autoharness.protocol.spool import record_name
+
+        spool(paths.state_dir(), record_name(time.time_ns(), eid.decode()), body)
+        if autostart and not session_start:
+            start_daemon(paths, sock_path)
+        return
+    if b'"output"' in reply:
+        import json
+
+        try:
+            out = json.loads(reply).get("output")
+        except (ValueError, AttributeError):
+            out = None
+        if isinstance(out, str) and out:
+            sys.stdout.write(out + "\n")
