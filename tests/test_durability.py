@@ -600,3 +600,17 @@ async def test_kill9_around_journal_compaction_counts_nothing_twice(home, monkey
         check(core)
     finally:
         core.close()
+
+
+def test_hook_never_spools_through_a_state_dir_that_is_a_symlink(home):
+    """A state dir that is a symlink, even to a private directory of the user's, gets no
+    record: the hook does not follow it."""
+    mod = load_hook()
+    real = home["tmp"] / "real-state"
+    real.mkdir(mode=0o700)
+    state = Path(paths.state_dir())
+    state.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state.symlink_to(real)
+    with pytest.raises(OSError):
+        mod.spool(str(state), "1.x", b"{}")
+    assert list(real.iterdir()) == []
