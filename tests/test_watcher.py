@@ -253,6 +253,24 @@ def test_deleted_transcripts_are_forgotten(short_tmp):
     assert index.get(str(path)) is None and w.offset(str(path)) == 0
 
 
+def test_the_daemons_indexers_take_a_forgotten_transcript_without_error(short_tmp):
+    """The indexers the daemon runs (transcript index, markers, the tool-call witness) all
+    take the watcher's `forget(path)` of a deleted transcript: no indexer error."""
+    from claude_autoharness.daemon.learnings.markers import MarkerIndexer
+    from claude_autoharness.daemon.witness import ToolUseWitness
+
+    projects = short_tmp / "projects"
+    (projects / "-home-u-proj").mkdir(parents=True)
+    index = TranscriptIndex(projects, clock=Clock())
+    w = TranscriptWatcher(projects, [index, MarkerIndexer(), ToolUseWitness()], clock=index.clock)
+    path = projects / "-home-u-proj" / "s.jsonl"
+    path.write_bytes(b'{"type":"user","message":{"role":"user","content":"hi"}}\n')
+    w.scan_path(path)
+    path.unlink()
+    w.scan_path(path)
+    assert w.indexer_errors == 0
+
+
 async def _until(cond, *, poke=None, timeout=20.0):
     """Wait for `cond()`; `poke()` (e.g. another append) runs every half second meanwhile."""
     with anyio.fail_after(timeout):

@@ -304,7 +304,7 @@ class MarkerIndexer:
                 for mid in [k for k, m in known.items() if m.transcript == path]:
                     del known[mid]
 
-    def forget(self, slug: str, ids: Iterable[str]) -> None:
+    def forget_saved(self, slug: str, ids: Iterable[str]) -> None:
         """Drop saved markers from memory (state keeps them out of reports anyway)."""
         with self._lock:
             known = self._by_slug.get(slug, {})

@@ -79,5 +79,5 @@ def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, loo
     res = save_markers(project_root, markers, ls, queue_intent=queue_intent if queue else None,
                        dry_run=dry_run, advance_time=not transcripts, redactor=redactor)
     if indexer is not None and not dry_run:
-        indexer.forget(slug, res.saved)
+        indexer.forget_saved(slug, res.saved)
     return res
