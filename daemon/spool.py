@@ -54,8 +54,12 @@ class SpoolReplayer:
         records = await anyio.to_thread.run_sync(_read_all, d, names)
         done, bad = [], []
         for name, data in records:
-            if data is None:
-                continue  # gone meanwhile, or not a file of ours: left alone
+            if data is None:  # not a record of ours: set aside, so it is not pending forever
+                self.book.state.events.received += 1
+                self.reject("spool entry that is no record (not a regular file of yours, or "
+                            "over the size limit): moved to quarantine")
+                bad.append(name)
+                continue
             try:
                 req = m.request_decoder.decode(data)
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
@@ -81,11 +85,20 @@ def clip(text: str, n: int = 200) -> str:
 
 
 def _read_all(d: str, names: list[str]) -> list[tuple[str, bytes | None]]:
-    return [(name, files.read(d, name)) for name in names]
+    """Each entry's bytes, None for one that is no record of ours (a FIFO, a symlink, another
+    user's file, one too large); entries gone meanwhile are left out."""
+    out = []
+    for name in names:
+        data = files.read(d, name)
+        if data is None and not os.path.lexists(os.path.join(d, name)):
+            continue
+        out.append((name, data))
+    return out
 
 
 def _clear(d: str, done: list[str], bad: list[str]) -> list[str]:
-    """Delete processed records; move unreadable ones to quarantine (returns where)."""
+    """Delete processed records; move unreadable ones to quarantine, as they are (a symlink
+    is moved, not followed). Returns where they went."""
     for name in done:
         files.remove(d, name)
     return [store.quarantine(os.path.join(d, name), paths.quarantine_dir()) for name in bad]

@@ -505,7 +505,8 @@ async def test_a_copy_behind_a_backlog_longer_than_the_id_memory_counts_once(hom
 async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp_path):
     """Entries in the spool that are no record of ours (a FIFO, a symlink to a valid record
     elsewhere, one over the size limit) are never opened for blocking, followed or counted; the
-    real record next to them counts once, and they are left where they are."""
+    real record next to them counts once; they are moved to quarantine as they are (the
+    symlink's target untouched), so the spool is not left with entries pending forever."""
     from claude_autoharness.protocol import spool as files
 
     spool_record(pre_tool("hostile"), "1" * 32, 1)
@@ -521,7 +522,10 @@ async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp
     try:
         assert await core.replay_spool() == 1  # (a FIFO opened blocking would hang here)
         assert core.book.state.sessions["hostile"].activity == 1
-        assert len(os.listdir(d)) == 3 and outside.exists()  # left alone, nothing moved
+        assert os.listdir(d) == [] and outside.read_bytes().startswith(b'{"type":"hook"')
+        moved = [os.path.basename(q).split(".")[1] for q in core.book.quarantined]
+        assert sorted(moved) == ["2" * 32, "3" * 32, "4" * 32]
+        assert core.book.state.events.rejected == 3
     finally:
         core.close()
 
