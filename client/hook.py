@@ -99,24 +99,23 @@ def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT
         from claude_autoharness.protocol import FRAME_HEADER
 
         try:
-            buf = b""
-            while len(buf) < FRAME_HEADER:
-                chunk = s.recv(FRAME_HEADER - len(buf))
-                if not chunk:
-                    return b""
-                buf += chunk
-            n = int.from_bytes(buf, "big")
-            body = b""
-            while len(body) < n:
-                chunk = s.recv(n - len(body))
-                if not chunk:
-                    return b""
-                body += chunk
-            return body
+            header = recv_exactly(s, FRAME_HEADER)
+            return recv_exactly(s, int.from_bytes(header, "big")) if header else b""
         except OSError:
             return b""
     finally:
         s.close()
+
+
+def recv_exactly(s, n: int) -> bytes:
+    """`n` bytes from the socket; b"" if it closed first (a short read is no reply)."""
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return b""
+        buf += chunk
+    return buf
 
 
 def send_when_ready(path: str, body: bytes, budget: float, clock, sleep) -> bytes | None:
