@@ -255,8 +255,7 @@ class Journal:
                 _write_all(fd, late)
                 os.replace(tmp, self.path)
                 old, self._fd, fd = self._fd, fd, -1
-                self.size = len(carry) + (self.size - size)
-                self._torn = False
+                self.size = len(carry) + (self.size - size)  # a torn tail came along: still torn
                 self._unsynced = self._unsynced or bool(late)
         finally:
             for f in (fd, old):

@@ -368,6 +368,27 @@ def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
         d2.stop()
 
 
+def fail_an_append_midway(j: store.Journal, monkeypatch, eid: str, *, cut_back: bool) -> None:
+    """Append a record while the disk fills up: half of it is written, then ENOSPC; unless
+    `cut_back`, cutting the half off fails too."""
+    real_write, real_truncate = os.write, os.ftruncate
+
+    def half_then_full(fd, data):
+        monkeypatch.setattr(os, "write", full)
+        return real_write(fd, bytes(data[: len(data) // 2]))
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    if not cut_back:
+        monkeypatch.setattr(os, "ftruncate", full)
+    with pytest.raises(OSError):
+        j.append("event", eid=eid, kind="PreToolUse")
+    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "ftruncate", real_truncate)
+
+
 @pytest.mark.parametrize("cut_back", [True, False], ids=["cut-back", "cannot-cut-back"])
 def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypatch, cut_back):
     """A write that fails after writing part of a record (a disk filling up) leaves no torn
@@ -379,25 +400,7 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     j = store.Journal(path)
     j.open()
     j.append("event", eid="1" * 32, kind="PreToolUse")
-    real_write, real_truncate = os.write, os.ftruncate
-    calls = []
-
-    def half_then_full(fd, data):
-        calls.append(len(data))
-        if len(calls) == 1:
-            return real_write(fd, bytes(data[: len(data) // 2]))
-        raise OSError(28, "No space left on device")
-
-    def no_truncate(fd, size):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "write", half_then_full)
-    if not cut_back:
-        monkeypatch.setattr(os, "ftruncate", no_truncate)
-    with pytest.raises(OSError):
-        j.append("event", eid="2" * 32, kind="PreToolUse")
-    monkeypatch.setattr(os, "write", real_write)
-    monkeypatch.setattr(os, "ftruncate", real_truncate)
+    fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=cut_back)
     j.append("event", eid="3" * 32, kind="PreToolUse")
     j.compact(0, b"")
     j.close()
@@ -405,6 +408,22 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
     assert [r.seq for r in records] == [1, 2, 3]
     assert bool(quarantined) is not cut_back  # a torn line left in place is kept for inspection
+
+
+def test_a_compaction_between_a_torn_append_and_the_next_keeps_the_next(home, monkeypatch):
+    """A failed append whose partial line cannot be cut off, then a compaction that keeps the
+    file's tail (the partial line with it), then an append: the next record still starts on a
+    line of its own, so replay reads it and the failed one written ahead of it."""
+    path = str(home["tmp"] / "journal.jsonl")
+    j = store.Journal(path)
+    j.open()
+    j.append("event", eid="1" * 32, kind="PreToolUse")
+    fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=False)
+    j.compact(0, b"")
+    j.append("event", eid="3" * 32, kind="PreToolUse")
+    j.close()
+    records, _ = store.Journal(path).replay(0, str(home["tmp"] / "q"))
+    assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
 
 
 def test_a_full_disk_under_the_log_does_not_take_the_daemon_down(home):
