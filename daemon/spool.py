@@ -54,17 +54,10 @@ class SpoolReplayer:
         records = await anyio.to_thread.run_sync(_read_all, d, names)
         done, bad = [], []
         for name, data in records:
-            if data is None:  # not a record of ours: set aside, so it is not pending forever
+            req, problem = _decode(data)
+            if req is None:  # set aside, so it is not pending forever
                 self.book.state.events.received += 1
-                self.reject("spool entry that is no record (not a regular file of yours, or "
-                            "over the size limit): moved to quarantine")
-                bad.append(name)
-                continue
-            try:
-                req = m.request_decoder.decode(data)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
-                self.book.state.events.received += 1
-                self.reject(f"unreadable spool record: {clip(str(e))}")
+                self.reject(problem)
                 bad.append(name)
                 continue
             if isinstance(req, m.Hook):
@@ -82,6 +75,17 @@ def pending() -> int:
 
 def clip(text: str, n: int = 200) -> str:
     return text if len(text) <= n else text[:n] + "…"
+
+
+def _decode(data: bytes | None) -> tuple[m.Request | None, str]:
+    """The request a spool record holds, or None and why it is none."""
+    if data is None:
+        return None, ("spool entry that is no record (not a regular file of yours, or over "
+                      "the size limit): moved to quarantine")
+    try:
+        return m.request_decoder.decode(data), ""
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
+        return None, f"unreadable spool record: {clip(str(e))}"
 
 
 def _read_all(d: str, names: list[str]) -> list[tuple[str, bytes | None]]:
