@@ -20,8 +20,10 @@ def sock_path(home: Path) -> str:
     return os.environ.get("AUTOHARNESS_SOCKET") or str(home / "run" / "autoharness.sock")
 
 
-def wait_for(pred, timeout: float = 15.0, what: str = "condition"):
-    """Poll `pred` until it returns a truthy value (processes are real; they take a moment)."""
+def wait_for(pred, timeout: float = 90.0, what: str = "condition"):
+    """Poll `pred` until it returns a truthy value (processes are real; they take a moment).
+    The bound is generous: a passing test returns as soon as the condition holds, and a loaded
+    machine (CI on two shared cores) must not turn a slow start into a failure."""
     end = time.monotonic() + timeout
     while True:
         v = pred()
