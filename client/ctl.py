@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from claude_autoharness.client import conn, doctor, install, learnings_cli, service, start
+from claude_autoharness.client import conn, doctor, install, learnings_cli, service, start, sync_cli
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call, typed
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
@@ -105,6 +105,8 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "
                  f"{lib.hand_written} hand-written, {lib.archived} archived"
                  + (f" ({by})" if by else "") + f"; {lib.turns.user} turns")
+    if st.sync.configured:
+        lines.append(sync_cli.format_info(st.sync))
     if st.sessions:
         lines.append("sessions:")
         # CALLS: tool calls counted from hook events / from the transcript (none reported)
@@ -447,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=do_replay)
 
     learnings_cli.add_parser(sub)  # learnings report|save|rule
+    sync_cli.add_parser(sub)  # sync [init REMOTE | status]: the user layer across machines
     install.add_parser(sub)  # install: hooks + slash commands
     service.add_parser(sub)  # service install|uninstall|start|stop|status
     doctor.add_parser(sub)  # doctor [--json]

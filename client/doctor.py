@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
+from claude_autoharness.client.sync_cli import FIX_REMOTE
+from claude_autoharness.client.sync_cli import read_info as sync_info
 from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION, paths, private, spool
 from claude_autoharness.protocol import messages as m
@@ -459,6 +461,23 @@ def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk
     return Check("disk", True, f"{mb} MB free for {state_dir}")
 
 
+def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],
+               now: float | None = None) -> Check:
+    """The user layer's sync rounds, when set up: the last one completed."""
+    info = status.sync if status is not None and status.sync.configured else offline()
+    if not info.configured:
+        return Check("sync", True, "not set up (optional: `autoharnessctl sync init REMOTE`)")
+    if not info.last_error:
+        when = "no round yet" if not info.last_round_at else \
+            f"last round {max(0.0, (now or time.time()) - info.last_round_at):.0f}s ago"
+        return Check("sync", True, f"{info.remote}: {when}")
+    good = (f"last good round {max(0.0, (now or time.time()) - info.last_good_at):.0f}s ago"
+            if info.last_good_at else "no round has completed yet")
+    return Check("sync", False, f"{info.remote}: the last {plural(info.failures, 'round')} "
+                 f"failed: {info.last_error} ({good}); the library is as it was",
+                 FIX_REMOTE)
+
+
 # ---- running them -----------------------------------------------------------------------------
 
 
@@ -503,6 +522,7 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("persistence", lambda: check_persistence(status)),
         ("jobs", lambda: check_jobs(status)),
         ("disk", lambda: check_disk(paths.state_dir())),
+        ("sync", lambda: check_sync(status, sync_info)),
     ]
     if isinstance(answer, Foreign):
         checks = [(name, partial(_skipped, name, UNREADABLE) if name in NEEDS_STATUS else fn)

@@ -24,6 +24,7 @@ from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.handlers.review import Review
 from claude_autoharness.daemon.handlers.skills import Skills
 from claude_autoharness.daemon.handlers.status import StatusReport, StatusSources
+from claude_autoharness.daemon.handlers.sync import SyncRounds
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.listener import Connections
@@ -90,11 +91,12 @@ class Daemon:
                                   curator_skills=self.library.curator_skills,
                                   reflected=self.library.count_reflection, clock=clock)
         self.batches = BatchRunner(self, clock=clock)
+        self.sync = SyncRounds(self.live, clock=clock)
         self.status = StatusReport(self.book, self.live, StatusSources(
             intents=self.intents, markers=self.markers, transcripts=self.transcripts,
             watcher=self.watcher, waiting_reason=lambda: self.pool.waiting_reason,
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
-            batches=self.batches.status,
+            batches=self.batches.status, sync=self.sync.info,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock()), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
@@ -112,6 +114,7 @@ class Daemon:
             m.Batch: self.cmd_batch,
             m.Stop: self.cmd_stop,
             m.Pause: self.cmd_pause,
+            m.Sync: self.sync.cmd_sync,
         }
 
     def _turns(self, layer: str, project_root: str | None) -> int:
@@ -142,6 +145,7 @@ class Daemon:
                 self.intents.update(landing.intent_id, status, findings)
         self.book.open()
         self.batches.load()
+        self.sync.load()
         self.library.due.update(self.book.state.turns.projects)  # counts for status from the start
 
     def _copy_tables(self, state: State) -> None:
@@ -211,6 +215,7 @@ class Daemon:
         tg.start_soon(self.pool.run)
         tg.start_soon(self.batches.run)
         tg.start_soon(self.review.loop)
+        tg.start_soon(self.sync.loop)
         tg.start_soon(self._preload_backend)
         if self.live.cfg.watch:
             tg.start_soon(self._watch)

@@ -80,6 +80,13 @@ class LibraryConfig(_Section):
     curate_every: int = 25  # reflection jobs between curator runs; 0 = off
 
 
+class SyncConfig(_Section):
+    """The user layer's sync repository (`autoharnessctl sync init REMOTE` sets it up)."""
+
+    every_s: float = 0.0  # the daemon runs a round this often; 0 = only `autoharnessctl sync`
+    evidence: bool = True  # send the redacted evidence quotes with the skills
+
+
 class Config(_Section):
     reflect_every: int = 50
     persist_interval_s: float = 2.0
@@ -95,6 +102,7 @@ class Config(_Section):
     promoter: PromoterConfig = msgspec.field(default_factory=PromoterConfig)
     learnings: LearningsConfig = msgspec.field(default_factory=LearningsConfig)
     library: LibraryConfig = msgspec.field(default_factory=LibraryConfig)
+    sync: SyncConfig = msgspec.field(default_factory=SyncConfig)
 
 
 class ConfigError(Exception):
@@ -111,7 +119,7 @@ _POSITIVE = {
     "reflector.batch_max_requests", "reflector.batch_max_bytes", "reflector.batch_poll_s",
     "reflector.batch_poll_max_s",
 }
-_NON_NEGATIVE = {"library.curate_every"}
+_NON_NEGATIVE = {"library.curate_every", "sync.every_s"}
 
 
 def _env_overrides(env: dict[str, str]) -> dict:

@@ -15,6 +15,7 @@ QueueOp = Literal["list", "show", "approve", "reject"]
 SkillsOp = Literal["list", "show", "history", "revert", "restore"]
 LearningsOp = Literal["report", "save"]
 BatchOp = Literal["submit", "cancel", "status"]
+SyncOp = Literal["round", "status"]
 
 
 class _Req(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
@@ -101,8 +102,14 @@ class Curate(_Req, tag="curate"):
     project: str | None = None
 
 
+class Sync(_Req, tag="sync"):
+    """`autoharnessctl sync`: run one round of the user layer's sync now, or say how the last went."""
+
+    op: SyncOp = "round"
+
+
 Request = (Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
-           | Curate | Batch)
+           | Curate | Batch | Sync)
 
 
 class _Rep(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

@@ -121,6 +121,15 @@ def replays_dir() -> str:
     return os.path.join(state_dir(), "replays")
 
 
+def sync_dir() -> str:
+    """The user layer's sync repository (`repo/`), its round lock and its state."""
+    return os.path.join(state_dir(), "sync")
+
+
+def sync_state_file() -> str:
+    return os.path.join(sync_dir(), "state.json")
+
+
 def quarantine_dir() -> str:
     return os.path.join(state_dir(), "quarantine")
 

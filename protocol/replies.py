@@ -89,6 +89,44 @@ class SkillView(msgspec.Struct, kw_only=True):
     skill_md: str
     files: list[str]
     landings: list[dict[str, Any]]
+    sync_conflicts: list["SyncConflict"] = []  # user layer: changed on two machines at once
+
+
+class SyncConflict(msgspec.Struct, kw_only=True):
+    """A skill changed on two machines between rounds whose changes could not be merged."""
+
+    skill: str
+    at: float  # when this machine resolved it
+    kept: str  # the machine whose version is live now
+    other: str  # the machine whose version went into the skill's history
+    note: str = ""
+
+
+class SyncRefusal(msgspec.Struct, kw_only=True):
+    """A change from another machine this machine's promoter would not land, and why."""
+
+    skill: str
+    machine: str
+    findings: list[Finding] = []
+
+
+class SyncInfo(msgspec.Struct, kw_only=True):
+    """`autoharnessctl sync`: the user layer's sync repository and its last rounds."""
+
+    configured: bool = False
+    remote: str = ""
+    machine: str = ""
+    every_s: float = 0.0
+    last_round_at: float | None = None
+    last_good_at: float | None = None
+    last_error: str | None = None  # why the last round failed (None: it completed)
+    failures: int = 0  # rounds failed in a row
+    next_try_at: float | None = None  # the daemon's next round, when it runs them
+    took: list[str] = []  # skills the last completed round changed here
+    pushed: list[str] = []  # skills it sent
+    merged: list[str] = []
+    conflicts: list[SyncConflict] = []  # the latest, newest last
+    refused: list[SyncRefusal] = []  # of the last completed round
 
 
 class Intent(msgspec.Struct, kw_only=True):
@@ -326,3 +364,4 @@ class Status(_Part):
     library: LibraryInfo
     learnings: LearningsInfo
     batches: BatchesInfo = msgspec.field(default_factory=BatchesInfo)
+    sync: SyncInfo = msgspec.field(default_factory=SyncInfo)

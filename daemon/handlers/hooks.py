@@ -28,6 +28,7 @@ from claude_autoharness.daemon.learnings.state import load as load_learning_stat
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
+from claude_autoharness.daemon.skillsync import rounds as sync_rounds
 from claude_autoharness.daemon.spool import clip
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
@@ -219,9 +220,14 @@ class Hooks:
                 if i.project_root == root and i.status in ("landed", "rejected", "held")
                 and i.updated_at > since and i.proposal is not None]
         retired = self.live.promoter.archived_since(root, since)
-        if not done and not retired:
+        conflicts = [c for c in sync_rounds.load().conflicts if c.at > since]
+        if not done and not retired and not conflicts:
             return ""
         lines = ["🛠 autoharness skills since your last session:"]
+        for c in conflicts[-3:]:  # names were checked when the round read them
+            lines.append(f"  sync conflict on {c.skill} [user]: machine {c.kept}'s version is "
+                         f"live, machine {c.other}'s is in its history "
+                         f"(autoharnessctl skills history {c.skill})")
         for meta in retired[-4:]:  # archive names were checked when they landed
             lines.append(f"  archived {meta['name']} [{meta['layer']}] ({meta['reason']}: "
                          f"{meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns); "

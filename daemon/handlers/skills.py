@@ -10,7 +10,9 @@ from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.skillsync import rounds as sync_rounds
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol.replies import SkillView
 
 
 def _to(req: m.Skills) -> int | None:
@@ -45,6 +47,9 @@ class Skills:
             return m.Error(code="bad_request", message=str(e))
         if data is None:
             return m.Error(code="not_found", message=f"no skill named {req.name!r}")
+        if isinstance(data, SkillView) and data.info.layer == "user":
+            data.sync_conflicts = [c for c in sync_rounds.load().conflicts
+                                   if c.skill == data.info.name]
         return m.Ok(data=data)
 
     def skill_index(self, project_root: str | None) -> list[dict]:

@@ -42,6 +42,7 @@ class StatusSources:
     socket_path: str
     started_at: float
     batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
+    sync: Callable[[], r.SyncInfo] = r.SyncInfo  # the user layer's sync rounds
 
 
 class StatusReport:
@@ -104,6 +105,7 @@ class StatusReport:
             library=self.src.library(),
             learnings=learnings,
             batches=self.src.batches(),
+            sync=self.src.sync(),
         )
 
     def job_counts(self) -> r.JobCounts:

@@ -151,7 +151,7 @@ class Promoter:
         if p.action == "create":
             if plan.exists and self.owned(plan.skill_dir):
                 out.append(shape_finding("exists", f"{p.skill} exists: update or patch it"))
-            out += _duplicates(root, p.skill, description)
+            out += duplicates(root, p.skill, description)
             plan.skill_md = skillfile.render({"name": p.skill, "description": description}, new_body)
             return plan, out
         if not plan.exists:
@@ -336,6 +336,7 @@ class Promoter:
             "session": origin.get("session"), "job": origin.get("job"), "reason": reason,
             "evidence": ev_rel, "previous": fileops.sha_or_none(prev_md),
             "skill_md": fileops.sha_or_none(new_md),
+            **{k: origin[k] for k in ("machine", "origin_at") if origin.get(k) is not None},
         })
         new.append((PROVENANCE, json.dumps(prov, indent=1).encode()))
 
@@ -465,7 +466,7 @@ def _curator_findings(intent: Intent, plan: Plan, evidence: str) -> list[Finding
                     message=f"the evidence is not a quote of {plan.name}, the skill archived")]
 
 
-def _duplicates(root: str, name: str, description: str) -> list[Finding]:
+def duplicates(root: str, name: str, description: str) -> list[Finding]:
     """A `duplicate` finding for each live skill in `root` near the one being created."""
     out: list[Finding] = []
     try:

@@ -8,6 +8,7 @@
     archive/<name>/<landing>/ archived skills (meta.json + skill/), outside Claude Code's discovery
     uses.json                 skill dir → use count (since it landed or was restored)
     lifecycle.json            skill dir → its layer's turn count when it landed or was restored
+    synced-counts.json        skill dir → uses and turns other machines counted (a sync round)
 
 Every file is 0600 in a 0700 directory, written atomically (`fileops.write_path`).
 """
@@ -27,6 +28,7 @@ from claude_autoharness.protocol import paths
 
 USES = "uses.json"
 STAMPS = "lifecycle.json"
+SYNCED = "synced-counts.json"
 
 
 class StateDir:
@@ -142,6 +144,25 @@ class StateDir:
                 uses = self.uses()
                 if uses.pop(forget_uses_at, None) is not None:
                     fileops.write_path(self.p(USES), json.dumps(uses).encode())
+
+    def synced_counts(self) -> dict[str, tuple[int, int]]:
+        """Skill dir → (uses, turns) counted on the user's other machines (read from the sync
+        repository by the last round); {} without sync."""
+        try:
+            with open(self.p(SYNCED), "rb") as f:
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            return {}
+        out = {}
+        for k, v in (data.items() if isinstance(data, dict) else ()):
+            if isinstance(v, dict) and type(v.get("uses")) is int and type(v.get("turns")) is int:
+                out[k] = (v["uses"], v["turns"])
+        return out
+
+    def put_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
+        with self._counts_lock:
+            paths.make_private_dirs(self.path)
+            fileops.write_path(self.p(SYNCED), json.dumps(counts, sort_keys=True).encode())
 
     def _read_counts(self, name: str) -> dict[str, int]:
         """A state file mapping skill dirs to counts; unreadable or malformed reads as empty

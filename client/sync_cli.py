@@ -1,0 +1,138 @@
+"""`autoharnessctl sync [init REMOTE | status]`: the user layer travels through a git remote.
+
+`init` works on files (no daemon needed). A round goes through the daemon when it runs (it
+counts the turns, so its counts travel too) and runs here when it does not (skills only).
+"""
+
+import json
+import sys
+import time
+
+import msgspec
+
+from claude_autoharness.client.conn import DaemonNotRunning, ask
+from claude_autoharness.client.words import findings_text
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
+
+OPS = ("round", "init", "status")
+ROUND_TIMEOUT_S = 600.0
+FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "
+              "(credentials, ssh keys, network), then run `autoharnessctl sync` again")
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "never"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def read_info() -> r.SyncInfo:
+    """The sync state as the last round left it (no daemon needed)."""
+    try:
+        with open(paths.sync_state_file(), "rb") as f:
+            return msgspec.json.decode(f.read(), type=r.SyncInfo)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return r.SyncInfo()
+
+
+def format_info(info: r.SyncInfo) -> str:
+    if not info.configured:
+        return "sync: not set up (`autoharnessctl sync init REMOTE` to share the user layer)"
+    every = f"every {info.every_s:g}s" if info.every_s else "on `autoharnessctl sync` only"
+    lines = [f"sync: {info.remote} (this machine: {info.machine}; rounds {every})",
+             f"  last round {_ago(info.last_round_at)}, last good round {_ago(info.last_good_at)}"]
+    if info.last_error:
+        lines.append(f"  FAILING ({info.failures} in a row): {info.last_error}")
+        lines.append(f"  fix: {FIX_REMOTE}")
+    for label, names in (("took in", info.took), ("sent", info.pushed), ("merged", info.merged)):
+        if names:
+            lines.append(f"  {label}: {', '.join(names)}")
+    for c in info.conflicts[-5:]:
+        lines.append(f"  conflict {c.skill} ({_ago(c.at)}): machine {c.kept}'s version is live, "
+                     f"machine {c.other}'s is in its history (`autoharnessctl skills history "
+                     f"{c.skill}`, `skills revert {c.skill} --to N`)")
+    for x in info.refused:
+        lines.append(f"  refused {x.skill} from machine {x.machine}: {findings_text(x.findings)}")
+    return "\n".join(lines)
+
+
+def do_sync(args) -> int:
+    if args.op not in OPS:
+        print(f"autoharnessctl sync: unknown OP {args.op!r}: one of {', '.join(OPS)}",
+              file=sys.stderr)
+        return 2
+    if args.op == "init":
+        return _init(args)
+    if args.op == "status":
+        info = _ask(m.Sync(op="status")) or read_info()
+    else:
+        info = _ask(m.Sync(op="round")) or _offline_round()
+    if args.json:
+        print(json.dumps(msgspec.to_builtins(info), indent=2, sort_keys=True))
+    else:
+        print(format_info(info))
+    return 1 if info.last_error and args.op != "status" else 0
+
+
+def _ask(req: m.Sync) -> r.SyncInfo | None:
+    try:
+        return ask(req, r.SyncInfo, timeout=ROUND_TIMEOUT_S)
+    except DaemonNotRunning:
+        return None
+
+
+def _offline_round() -> r.SyncInfo:
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.daemon.skillsync import rounds
+    from claude_autoharness.protocol.config import load
+
+    cfg = load()
+    pr = Promoter(cfg.promoter, library=cfg.library)
+    pr.recover()
+    try:
+        return rounds.run(pr, cfg.sync, counts=False)
+    except (rounds.NotSetUp, rounds.Busy) as e:
+        print(f"autoharnessctl sync: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _init(args) -> int:
+    from claude_autoharness.daemon.skillsync import rounds
+    from claude_autoharness.daemon.skillsync.gitrepo import GitError
+
+    if not args.remote:
+        print("autoharnessctl sync init: name the git remote to sync through "
+              "(a URL, an ssh path, or a local bare repository)", file=sys.stderr)
+        return 2
+    try:
+        info = rounds.init(args.remote)
+    except GitError as e:
+        print(f"autoharnessctl sync init: the remote does not answer: {e.reason}\n"
+              f"  fix: {FIX_REMOTE}", file=sys.stderr)
+        return 1
+    except rounds.Busy as e:
+        print(f"autoharnessctl sync init: {e}", file=sys.stderr)
+        return 1
+    print(f"sync set up: {info.remote} (this machine is {info.machine}). Run "
+          "`autoharnessctl sync` for a round; set `sync.every_s` in the config to let the "
+          "daemon run them. What travels: docs/privacy.md")
+    return 0
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("sync", help="share the user layer's learned skills across your "
+                       "machines through a git remote",
+                       description="Share autoharness's user-layer skills, their history and "
+                       "their counts through a git remote of yours. `sync init REMOTE` sets it "
+                       "up; `sync` runs one round (fetch, take in what other machines landed, "
+                       "send what this one did); `sync status` shows the last rounds. "
+                       "Hand-written skills never leave this machine.")
+    s.add_argument("op", nargs="?", default="round", metavar="OP",
+                   help="round (default): one round now; init REMOTE: set up; "
+                   "status: the last rounds, conflicts and refusals")
+    s.add_argument("remote", nargs="?", metavar="REMOTE",
+                   help="init: a git remote (URL, ssh path, or a local bare repository)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.set_defaults(func=do_sync)

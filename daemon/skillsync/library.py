@@ -1,0 +1,252 @@
+"""The user layer as a sync round sees it, and every change a round makes to it.
+
+Only autoharness-owned skills are read (live ones by the promoter's own ownership test,
+archived ones from its archive); a hand-written skill is never read, sent or touched — a
+remote skill of the same name is refused here. Every change goes through the promoter as a
+landing of this machine: shaped, checked (well-formed, safe, contained, owned, the duplicate
+guard against this library), journaled and recorded in history, with provenance naming the
+machine the change came from.
+"""
+
+import os
+import re
+from dataclasses import dataclass
+
+from claude_autoharness.daemon.promote import guard, records, skillfile, validate
+from claude_autoharness.daemon.promote.land import Promoter, duplicates
+from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, SKILL_MD, Plan, read_nofollow
+from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy
+from claude_autoharness.protocol.replies import Finding, Outcome
+
+EVIDENCE_PREFIX = f"{PROVENANCE_DIR}/evidence/"
+_EVIDENCE = re.compile(re.escape(EVIDENCE_PREFIX) + r"[0-9a-f]{64}\.txt")
+
+
+@dataclass
+class Local:
+    copies: dict[str, Copy]  # autoharness's user-layer skills by name, live or archived
+    hand_written: set[str]  # names of live user-layer skills that are not ours
+    targets: dict[str, str]  # name -> the skill directory it lives (or lived) at
+
+
+def read(pr: Promoter, machine: str) -> Local:
+    root, _ = pr.layer_root("user", None)
+    assert root is not None  # the user layer always resolves
+    copies: dict[str, Copy] = {}
+    mine: set[str] = set()
+    targets: dict[str, str] = {}
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        names = []
+    for name in names:
+        d = os.path.join(root, name)
+        if not validate.name_is_contained(name) or not os.path.isfile(os.path.join(d, SKILL_MD)):
+            continue
+        targets[name] = d
+        if not pr.owned(d):
+            mine.add(name)
+            continue
+        copy = _live_copy(d, machine)
+        if copy is not None:
+            copies[name] = copy
+    latest: dict[str, dict] = {}
+    for meta in pr.statedir.archives():
+        if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine:
+            continue
+        if meta["name"] not in latest or meta["landing"] > latest[meta["name"]]["landing"]:
+            latest[meta["name"]] = meta
+    for name, meta in latest.items():
+        copy = _archived_copy(pr, meta, machine)
+        if copy is not None:
+            copies[name] = copy
+            targets.setdefault(name, meta["target"])
+    return Local(copies=copies, hand_written=mine, targets=targets)
+
+
+def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    content = {r: b for r, b in files.items() if not r.startswith(PROVENANCE_DIR + "/")}
+    extra = {r: b for r, b in files.items() if r.startswith(PROVENANCE_DIR + "/")}
+    return content, extra
+
+
+def _read_all(d: str) -> dict[str, bytes] | None:
+    out = {}
+    live, links = validate.scan_tree(d)
+    if links:
+        return None  # not ours to send
+    for rel in live:
+        data = read_nofollow(d, rel)
+        if data is None:
+            return None
+        out[rel] = data
+    prov = read_nofollow(d, f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}")
+    if prov is not None:
+        out[f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}"] = prov
+    ev_dir = os.path.join(d, PROVENANCE_DIR, "evidence")
+    if os.path.isdir(ev_dir) and not os.path.islink(ev_dir):
+        for fn in sorted(os.listdir(ev_dir)):
+            data = read_nofollow(d, EVIDENCE_PREFIX + fn)
+            if data is not None:
+                out[EVIDENCE_PREFIX + fn] = data
+    return out
+
+
+def _origin(landings: list[dict], machine: str) -> tuple[float, str]:
+    """(when, by which machine) the copy's version was made: a landing taken in from another
+    machine keeps that machine's time and id, so both sides judge a conflict alike."""
+    if not landings:
+        return 0.0, machine
+    last = landings[-1]
+    if last.get("source") == "sync" and isinstance(last.get("machine"), str):
+        at = last.get("origin_at")
+        return (float(at) if isinstance(at, int | float) else float(last["at"])), last["machine"]
+    return float(last["at"]), machine
+
+
+def _live_copy(d: str, machine: str) -> Copy | None:
+    files = _read_all(d)
+    if files is None:
+        return None
+    content, extra = _split(files)
+    prov = validate.read_provenance(d) or {}
+    at, by = _origin(prov.get("landings") or [], machine)
+    return Copy(status=LIVE, files=content, extra=extra, changed_at=at, changed_by=by)
+
+
+def _archived_copy(pr: Promoter, meta: dict, machine: str) -> Copy | None:
+    src = os.path.join(meta["path"], "skill")
+    files = _read_all(src)
+    if not files or SKILL_MD not in files:
+        return None
+    content, extra = _split(files)
+    by, at = meta.get("machine"), meta.get("origin_at")
+    return Copy(status=ARCHIVED, files=content, extra=extra,
+                changed_at=float(at if isinstance(at, int | float) else meta["archived_at"]),
+                changed_by=by if isinstance(by, str) else machine,
+                reason=str(meta.get("reason") or ""))
+
+
+# ---- changes: each one a landing of the promoter ---------------------------------------------
+
+
+def take(pr: Promoter, name: str, remote: Copy, expected: Copy | None,
+         machine: str) -> Outcome:
+    """Make the local copy of `name` equal `remote`, unless the library moved since the
+    round read it (then nothing is done: the next round sees the new state)."""
+    now = read(pr, machine)
+    if name in now.hand_written:
+        return Outcome.rejected(Finding(family="owned", code="not_owned",
+                                        message=f"{name} is a hand-written skill on this machine"))
+    current = now.copies.get(name)
+    if not _unchanged(current, expected):
+        return Outcome.rejected(Finding(family="landing", code="moved",
+                                        message="the skill changed here during the round"))
+    origin = {"source": "sync", "machine": remote.changed_by, "origin_at": remote.changed_at,
+              "reason": f"synced from machine {remote.changed_by}"
+                        + (f" ({remote.reason})" if remote.reason else "")}
+    if remote.status == ARCHIVED:
+        if current is None or current.status == ARCHIVED:
+            return Outcome(status="landed")  # nothing here to archive
+        return _archive(pr, name, remote.reason or "synced", origin)
+    if current is not None and current.status == ARCHIVED:
+        out = pr.restore(name, layer="user")
+        if out.status != "landed":
+            return out
+        current = read(pr, machine).copies.get(name)
+        if current is not None and current.same(remote):
+            return out
+    return _write(pr, name, remote, origin, create=current is None)
+
+
+def _unchanged(a: Copy | None, b: Copy | None) -> bool:
+    return (a is None and b is None) or (a is not None and a.same(b))
+
+
+def _write(pr: Promoter, name: str, copy: Copy, origin: dict, *, create: bool) -> Outcome:
+    root, anchor = pr.layer_root("user", None)
+    assert root is not None
+    try:
+        texts = {rel: data.decode("utf-8") for rel, data in copy.files.items()}
+    except UnicodeDecodeError:
+        return Outcome.rejected(Finding(family="well_formed", code="binary",
+                                        message=f"{name} holds a file that is not UTF-8 text"))
+    skill_md = texts.pop(SKILL_MD, None)
+    if skill_md is None:
+        return Outcome.rejected(Finding(family="well_formed", code="schema",
+                                        message=f"{name} has no SKILL.md"))
+    with pr.statedir.locked():
+        plan = Plan(action="create" if create else "update", layer="user", name=name,
+                    root=root, anchor=anchor, state=pr.state, skill_md=skill_md)
+        if not validate.name_is_contained(name):
+            return Outcome.rejected(Finding(family="contained", code="name",
+                                            message="not a plain skill name"))
+        target = plan.skill_dir
+        plan.exists = os.path.lexists(target)
+        plan.live = validate.scan_tree(target)[0] if plan.exists else {}
+        plan.writes = {rel: t for rel, t in texts.items()
+                       if read_nofollow(target, rel) != t.encode()}
+        plan.removes = sorted(r for r in plan.live if r != SKILL_MD and r not in texts)
+        evidence = {rel: data for rel, data in copy.extra.items() if _EVIDENCE.fullmatch(rel)}
+        findings = pr.check(plan)
+        # what travels beside the skill is checked like it: no secret lands in a quote either
+        try:
+            beside = {rel: data.decode("utf-8") for rel, data in copy.extra.items()}
+        except UnicodeDecodeError:
+            return Outcome.rejected(Finding(family="well_formed", code="binary",
+                                            message=f"{name}: provenance that is not text"))
+        findings += guard.scan(beside, pr.redactor)
+        if create:
+            try:
+                fields, _ = skillfile.parse(skill_md)
+            except skillfile.SkillFormatError:
+                fields = {}
+            findings += duplicates(root, name, str(fields.get("description") or ""))
+        if findings:
+            return Outcome.rejected(*findings)
+        base = records.parse_provenance(copy.extra.get(
+            f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}", b"")) or {}
+        base.pop("target", None)
+        if plan.exists and not base:
+            base = validate.read_provenance(target) or {}
+        out = pr.run(pr.write_record(plan, origin, extra=evidence, base_prov=base))
+    if out.status == "landed" and create:
+        pr.stamp(plan.skill_dir, "user", None)  # its probation starts here
+    return out
+
+
+def _archive(pr: Promoter, name: str, reason: str, origin: dict) -> Outcome:
+    root, anchor = pr.layer_root("user", None)
+    assert root is not None
+    with pr.statedir.locked():
+        plan = Plan(action="archive", layer="user", name=name, root=root, anchor=anchor,
+                    state=pr.state)
+        plan.exists = os.path.lexists(plan.skill_dir)
+        if not plan.exists or not pr.owned(plan.skill_dir):
+            return Outcome.rejected(Finding(family="owned", code="not_owned",
+                                            message=f"{name} is not an autoharness skill"))
+        plan.live = validate.scan_tree(plan.skill_dir)[0]
+        findings = pr.check(plan)
+        if findings:
+            return Outcome.rejected(*findings)
+        rec = pr.archive_record(plan, origin, reason=reason)
+        rec["meta"].update(machine=origin["machine"], origin_at=origin["origin_at"])
+        return pr.run(rec)
+
+
+def keep_in_history(pr: Promoter, name: str, loser: Copy, winner: Copy, machine: str) -> Outcome:
+    """A conflict's losing version goes into the skill's history (restorable with
+    `skills revert`), and the winning one is landed back on top of it."""
+    origin = {"source": "sync", "machine": loser.changed_by, "origin_at": loser.changed_at,
+              "reason": f"sync conflict: the version of machine {loser.changed_by}, kept in "
+                        f"history (machine {winner.changed_by}'s version won)"}
+    current = read(pr, machine).copies.get(name)
+    if loser.status == LIVE and current is not None and current.status == LIVE:
+        out = _write(pr, name, loser, origin, create=False)
+        if out.status != "landed":
+            return out
+        win_origin = {"source": "sync", "machine": winner.changed_by,
+                      "origin_at": winner.changed_at,
+                      "reason": f"sync conflict: machine {winner.changed_by}'s version won"}
+        return _write(pr, name, winner, win_origin, create=False)
+    return Outcome(status="landed")
