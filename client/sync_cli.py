@@ -84,36 +84,26 @@ def _ask(req: m.Sync) -> r.SyncInfo | None:
 
 
 def _offline_round() -> r.SyncInfo:
-    from claude_autoharness.daemon.promote.land import Promoter
-    from claude_autoharness.daemon.skillsync import rounds
-    from claude_autoharness.protocol.config import load
+    from claude_autoharness.daemon import offline
 
-    cfg = load()
-    pr = Promoter(cfg.promoter, library=cfg.library)
-    pr.recover()
     try:
-        return rounds.run(pr, cfg.sync, counts=False)
-    except (rounds.NotSetUp, rounds.Busy) as e:
+        return offline.sync_round()
+    except ValueError as e:
         print(f"autoharnessctl sync: {e}", file=sys.stderr)
         raise SystemExit(1) from None
 
 
 def _init(args) -> int:
-    from claude_autoharness.daemon.skillsync import rounds
-    from claude_autoharness.daemon.skillsync.gitrepo import GitError
+    from claude_autoharness.daemon import offline
 
     if not args.remote:
         print("autoharnessctl sync init: name the git remote to sync through "
               "(a URL, an ssh path, or a local bare repository)", file=sys.stderr)
         return 2
     try:
-        info = rounds.init(args.remote)
-    except GitError as e:
-        print(f"autoharnessctl sync init: the remote does not answer: {e.reason}\n"
-              f"  fix: {FIX_REMOTE}", file=sys.stderr)
-        return 1
-    except rounds.Busy as e:
-        print(f"autoharnessctl sync init: {e}", file=sys.stderr)
+        info = offline.sync_init(args.remote)
+    except ValueError as e:
+        print(f"autoharnessctl sync init: {e}\n  fix: {FIX_REMOTE}", file=sys.stderr)
         return 1
     print(f"sync set up: {info.remote} (this machine is {info.machine}). Run "
           "`autoharnessctl sync` for a round; set `sync.every_s` in the config to let the "

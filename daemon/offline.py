@@ -306,6 +306,35 @@ def promoter(cfg=None):
     return Promoter((cfg or load_config()).promoter)
 
 
+def sync_init(remote: str):
+    """`sync init REMOTE`: set the sync repository up; ValueError says why it could not be."""
+    from claude_autoharness.daemon.skillsync import rounds
+    from claude_autoharness.daemon.skillsync.gitrepo import GitError
+
+    try:
+        return rounds.init(remote)
+    except GitError as e:
+        raise ValueError(f"the remote does not answer: {e.reason}") from None
+    except rounds.Busy as e:
+        raise ValueError(str(e)) from None
+
+
+def sync_round():
+    """One sync round in this process (no daemon runs): skills travel, counts do not (the
+    daemon counts the turns). ValueError: not set up, or a round is already running."""
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.daemon.skillsync import rounds
+    from claude_autoharness.protocol.config import load as load_config
+
+    cfg = load_config()
+    pr = Promoter(cfg.promoter, library=cfg.library)
+    pr.recover()
+    try:
+        return rounds.run(pr, cfg.sync, counts=False)
+    except (rounds.NotSetUp, rounds.Busy) as e:
+        raise ValueError(str(e)) from None
+
+
 def __getattr__(name: str):
     """Library constants and helpers the export and publish verbs use, loaded on first use."""
     if name in ("PROVENANCE_DIR", "PROVENANCE_FILE", "TMP_PREFIX", "read_nofollow",

@@ -471,6 +471,8 @@ def test_the_cli_sets_up_and_runs_rounds_offline_and_through_the_daemon(world):
     assert "sync set up" in out.stdout
     bad = ctl("sync", "init", str(world["tmp"] / "nowhere.git"), env=fresh.env)
     assert bad.returncode == 1 and "fix:" in bad.stderr
+    # the remote that answered stays set up
+    assert f"sync: {world['remote']}" in ctl("sync", "status", env=fresh.env).stdout
     assert ctl("sync", "init", str(world["remote"]), env=fresh.env).returncode == 0
     out = ctl("sync", env=a.env)  # no daemon: a round here, skills only
     assert out.returncode == 0, out.stderr

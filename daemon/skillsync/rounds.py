@@ -107,10 +107,15 @@ def init(remote: str, *, clock: Callable[[], float] = time.time) -> SyncInfo:
     with round_lock():
         info = load()
         gitrepo.init(repo_dir(), remote)
+        try:
+            gitrepo.fetch(repo_dir())  # raises with git's reason when the remote does not answer
+        except GitError:
+            if info.configured:  # the remote that worked stays in use
+                gitrepo.init(repo_dir(), info.remote)
+            raise
         info.configured, info.remote = True, remote
         info.machine = info.machine or secrets.token_hex(6)
         _save(info)
-        gitrepo.fetch(repo_dir())  # raises with git's reason when the remote does not answer
         return info
 
 
