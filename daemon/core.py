@@ -16,7 +16,7 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.capture.source import transcript_roots
+from claude_autoharness.daemon.capture.source import list_transcripts, transcript_roots
 from claude_autoharness.daemon.handlers.hooks import Hooks
 from claude_autoharness.daemon.handlers.jobs import Jobs
 from claude_autoharness.daemon.handlers.learnings import Learnings
@@ -163,12 +163,12 @@ class Daemon:
         """Read what is new in a project's transcripts now (blocking): a session started right
         after the previous one ended must not wait for the watcher to get there (it may not
         even watch yet, when this very session's first hook started the daemon)."""
-        try:
-            names = [n for n in os.listdir(project_dir) if n.endswith(".jsonl")]
+        try:  # listed only beneath the roots: a `../` from a hook lists nothing outside
+            found = list_transcripts(project_dir, self.watcher.roots)
         except OSError:
             return
-        for name in names:
-            self.watcher.scan_until_done(os.path.join(project_dir, name))
+        for path in found:
+            self.watcher.scan_until_done(path)
 
     def persist_now(self) -> None:
         self.book.persist_now()

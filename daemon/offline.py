@@ -38,8 +38,9 @@ def capture_packet(path: str, start: int = 0) -> dict:
 
     cfg = load_config()
     try:
-        real = resolve(path, transcript_roots(cfg.capture.transcript_roots))
-        packet = build_packet(real, start, cfg.capture, make_redactor(cfg))
+        roots = transcript_roots(cfg.capture.transcript_roots)
+        packet = build_packet(resolve(path, roots), start, cfg.capture, make_redactor(cfg),
+                              roots=roots)
     except TranscriptRefused as e:
         raise OfflineError(f"not reading {path}: {e.reason}") from None
     except OSError as e:

@@ -26,7 +26,12 @@ from typing import Protocol, runtime_checkable
 
 import structlog
 
-from claude_autoharness.daemon.capture.source import TranscriptRefused, open_regular, resolve
+from claude_autoharness.daemon.capture.source import (
+    TranscriptRefused,
+    open_transcript,
+    stat_transcript,
+    walk_transcripts,
+)
 
 log = structlog.get_logger("autoharness.watcher")
 
@@ -264,7 +269,7 @@ class TranscriptWatcher:
 
     def _scan_path(self, path: str) -> bool:
         try:
-            fd = open_regular(resolve(path, self.roots))
+            fd = open_transcript(path, self.roots)
         except FileNotFoundError:
             self.forget(path)
             return False
@@ -330,6 +335,12 @@ class TranscriptWatcher:
         finally:
             os.close(fd)
 
+    def _inside(self, path: str) -> bool:
+        """Whether `path`'s directory lies in the roots (the file itself may still be refused,
+        and is then named in the log: a name in our own directory)."""
+        d = os.path.realpath(os.path.dirname(path))
+        return any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in self.roots)
+
     def _note_refusal(self, path: str, reason: str) -> None:
         """A FIFO, socket, device or symlink leaving the roots is never read; said once."""
         if self.refused.get(path) != reason:
@@ -366,20 +377,16 @@ class TranscriptWatcher:
         """Every transcript under the projects dir (modified within `lookback_s`), newest first."""
         found = []
         cutoff = None if lookback_s is None else self.clock() - lookback_s
-        for root, _dirs, files in os.walk(self.projects_dir):
-            for name in files:
-                if not name.endswith(SUFFIX):
-                    continue
-                p = os.path.join(root, name)
-                try:
-                    mtime = os.stat(resolve(p, self.roots)).st_mtime
-                except TranscriptRefused as e:
-                    self._note_refusal(p, e.reason)
-                    continue
-                except OSError:
-                    continue
-                if cutoff is None or mtime >= cutoff:
-                    found.append((mtime, p))
+        for p in walk_transcripts(self.projects_dir, self.roots):
+            try:
+                mtime = stat_transcript(p, self.roots).st_mtime
+            except TranscriptRefused as e:
+                self._note_refusal(p, e.reason)
+                continue
+            except OSError:
+                continue
+            if cutoff is None or mtime >= cutoff:
+                found.append((mtime, p))
         found.sort(reverse=True)
         return [p for _, p in found]
 
@@ -480,12 +487,13 @@ class TranscriptWatcher:
         self.last_event_at = self.clock()
         paths: list[str] = []
         for change, path in changes:
+            if not self._inside(path):
+                continue  # a watch that followed a link out: not ours to read or name
             if path.endswith(SUFFIX):
                 paths.append(path)
             elif int(change) == 1 and os.path.isdir(path):
                 # a new directory: its files may predate the watch on it
-                for root, _dirs, files in os.walk(path):
-                    paths += [os.path.join(root, f) for f in files if f.endswith(SUFFIX)]
+                paths += walk_transcripts(path, self.roots)
         for p in dict.fromkeys(paths):
             async with lock:
                 await anyio.to_thread.run_sync(self.scan_until_done, p)

@@ -16,10 +16,11 @@ several content blocks per record) and new (2.x: one content block per line, `pr
 """
 
 import os
+from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.capture.source import open_transcript
 from claude_autoharness.daemon.capture.window import BackwardLines, find_end
 
 MAX_LINE_BYTES = 1024 * 1024
@@ -123,6 +124,7 @@ def build_digest(
     max_scan_bytes: int = 4 * 1024 * 1024,
     max_line_bytes: int = MAX_LINE_BYTES,
     redactor=None,
+    roots: Sequence[str] | None = None,
 ) -> Digest:
     """The digest of the transcript before byte offset `before` (the window's start).
 
@@ -130,7 +132,7 @@ def build_digest(
     can never cut a secret in half and leave its start unredacted. Raises OSError only if the
     file cannot be opened.
     """
-    fd = open_regular(path)
+    fd = open_transcript(path, roots)
     try:
         size = os.fstat(fd).st_size
         before = max(0, min(int(before), size))

@@ -6,6 +6,7 @@ capture`), so a user can audit what would leave the machine.
 """
 
 import os
+from collections.abc import Sequence
 
 import msgspec
 
@@ -42,26 +43,28 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
 
 def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
                  expect_inode: int | None = None,
-                 expect_size: int | None = None) -> Packet:
+                 expect_size: int | None = None,
+                 roots: Sequence[str] | None = None) -> Packet:
     """Window from watermark `start`, digest before it, both redacted with `redactor`.
 
     The window carries conversation records only (`CONVERSATION_TYPES`); bookkeeping records
     are left out before its byte cap and counted.
 
-    `capture_cfg` is a `CaptureConfig`. Blocking file I/O: call it from a worker thread.
+    Both are read through `source.open_transcript` beneath `roots` (None: only the file
+    itself is checked, for a path the user named). `capture_cfg` is a `CaptureConfig`. Blocking file I/O: call it from a worker thread.
     Raises OSError if the transcript cannot be read.
     """
     win = cut_window(path, start,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,
                      expect_inode=expect_inode, expect_size=expect_size,
-                     record_types=CONVERSATION_TYPES)
+                     record_types=CONVERSATION_TYPES, roots=roots)
     dig = build_digest(path, win.start,
                        exchanges=capture_cfg.digest_exchanges,
                        max_chars=capture_cfg.digest_max_chars,
                        max_bytes=capture_cfg.digest_max_bytes,
                        max_scan_bytes=capture_cfg.digest_max_scan_bytes,
-                       redactor=redactor)
+                       redactor=redactor, roots=roots)
     redactions: dict[str, int] = {}
     window_bytes, counts = redactor.redact_bytes(win.data)
     _add(redactions, counts)

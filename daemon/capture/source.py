@@ -1,24 +1,33 @@
 """Which files may be read as transcripts, and the one way they are opened.
 
 A transcript path comes from outside: a hook event, a session, a CLI argument, a file the
-watcher found. It is used only when its real path is a regular file inside an allowed root
-(`$CLAUDE_CONFIG_DIR/projects` plus the configured `capture.transcript_roots`); anything else
-(a symlink leaving the roots, a FIFO, a socket, a device, a directory) is refused with a reason
-before a byte is read. Every transcript read opens its file with `open_regular`: no final symlink
-is followed and the open never blocks (`O_NOFOLLOW | O_NONBLOCK`), then `fstat` must say regular
-file. A FIFO would otherwise wedge the reading thread forever, and a file swapped for a symlink
-between the check and the open fails the open instead of being read.
+watcher found. It is read only through `open_transcript`, which holds these invariants:
+
+- its real path lies inside an allowed root (`$CLAUDE_CONFIG_DIR/projects`, the replay copies,
+  the configured `capture.transcript_roots`), else it is refused with the reason;
+- every component beneath the root is opened relative to its parent's descriptor with
+  `O_NOFOLLOW` (directories also `O_DIRECTORY`): a directory swapped for a symlink between the
+  check and the open fails the open instead of leading outside, whatever the timing;
+- the opened file is re-checked with `fstat`: a regular file (never a FIFO, which would wedge
+  the reading thread, a socket or a device; the open is `O_NONBLOCK`), owned by this user,
+  with exactly one link (a hard link under the root can name any file of ours outside it).
+
+Directories are listed only through `list_transcripts`, by the same walk: a `../` in a path
+from a hook never makes the daemon list, or log the names of, a directory outside the roots.
+`open_regular` is for the few files that are not transcripts (a project's own config).
 """
 
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from claude_autoharness.protocol import paths
 
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_CLOEXEC", 0))
+SUFFIX = ".jsonl"
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 
 
 class TranscriptRefused(OSError):
@@ -51,33 +60,149 @@ def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def resolve(path: str | os.PathLike, roots: Iterable[str]) -> str:
-    """The real path of `path` if it is a regular file inside one of `roots` (real paths, see
-    `transcript_roots`); raise TranscriptRefused otherwise. Never opens the file."""
+def _beneath(path: str | os.PathLike, roots: Sequence[str] | None) -> tuple[str, str, list[str]]:
+    """(real path, its root, the components below the root). `roots` None: the file's own
+    directory is its root, so only the file itself is checked (a path the user named)."""
     path = os.fspath(path)
     if not path or "\0" in path:
         raise TranscriptRefused(path, "empty or invalid path")
     real = os.path.realpath(path)
-    if not any(_within(real, r) for r in roots):
-        raise TranscriptRefused(path, f"{real} is outside the transcript roots "
-                                      f"({', '.join(roots)}); add its directory to "
-                                      "`capture.transcript_roots` to allow it")
+    if roots is None:
+        return real, os.path.dirname(real), [os.path.basename(real)]
+    for r in roots:
+        if _within(real, r):
+            rel = real[len(r.rstrip(os.sep)):].strip(os.sep)
+            return real, r, rel.split(os.sep) if rel else []
+    raise TranscriptRefused(path, f"{real} is outside the transcript roots "
+                                  f"({', '.join(roots)}); add its directory to "
+                                  "`capture.transcript_roots` to allow it")
+
+
+def _walk(path: str, root: str, dirs: list[str]) -> int:
+    """A descriptor of `root`/`dirs`, each directory opened beneath the one before without
+    following a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     try:
-        st = os.lstat(real)
-    except FileNotFoundError:
+        for name in dirs:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise TranscriptRefused(path, f"{name!r} on the way is a link or not a "
+                                                  "directory (not followed)") from None
+                raise
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
         raise
-    except OSError as e:
-        raise TranscriptRefused(path, f"cannot stat: {e.strerror}") from None
+    return fd
+
+
+def _check(path: str, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise TranscriptRefused(path, f"{_kind(st.st_mode)}, not a regular file")
-    return real
+    if st.st_uid != os.getuid():
+        raise TranscriptRefused(path, f"owned by uid {st.st_uid}, not you ({os.getuid()})")
+    if st.st_nlink != 1:
+        raise TranscriptRefused(path, f"has {st.st_nlink} hard links (a hard link can bring "
+                                      "in a file from outside the roots)")
+
+
+def open_transcript(path: str | os.PathLike, roots: Sequence[str] | None) -> int:
+    """The one way a transcript is opened: read-only, never blocking, every component beneath
+    its root without following a link, and only a regular file of ours with one link (see the
+    module's invariants). The caller closes the descriptor. Raises TranscriptRefused with the
+    reason, FileNotFoundError when it is gone."""
+    shown = os.fspath(path)
+    real, root, parts = _beneath(path, roots)
+    if not parts:
+        raise TranscriptRefused(shown, "a directory, not a regular file")
+    dfd = _walk(shown, root, parts[:-1])
+    try:
+        name = parts[-1]
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)  # names what it is, first
+        if stat.S_ISLNK(st.st_mode):
+            raise TranscriptRefused(shown, "a symlink (not followed)")
+        if not stat.S_ISREG(st.st_mode):
+            raise TranscriptRefused(shown, f"{_kind(st.st_mode)}, not a regular file")
+        try:
+            fd = os.open(name, _FILE_FLAGS, dir_fd=dfd)
+        except OSError as e:  # swapped since the stat
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                raise TranscriptRefused(shown, "changed while it was opened") from None
+            raise
+    finally:
+        os.close(dfd)
+    try:
+        _check(shown, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def stat_transcript(path: str | os.PathLike, roots: Sequence[str] | None) -> os.stat_result:
+    """`fstat` of the transcript as `open_transcript` opens it."""
+    fd = open_transcript(path, roots)
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def resolve(path: str | os.PathLike, roots: Sequence[str]) -> str:
+    """The real path of `path` if `open_transcript` would open it under `roots` (real paths,
+    see `transcript_roots`); raise TranscriptRefused otherwise. Reads no byte of it."""
+    stat_transcript(path, roots)
+    return os.path.realpath(path)
+
+
+def list_transcripts(directory: str | os.PathLike, roots: Sequence[str]) -> list[str]:
+    """The `*.jsonl` files directly in `directory` (named below it as given), listed
+    through a descriptor reached by the same walk: a directory outside the roots, or reached
+    through a link, raises TranscriptRefused before anything in it is listed."""
+    shown = os.fspath(directory)
+    real, root, parts = _beneath(directory, roots)
+    fd = _walk(shown, root, parts)
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
+    return [os.path.join(shown, n) for n in sorted(names) if n.endswith(SUFFIX)]
+
+
+def walk_transcripts(directory: str | os.PathLike, roots: Sequence[str]) -> list[str]:
+    """Every `*.jsonl` under `directory` (named below it as given), recursively, by `os.fwalk`
+    from a descriptor reached by the same walk (fwalk opens each subdirectory beneath its
+    parent and follows no link): nothing outside the roots is listed. A directory that is not under them lists nothing."""
+    shown = os.fspath(directory)
+    try:
+        real, root, parts = _beneath(directory, roots)
+    except TranscriptRefused:
+        return []
+    top = parts[-1] if parts else real
+    try:
+        fd = _walk(shown, root, parts[:-1]) if parts else None
+    except OSError:
+        return []
+    found = []
+    try:
+        for here, _dirs, files, _fd in os.fwalk(top, dir_fd=fd):
+            base = shown + here[len(top):]  # named as the caller named the directory
+            found += [os.path.join(base, f) for f in files if f.endswith(SUFFIX)]
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return found
 
 
 def open_regular(path: str | os.PathLike) -> int:
-    """Open `path` read-only without following a final symlink and without blocking; the
-    descriptor is returned only if it is a regular file (the caller closes it)."""
+    """Open a file that is not a transcript (a project's config, a git pointer) read-only,
+    without following a final symlink and without blocking; the descriptor is returned only
+    if it is a regular file (the caller closes it). Transcripts go through `open_transcript`."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, _FILE_FLAGS)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise TranscriptRefused(os.fspath(path), "a symlink (not followed)") from None

@@ -17,17 +17,18 @@ The window is bounded three ways:
   not O(file). An over-long line is never buffered whole: only its head is kept while scanning
   back to its start.
 
-The transcript is opened read-only (`source.open_regular`: never a FIFO, a device or a final
-symlink) and the bytes before the watermark are never read (except
+The transcript is opened read-only by `source.open_transcript` (beneath its root, never
+through a link, never a FIFO or a device) and the bytes before the watermark are never read (except
 one byte when the watermark is already known to be invalid, to align the re-read).
 """
 
 import os
 import re
+from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.capture.source import open_transcript
 
 CHUNK = 64 * 1024
 DEFAULT_MAX_SCAN_BYTES = 16 * 1024 * 1024
@@ -250,6 +251,7 @@ def cut_window(
     fallback_bytes: int | None = None,
     max_scan_bytes: int | None = None,
     record_types: frozenset[str] | None = None,
+    roots: Sequence[str] | None = None,
 ) -> Window:
     """Cut the window of `path` from watermark `start` to its last complete line.
 
@@ -264,7 +266,7 @@ def cut_window(
     max_window_bytes = max(1, int(max_window_bytes))
     budget = max_scan_bytes if max_scan_bytes is not None else DEFAULT_MAX_SCAN_BYTES
     budget = max(budget, max_window_bytes + CHUNK)
-    fd = open_regular(path)
+    fd = open_transcript(path, roots)
     try:
         st = os.fstat(fd)
         size, inode = st.st_size, st.st_ino
@@ -361,10 +363,10 @@ def cut_window(
     )
 
 
-def tail_start(path: str | os.PathLike, nbytes: int) -> int:
+def tail_start(path: str | os.PathLike, nbytes: int, *, roots: Sequence[str] | None = None) -> int:
     """A line start about `nbytes` before the end of `path` (0 for a shorter file): a watermark
     for "the recent past" that does not begin the window mid-record. Reads at most one chunk."""
-    fd = open_regular(path)
+    fd = open_transcript(path, roots)
     try:
         size = os.fstat(fd).st_size
         lo = max(0, size - max(0, int(nbytes)))

@@ -58,7 +58,7 @@ class Jobs:
         try:
             packet = await anyio.to_thread.run_sync(
                 lambda: build_packet(resolve(path, roots), start or 0, cfg.capture, redactor,
-                                     expect_inode=inode, expect_size=size))
+                                     expect_inode=inode, expect_size=size, roots=roots))
         except TranscriptRefused as e:
             log.warning("transcript refused", path=e.path, reason=e.reason)
             self.book.refused(e.path, e.reason)

@@ -14,11 +14,11 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.capture.source import open_transcript
 from claude_autoharness.protocol import paths
 
 PREFIX = b"<!-- learning"
@@ -194,12 +194,13 @@ def extract_markers(data, *, source: str = "", start: int = 0, end: int | None =
     return out
 
 
-def scan_file(path: str) -> list[Marker]:
-    """Markers of one transcript on disk (its complete lines)."""
-    return scan_range(path)[0]
+def scan_file(path: str, roots: Sequence[str] | None = None) -> list[Marker]:
+    """Markers of one transcript on disk (its complete lines), opened beneath `roots`."""
+    return scan_range(path, roots=roots)[0]
 
 
-def scan_range(path: str, start: int = 0) -> tuple[list[Marker], int]:
+def scan_range(path: str, start: int = 0, *, roots: Sequence[str] | None = None
+               ) -> tuple[list[Marker], int]:
     """Markers of a transcript on disk from byte `start`, and the offset after its last complete
     line (a line still being written has no newline yet: it is left for the next scan).
 
@@ -213,7 +214,7 @@ def scan_range(path: str, start: int = 0) -> tuple[list[Marker], int]:
     pending: list[bytes] = []  # pieces of a line not finished yet
     pending_size = 0
     skipping = False  # inside an over-long line: drop bytes up to its newline
-    with open(open_regular(path), "rb") as f:  # never a FIFO or a device: see capture.source
+    with open(open_transcript(path, roots), "rb") as f:  # see capture.source
         f.seek(start)
         while block := f.read(READ_CHUNK):
             nl = block.rfind(b"\n")

@@ -6,10 +6,11 @@ The texts match atl's `learning-capture` output so its users see what they know.
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 
 import msgspec
 
+from claude_autoharness.daemon.capture.source import list_transcripts, stat_transcript
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
 
 SAVE_COMMAND = "/save-learnings"
@@ -91,38 +92,39 @@ def status_json(indexer: MarkerIndexer, processed_for: Callable[[str], Container
 
 
 def previous_transcripts(project_dir: str, since: float, lookback_days: int = 7,
-                         *, now: float | None = None) -> list[str]:
+                         *, now: float | None = None,
+                         roots: Sequence[str] | None = None) -> list[str]:
     """Top-level transcripts of a Claude Code project dir modified after the cutoff, oldest
-    first. The cutoff is `since` (last save), or `lookback_days` back on first use (since 0)."""
+    first. The cutoff is `since` (last save), or `lookback_days` back on first use (since 0).
+    Listed and opened beneath `roots` only (None: the directory itself is the root)."""
     now = time.time() if now is None else now
     cutoff = since if since > 0 else now - lookback_days * 86_400
+    roots = [os.path.realpath(project_dir)] if roots is None else roots
     found = []
     try:
-        entries = os.scandir(project_dir)
+        names = list_transcripts(project_dir, roots)
     except OSError:
         return []
-    with entries:
-        for e in entries:
-            if not e.name.endswith(".jsonl"):
-                continue
-            try:
-                st = e.stat()
-            except OSError:
-                continue
-            if e.is_file() and st.st_mtime > cutoff:
-                found.append((st.st_mtime, e.path))
+    for p in names:
+        try:
+            st = stat_transcript(p, roots)
+        except OSError:
+            continue
+        if st.st_mtime > cutoff:
+            found.append((st.st_mtime, p))
     return [p for _, p in sorted(found)]
 
 
 def scan_previous_transcripts(project_dir: str, since: float, lookback_days: int = 7,
-                              *, processed_ids: Container[str] = (), now: float | None = None
-                              ) -> list[Marker]:
+                              *, processed_ids: Container[str] = (), now: float | None = None,
+                              roots: Sequence[str] | None = None) -> list[Marker]:
     """Offline report: unprocessed markers of the transcripts `previous_transcripts` picks,
     oldest transcript first, each id once. An unreadable transcript is skipped."""
+    roots = [os.path.realpath(project_dir)] if roots is None else roots
     found: list[Marker] = []
-    for path in previous_transcripts(project_dir, since, lookback_days, now=now):
+    for path in previous_transcripts(project_dir, since, lookback_days, now=now, roots=roots):
         try:
-            found.extend(scan_file(path))
+            found.extend(scan_file(path, roots))
         except (OSError, ValueError):
             continue
     return [m for m in dedupe(found) if not is_processed(m, processed_ids)]

@@ -40,7 +40,7 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
                 found += known
                 continue
             try:
-                found += scan_file(resolve(t, roots))
+                found += scan_file(resolve(t, roots), roots)
             except TranscriptRefused as e:
                 log.warning("transcript refused", path=t, reason=e.reason)
         return pending(found, st.processed_ids)
@@ -48,7 +48,9 @@ def project_markers(slug: str, indexer: MarkerIndexer | None, *, lookback_days: 
         return pending(indexer.unprocessed(slug, set(st.processed_ids)), st.processed_ids)
     project_dir = os.path.join(paths.claude_projects_dir(), slug)
     return pending(rp.scan_previous_transcripts(project_dir, st.last_processed_at, lookback_days,
-                                                processed_ids=st.processed_ids), st.processed_ids)
+                                                processed_ids=st.processed_ids,
+                                                roots=transcript_roots() if roots is None else roots),
+                   st.processed_ids)
 
 
 def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, lookback_days: int,

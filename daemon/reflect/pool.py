@@ -23,7 +23,12 @@ import structlog
 
 from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
-from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
+from claude_autoharness.daemon.capture.source import (
+    TranscriptRefused,
+    resolve,
+    stat_transcript,
+    transcript_roots,
+)
 from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.learnings.markers import markers_in_text
 from claude_autoharness.daemon.live import Live
@@ -358,18 +363,19 @@ class ReflectorPool:
         if not job.transcript_path:
             return None  # the hooks never named a transcript: only /learn text to go on
         capture = self.live.cfg.capture
-        path = resolve(job.transcript_path, transcript_roots(capture.transcript_roots))
+        roots = transcript_roots(capture.transcript_roots)
+        path = resolve(job.transcript_path, roots)
         s = self.book.session(job.session_id)
         start = max(job.window_start, s.watermark) if s else job.window_start
         inode = s.wm_inode if s and s.wm_inode else None
         size = s.wm_size if s and s.wm_size else None
         if job.kind == "learn":
-            st = os.stat(path)
+            st = stat_transcript(path, roots)
             if start >= st.st_size:  # nothing new: reflect on the recent past instead
-                start = tail_start(path, capture.max_window_bytes)
+                start = tail_start(path, capture.max_window_bytes, roots=roots)
                 inode = size = None
         return build_packet(path, start, capture, self.live.redactor,
-                            expect_inode=inode, expect_size=size)
+                            expect_inode=inode, expect_size=size, roots=roots)
 
     def queued_marker_texts(self) -> list[str]:
         return queued_marker_texts(self.intents.list())
