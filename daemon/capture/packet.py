@@ -51,8 +51,8 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
     are left out before its byte cap and counted.
 
     Both are read through `source.open_transcript` beneath `roots` (None: only the file
-    itself is checked, for a path the user named). `capture_cfg` is a `CaptureConfig`. Blocking file I/O: call it from a worker thread.
-    Raises OSError if the transcript cannot be read.
+    itself is checked, for a path the user named). `capture_cfg` is a `CaptureConfig`.
+    Blocking file I/O: call it from a worker thread. Raises OSError if the transcript cannot be read.
     """
     win = cut_window(path, start,
                      max_record_bytes=capture_cfg.max_record_bytes,

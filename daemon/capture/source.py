@@ -175,7 +175,8 @@ def list_transcripts(directory: str | os.PathLike, roots: Sequence[str]) -> list
 def walk_transcripts(directory: str | os.PathLike, roots: Sequence[str]) -> list[str]:
     """Every `*.jsonl` under `directory` (named below it as given), recursively, by `os.fwalk`
     from a descriptor reached by the same walk (fwalk opens each subdirectory beneath its
-    parent and follows no link): nothing outside the roots is listed. A directory that is not under them lists nothing."""
+    parent and follows no link): nothing outside the roots is listed. A directory that is
+    not under them lists nothing."""
     shown = os.fspath(directory)
     try:
         real, root, parts = _beneath(directory, roots)
