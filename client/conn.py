@@ -1,10 +1,11 @@
 """Blocking RPC client for `autoharnessctl`: one request, one reply."""
 
+import os
 import socket
 
 import msgspec
 
-from claude_autoharness.protocol import VERSION, framing, paths
+from claude_autoharness.protocol import VERSION, framing, paths, private
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
 
@@ -26,6 +27,10 @@ class DaemonUnreachable(Exception):
 
 class DaemonNotRunning(DaemonUnreachable):
     """Nothing listens at the socket: the request certainly was not delivered."""
+
+
+class ForeignDaemon(DaemonUnreachable):
+    """Another user's process listens at the socket: nothing was sent to it."""
 
 
 class DaemonTimeout(DaemonUnreachable):
@@ -64,8 +69,10 @@ def ask(req: m.Request, kind: type[r.T], **kw) -> r.T:
 def call(req: m.Request, *, timeout: float | None = None, sock_path: str | None = None):
     """Send `req`; return the reply's data (Ok) or output (HookReply); raise on Error.
 
-    Never waits longer than `timeout` (default: `set_timeout`'s, else DEFAULT_TIMEOUT_S) for
-    the connection, and again for the reply; DaemonTimeout says which request waited.
+    Only the user's own daemon is talked to: a peer of another uid raises ForeignDaemon
+    before a byte is sent. Never waits longer than `timeout` (default: `set_timeout`'s, else
+    DEFAULT_TIMEOUT_S) for the connection, and again for the reply; DaemonTimeout says which
+    request waited.
     """
     path = sock_path or paths.socket_path()
     timeout = _timeout_s if timeout is None else timeout
@@ -82,6 +89,13 @@ def call(req: m.Request, *, timeout: float | None = None, sock_path: str | None 
                                 f"for `{verb}`: {_TIMEOUT_HINT}") from None
         except OSError as e:
             raise DaemonUnreachable(f"cannot reach the daemon at {path}: {e}") from None
+        uid = private.peer_uid(s)  # None: the system cannot say; fail open
+        if uid is not None and uid != os.getuid():
+            raise ForeignDaemon(
+                f"the socket {path} is answered by another user (uid {uid}, not you: "
+                f"{os.getuid()}); nothing was sent to it. Someone else can change a directory "
+                "above it: point AUTOHARNESS_HOME (or XDG_RUNTIME_DIR) at a directory only you "
+                "can write, then `autoharnessctl start`")
         try:
             s.sendall(framing.frame(m.encode(req)))
             body = framing.recv_frame(s, timeout)

@@ -7,6 +7,7 @@ Hot path: reads the hook JSON from stdin, wraps the raw bytes in an envelope (wi
 id) without parsing them, sends one frame to the daemon, prints the daemon's hook output if any,
 and always exits 0. An event the daemon did not answer in time is spooled, never dropped.
 Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
+The daemon is the user's own: the peer's uid on the socket is checked before a byte is sent.
 """
 
 import os
@@ -80,8 +81,14 @@ def frame(body: bytes) -> bytes:
 
 
 def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT):
-    """Send one frame; return the reply bytes, b"" if none came in time, None if unreachable."""
+    """Send one frame; return the reply bytes, b"" if none came in time, None if unreachable.
+
+    Nothing is sent to a socket another user listens on (their process took the path): that
+    is no reply (b""), so the event is spooled, nothing is printed and no daemon is started.
+    """
     import _socket
+
+    from claude_autoharness.protocol.private import peer_uid
 
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -90,6 +97,9 @@ def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT
             s.connect(path)
         except OSError:
             return None
+        uid = peer_uid(s)  # None: the system cannot say; fail open
+        if uid is not None and uid != os.getuid():
+            return b""
         try:
             s.sendall(frame(body))
         except OSError:

@@ -176,11 +176,42 @@ def tighten_state_files(state_dir: str) -> None:
                         mode=f"{st.st_mode & 0o777:o}")
 
 
+def _setting_for(which: str) -> str:
+    """The setting that moves the state (`state`) or socket (`socket`) directory."""
+    env = os.environ
+    if which == "socket" and env.get("AUTOHARNESS_SOCKET"):
+        return "AUTOHARNESS_SOCKET"
+    if env.get("AUTOHARNESS_HOME"):
+        return "AUTOHARNESS_HOME"
+    if which == "socket" and env.get("XDG_RUNTIME_DIR", "").strip() and sys.platform != "darwin":
+        return "XDG_RUNTIME_DIR"
+    return "XDG_STATE_HOME" if sys.platform != "darwin" else "AUTOHARNESS_HOME"
+
+
+def refuse_shared(path: str, which: str) -> None:
+    """Refuse a state or socket directory another user could swap: one with a directory above
+    it that is theirs, or writable by others and not sticky (an attacker's dir in /tmp). The
+    hook and the CLI would otherwise talk to their socket, and the state be written into
+    their directory."""
+    bad = private.shared_ancestor(path)
+    if bad:
+        setting = _setting_for(which)
+        raise StartupError(
+            f"refusing to start: the {which} directory {path} is not safe from other users: "
+            f"{bad.what}. Fix: set {setting} to a directory of yours whose parents only you and "
+            f"root can change (for example `export {setting}=$HOME/.autoharness"
+            f"{'/autoharness.sock' if setting == 'AUTOHARNESS_SOCKET' else ''}`), or remove "
+            "the other user's directory, then start again")
+
+
 def prepare_dirs(sock_path: str) -> None:
+    sock_dir = os.path.dirname(sock_path)
+    refuse_shared(paths.state_dir(), "state")  # before anything is made or written there
+    refuse_shared(sock_dir, "socket")
     try:
         store.ensure_private_dir(paths.state_dir())
         tighten_state_files(paths.state_dir())
-        sock_dir = os.path.dirname(sock_path)
+        store.pin_dir(paths.state_dir())  # every later state write checks it is still this one
         if os.environ.get("AUTOHARNESS_SOCKET"):
             # an explicit socket's directory must already be safe
             bad = private.private_problem(sock_dir, fixes={

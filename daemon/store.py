@@ -110,8 +110,41 @@ def check_private_dir(path: str) -> None:
         raise UnsafeDir(str(problem))
 
 
+class StateDirMoved(OSError):
+    """The state directory is no longer the one the daemon started with: not written."""
+
+
+_pinned: dict[str, tuple[int, int]] = {}  # directory -> (st_dev, st_ino) when it was checked
+
+
+def pin_dir(path: str) -> None:
+    """Remember `path` (checked private at start): `recheck_dir` compares against it."""
+    st = os.lstat(path)
+    _pinned[os.path.abspath(path)] = (st.st_dev, st.st_ino)
+
+
+def recheck_dir(path: str) -> None:
+    """Before state is written into a pinned directory: raise StateDirMoved (an OSError, so
+    persistence reports and retries it) unless it is still that same private directory of
+    ours. A directory swapped for another user's, or for a link, is never written into."""
+    d = os.path.abspath(path)
+    want = _pinned.get(d)
+    if want is None:
+        return
+    try:
+        st = os.lstat(d)
+        problem = private_problem(d)
+    except OSError:
+        st, problem = None, None
+    if st is None or (st.st_dev, st.st_ino) != want or problem is not None:
+        why = str(problem) if problem else "it was moved or replaced since the daemon started"
+        raise StateDirMoved(0, f"not writing into {d}: {why}; stop the daemon, find out who "
+                               "changed it, and start again")
+
+
 def write_private(path: str, data: bytes) -> None:
-    """Atomically replace a state file (0600)."""
+    """Atomically replace a state file (0600), never into a state dir swapped since start."""
+    recheck_dir(os.path.dirname(path))
     write_atomic(path, data, 0o600)
 
 
@@ -169,6 +202,7 @@ class Journal:
         self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
 
     def open(self) -> None:
+        recheck_dir(os.path.dirname(self.path))
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.size = os.fstat(self._fd).st_size
         if self.size and _pread_all(self.path, self.size - 1, self.size) != b"\n":
@@ -244,6 +278,7 @@ class Journal:
         tmp = self.path + ".compact"
         with self._lock:
             end = self.size
+        recheck_dir(os.path.dirname(self.path))
         fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                      0o600)
         old = None

@@ -1,9 +1,11 @@
 """The one judge of paths that must be private (the state and socket dirs, the socket, the
-reflector's working dir): callers ask it and add only their own fix text. Apart from
-`protocol.paths` so the hook, which imports that on every tool call, loads nothing more."""
+reflector's working dir, the directories above them), and of who is at the other end of the
+socket: callers ask it and add only their own fix text. Stdlib only (`os`, `sys`, `stat`, which
+`os` loads anyway, and `_socket`): the hook imports it on every tool call."""
 
 import os
 import stat
+import sys
 
 
 class Unsafe:
@@ -45,3 +47,65 @@ def private_problem(path: str, *, socket: bool = False, uid: int | None = None,
     if fixes and p.kind in fixes:
         p.fix = fixes[p.kind]
     return p
+
+
+def shared_ancestor(path: str, *, uid: int | None = None, lstat=os.lstat) -> Unsafe | None:
+    """The first directory above `path` (on its path as written and on its real path) that
+    another user could change, else None. Such a user could rename the directory holding
+    ours and put their own in its place: their socket, their state dir.
+
+    Safe: a directory owned by `uid` (default: ours) or root, and not writable by group or
+    others unless sticky (/tmp: others can add entries but not rename ours; an entry in it
+    that another user made is caught one level down, by its owner). Missing directories are
+    skipped: they will be made by us. The `fix` is a plain default; callers add their own."""
+    uid = os.getuid() if uid is None else uid
+    seen: set[str] = set()
+    for full in (os.path.abspath(path), os.path.realpath(path)):
+        d = os.path.dirname(full)
+        while d not in seen:
+            seen.add(d)
+            try:
+                st = lstat(d)
+            except FileNotFoundError:
+                st = None
+            if st is not None:
+                why = _shared(st, uid)
+                if why:
+                    return Unsafe("shared", f"{d}, above {path}, {why}",
+                                  "use a directory whose parents only you and root can change")
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+    return None
+
+
+def _shared(st: os.stat_result, uid: int) -> str:
+    if st.st_uid not in (uid, 0):
+        return f"belongs to uid {st.st_uid} (that user can rename what is in it)"
+    if stat.S_ISLNK(st.st_mode):
+        return ""  # a link's own mode means nothing; its directory and target are checked
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return (f"can be written by other users and is not sticky "
+                f"(mode {stat.S_IMODE(st.st_mode):o})")
+    return ""
+
+
+def peer_uid(sock) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED on
+    Linux, LOCAL_PEERCRED on macOS and the BSDs); None where the system cannot say or the
+    call fails: a caller that fails open then still talks. One getsockopt, and `_socket` only
+    (the hook's import budget)."""
+    import _socket
+
+    try:
+        if hasattr(_socket, "SO_PEERCRED"):  # struct ucred {pid_t pid; uid_t uid; gid_t gid}
+            raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        elif sys.platform == "darwin" or "bsd" in sys.platform:
+            # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t[16]}
+            raw = sock.getsockopt(0, getattr(_socket, "LOCAL_PEERCRED", 1), 76)  # SOL_LOCAL
+        else:
+            return None
+    except OSError:
+        return None
+    return int.from_bytes(raw[4:8], sys.byteorder) if len(raw) >= 8 else None
