@@ -72,14 +72,14 @@ def stage_transcript(path: str, sid: str) -> str:
     import shutil
 
     from claude_autoharness.daemon import store
-    from claude_autoharness.daemon.capture.source import open_regular
+    from claude_autoharness.daemon.capture.source import open_transcript
     from claude_autoharness.protocol import paths
 
     store.ensure_private_dir(paths.state_dir())
     store.ensure_private_dir(paths.replays_dir())
     dst = os.path.join(paths.replays_dir(), f"{sid}.jsonl")
     tmp = dst + ".tmp"
-    with open(open_regular(path), "rb") as src, \
+    with open(open_transcript(path, None), "rb") as src, \
             open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
         shutil.copyfileobj(src, out)
     os.replace(tmp, dst)

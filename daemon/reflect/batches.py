@@ -36,6 +36,7 @@ import structlog
 
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.capture.source import open_transcript
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.pool import (
@@ -111,7 +112,7 @@ def session_for(path: str) -> str:
 def transcript_cwd(path: str) -> str | None:
     """The working directory the session ran in (its first record that names one)."""
     try:
-        with open(path, "rb") as f:
+        with open(open_transcript(path, None), "rb") as f:  # never a FIFO, a link or a device
             for _ in range(200):
                 line = f.readline()
                 if not line:
