@@ -54,10 +54,11 @@ def shared_ancestor(path: str, *, uid: int | None = None, lstat=os.lstat) -> Uns
     another user could change, else None. Such a user could rename the directory holding
     ours and put their own in its place: their socket, their state dir.
 
-    Safe: a directory owned by `uid` (default: ours) or root, and not writable by group or
-    others unless sticky (/tmp: others can add entries but not rename ours; an entry in it
-    that another user made is caught one level down, by its owner). Missing directories are
-    skipped: they will be made by us. The `fix` is a plain default; callers add their own."""
+    Safe: a directory owned by `uid` (default: ours) or root, and not writable by others (nor
+    by its group, unless that is the user's private group) unless sticky (/tmp: others can
+    add entries but not rename ours; an entry in it that another user made is caught one
+    level down, by its owner). Missing directories are skipped: they will be made by us.
+    The `fix` is a plain default; callers add their own."""
     uid = os.getuid() if uid is None else uid
     seen: set[str] = set()
     for full in (os.path.abspath(path), os.path.realpath(path)):
@@ -83,12 +84,26 @@ def shared_ancestor(path: str, *, uid: int | None = None, lstat=os.lstat) -> Uns
 def _shared(st: os.stat_result, uid: int) -> str:
     if st.st_uid not in (uid, 0):
         return f"belongs to uid {st.st_uid} (that user can rename what is in it)"
-    if stat.S_ISLNK(st.st_mode):
-        return ""  # a link's own mode means nothing; its directory and target are checked
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+    if stat.S_ISLNK(st.st_mode) or st.st_mode & stat.S_ISVTX:
+        return ""  # a link's own mode means nothing (its directory and target are checked)
+    others = st.st_mode & 0o002 or (st.st_mode & 0o020 and not _own_group(st.st_gid, uid))
+    if others:
         return (f"can be written by other users and is not sticky "
                 f"(mode {stat.S_IMODE(st.st_mode):o})")
     return ""
+
+
+def _own_group(gid: int, uid: int) -> bool:
+    """A user private group (named as the user, no other member listed): group write on the
+    user's own directories is then no one else's (the usual umask 002 on such systems)."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(uid), grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
 
 
 def peer_uid(sock) -> int | None:

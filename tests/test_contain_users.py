@@ -216,3 +216,18 @@ def test_socket_probe_of_a_foreign_listener_is_not_replaced(home, evil_dir, othe
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_group_write_is_shared_unless_the_group_is_the_users_own(short_tmp, other_user):  # noqa: F811
+    """A directory of ours writable by its group: fine when the group is our private group
+    (named as we are, with no other member: systems with umask 002 make such directories),
+    refused when the group is another user's."""
+    from claude_autoharness.protocol.private import shared_ancestor
+
+    d = short_tmp / "grp"
+    d.mkdir()
+    os.chmod(d, 0o775)  # root's own group (root here): ours
+    assert shared_ancestor(str(d / "home" / "state")) is None
+    os.chown(d, 0, other_user.gid)
+    bad = shared_ancestor(str(d / "home" / "state"))
+    assert bad is not None and "can be written by other users" in bad.what
