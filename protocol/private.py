@@ -117,8 +117,9 @@ def peer_uid(sock) -> int | None:
         if hasattr(_socket, "SO_PEERCRED"):  # struct ucred {pid_t pid; uid_t uid; gid_t gid}
             raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
         elif sys.platform == "darwin" or "bsd" in sys.platform:
-            # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t[16]}
-            raw = sock.getsockopt(0, getattr(_socket, "LOCAL_PEERCRED", 1), 76)  # SOL_LOCAL
+            # struct xucred {u_int cr_version; uid_t cr_uid; ...}: 76 bytes on macOS, more on
+            # FreeBSD; the kernel copies what fits
+            raw = sock.getsockopt(0, getattr(_socket, "LOCAL_PEERCRED", 1), 128)  # SOL_LOCAL
         else:
             return None
     except OSError:
