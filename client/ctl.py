@@ -109,13 +109,14 @@ def format_status(st: r.Status, now: float | None = None) -> str:
         lines.append(sync_cli.format_info(st.sync))
     if st.sessions:
         lines.append("sessions:")
-        # CALLS: tool calls counted from hook events / from the transcript (none reported)
+        # CALLS: tool calls counted from hook events / from the transcript (none reported);
+        # SUBAGENT: its subagents' calls, which are not activity
         lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
-                     f"{'CALLS HOOK/TRANSCRIPT':>21}  LAST EVENT")
+                     f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8}  LAST EVENT")
         for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
             calls = f"{s.calls.hook}/{s.calls.transcript}"
-            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21}  "
-                         f"{_ago(s.last_event_at, now)}")
+            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21} "
+                         f"{s.subagent_calls:>8}  {_ago(s.last_event_at, now)}")
     else:
         lines.append("sessions: none active")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.batches import BatchRunner
 from claude_autoharness.daemon.reflect.pool import ReflectorPool
+from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.spool import SpoolReplayer
 from claude_autoharness.daemon.store import State
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
@@ -85,11 +86,13 @@ class Daemon:
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock)
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
                                    saved=self.review.wake)
+        self.reflected = ReflectedRecords()
         self.pool = ReflectorPool(self.book, self.book, self.intents, self.live,
                                   project_root=self.root_of,
                                   skill_index=self.skills.skill_index, queued=self.review.wake,
                                   curator_skills=self.library.curator_skills,
-                                  reflected=self.library.count_reflection, clock=clock)
+                                  reflected=self.library.count_reflection,
+                                  seen=self.reflected, clock=clock)
         self.batches = BatchRunner(self, clock=clock)
         self.sync = SyncRounds(self.live, clock=clock)
         self.status = StatusReport(self.book, self.live, StatusSources(
@@ -132,6 +135,7 @@ class Daemon:
         self.book.load(max_attempts=self.live.cfg.reflector.max_attempts)
         state = self.book.state
         report = self.intents.load()
+        self.reflected.load()
         if report.quarantined:
             self.book.quarantined.append(report.quarantined)
         self.watcher.from_state(state.watcher.get("tails", {}))

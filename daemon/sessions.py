@@ -5,6 +5,11 @@ PreToolUse and the `tool_use` blocks of the session's main transcript; a call bo
 `tool_use_id`) counts once. Stop at or over `reflect_every` resets the count and creates a
 `threshold` job; SessionEnd (or an idle timeout, or an operator flush) with activity left creates
 a job for the tail. Child sessions count nothing and trigger nothing.
+
+Both witnesses agree on what is a main-session call: a subagent's calls (PreToolUse with an
+`agent_id`; in the transcript, sidechain records and `subagents/` files) are tallied apart in
+`subagent_calls` and never advance the cadence, and a Bash call that runs `autoharnessctl learn`
+(the /learn command's own call, which makes its own job) is remembered but not counted.
 """
 
 import re
@@ -32,6 +37,7 @@ class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     tool_ids: list[str] = []  # the latest counted tool_use ids, oldest first
     tool_at: list[float] = []  # when each of them was made (record time, or hook arrival)
     forgotten_until: float = 0.0  # calls made until then may have left tool_ids: history
+    subagent_calls: int = 0  # PreToolUse events of this session's subagents (not activity)
 
 
 class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -56,6 +62,10 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     intents: list[str] = []
     duplicates: int = 0  # proposals left out: their lesson was already queued from a marker
     event_id: str = ""  # the hook event that created it (one event, at most one job)
+    # A Stop's job: the turn's final answer as Stop reported it (redacted, clipped) and the
+    # turn's prompt id. The window waits for its record; if it never comes, this stands in.
+    final_text: str | None = None
+    prompt_id: str | None = None
 
 
 class HookEvent(msgspec.Struct, kw_only=True):
@@ -71,6 +81,8 @@ class HookEvent(msgspec.Struct, kw_only=True):
     agent_id: str | None = None
     reason: str | None = None
     tool_use_id: str | None = None
+    prompt_id: str | None = None
+    last_assistant_message: str | None = None  # Stop: the turn's final text
 
 
 KNOWN_EVENTS = frozenset({
@@ -82,6 +94,35 @@ KNOWN_EVENTS = frozenset({
 
 def valid_session_id(sid: object) -> bool:
     return isinstance(sid, str) and SESSION_ID_RE.match(sid) is not None
+
+
+class _BashInput(msgspec.Struct):
+    command: str = ""
+
+
+_bash_input = msgspec.json.Decoder(_BashInput)
+
+
+def is_learn_command(command: str) -> bool:
+    """Whether a shell command runs `autoharnessctl learn` (the /learn command's one call)."""
+    words = command.split(None, 2)
+    return len(words) >= 2 and words[0].rsplit("/", 1)[-1] == "autoharnessctl" \
+        and words[1] == "learn"
+
+
+def is_learn_call(tool_name: str | None, tool_input: "bytes | msgspec.Raw") -> bool:
+    """Whether a tool call (name, raw JSON input) is a Bash call of `autoharnessctl learn`: it
+    queues its own job, so it is no activity of the session (a /learn-only session costs one
+    model call, not a second one at SessionEnd)."""
+    if tool_name != "Bash":
+        return False
+    data = bytes(tool_input)
+    if b"autoharnessctl" not in data:
+        return False
+    try:
+        return is_learn_command(_bash_input.decode(data).command)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session:
@@ -147,7 +188,12 @@ def apply_event(
             return [job]
         return []
     s = _session(sessions, ev, now)
-    if name == "PreToolUse":
+    if name == "PreToolUse" and ev.agent_id:  # a subagent's call: shown, never activity
+        s.subagent_calls += 1
+    elif name == "PreToolUse" and is_learn_call(ev.tool_name, ev.tool_input):
+        if ev.tool_use_id:  # known, so the transcript does not count it either
+            remember_call(s, ev.tool_use_id, now)
+    elif name == "PreToolUse":
         if not ev.tool_use_id or remember_call(s, ev.tool_use_id, now):
             s.activity += 1
             s.calls_hook += 1

@@ -5,7 +5,8 @@ blocks of the main chain's assistant records (`isSidechain` records and the file
 `subagents/` are subagents' work, whose calls the hook reports with the parent's session id),
 as (tool_use_id, record time). The daemon takes them on its loop and counts those no PreToolUse
 counted (`sessions.transcript_calls`), so a call whose hook event never arrived still counts,
-once.
+once. It leaves out what the hook path does not count either: a Bash call of `autoharnessctl
+learn` (`sessions.is_learn_call`), and subagents' calls (never in the main chain).
 
 `feed` runs in the watcher's worker thread; `take` on the event loop: a lock hands over.
 """
@@ -18,12 +19,16 @@ from collections.abc import Callable
 
 import msgspec
 
+from claude_autoharness.daemon.sessions import is_learn_call
+
 MAX_PENDING = 100_000  # calls held for the daemon; beyond this (no one takes them) drop oldest
 
 
 class _Block(msgspec.Struct):
     type: str = ""
     id: str = ""
+    name: str = ""
+    input: msgspec.Raw = msgspec.Raw(b"null")  # read only for a Bash call's command
 
 
 class _Message(msgspec.Struct):
@@ -57,7 +62,8 @@ def tool_uses(data: bytes, *, default_time: float) -> list[tuple[str, float]]:
                 or isinstance(rec.message.content, str):
             continue
         at = _epoch(rec.timestamp, default_time)
-        out += [(b.id, at) for b in rec.message.content if b.type == "tool_use" and b.id]
+        out += [(b.id, at) for b in rec.message.content if b.type == "tool_use" and b.id
+                and not is_learn_call(b.name, b.input)]
     return out
 
 

@@ -106,6 +106,11 @@ def intents_file() -> str:
     return os.path.join(state_dir(), "intents.jsonl")
 
 
+def reflected_file() -> str:
+    """The uuids (hashed) of transcript records already handed to a reflector."""
+    return os.path.join(state_dir(), "reflected-records.bin")
+
+
 def reflector_dir() -> str:
     """Working directory of reflector child sessions; events from under it never count."""
     return os.path.join(state_dir(), "reflector")

@@ -224,6 +224,7 @@ class SessionInfo(_Part):
     transcript_path: str | None
     last_event_at: float
     calls: CallCounts = msgspec.field(default_factory=CallCounts)
+    subagent_calls: int = 0  # its subagents' tool calls: shown apart, never activity
 
 
 class EventCounts(_Part):

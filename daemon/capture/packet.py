@@ -1,16 +1,19 @@
 """The evidence packet: exactly what a model receives about a stretch of a session.
 
 `build_packet` cuts the window, builds the digest of what came before it, and redacts both
-before anything leaves capture. `format_packet` renders it for a person (`autoharnessctl
-capture`), so a user can audit what would leave the machine.
+before anything leaves capture. Records a reflector already had are left out (`reflected`), and
+a turn's final answer the transcript does not hold yet is carried as the window's newest record
+(`final_text`, already redacted: see `capture.final`). `format_packet` renders it for a person
+(`autoharnessctl capture`), so a user can audit what would leave the machine.
 """
 
 import os
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import msgspec
 
 from claude_autoharness.daemon.capture.digest import build_digest
+from claude_autoharness.daemon.capture.final import final_record
 from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
 
 
@@ -34,6 +37,11 @@ class Packet(msgspec.Struct, frozen=True, kw_only=True):
     bookkeeping_records: int = 0
     bookkeeping_bytes: int = 0
     bookkeeping_types: dict[str, int] = {}
+    # records left out because a reflector already had them (a fork's copies of its parent)
+    reflected_records: int = 0
+    reflected_bytes: int = 0
+    uuids: list[str] = []  # of the window's records: remembered once it is reflected
+    final_from_stop: bool = False  # the window ends with the Stop event's final answer
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
@@ -44,8 +52,14 @@ def _add(into: dict[str, int], counts: dict[str, int]) -> None:
 def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
                  expect_inode: int | None = None,
                  expect_size: int | None = None,
-                 roots: Sequence[str] | None = None) -> Packet:
+                 roots: Sequence[str] | None = None,
+                 reflected: Container[str] | None = None,
+                 final_text: str | None = None) -> Packet:
     """Window from watermark `start`, digest before it, both redacted with `redactor`.
+
+    `reflected`: the uuids of records already handed to a reflector, left out of the window.
+    `final_text`: the turn's final answer to carry as the newest record (the transcript does
+    not hold it).
 
     The window carries conversation records only (`CONVERSATION_TYPES`); bookkeeping records
     are left out before its byte cap and counted.
@@ -58,7 +72,8 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,
                      expect_inode=expect_inode, expect_size=expect_size,
-                     record_types=CONVERSATION_TYPES, roots=roots)
+                     record_types=CONVERSATION_TYPES, roots=roots, reflected=reflected,
+                     extra=final_record(final_text) if final_text else None)
     dig = build_digest(path, win.start,
                        exchanges=capture_cfg.digest_exchanges,
                        max_chars=capture_cfg.digest_max_chars,
@@ -93,6 +108,10 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
         bookkeeping_records=win.bookkeeping_records,
         bookkeeping_bytes=win.bookkeeping_bytes,
         bookkeeping_types=dict(win.bookkeeping_types),
+        reflected_records=win.reflected_records,
+        reflected_bytes=win.reflected_bytes,
+        uuids=list(win.uuids),
+        final_from_stop=win.extra,
     )
 
 
@@ -106,6 +125,10 @@ def format_packet(p: Packet) -> str:
         f"{p.dropped_records} records / {p.dropped_bytes} bytes dropped)",
         f"bookkeeping left out: {p.bookkeeping_records} records / {p.bookkeeping_bytes} bytes"
         + (f" ({kinds})" if kinds else ""),
+        *([f"already reflected, left out: {p.reflected_records} records / "
+           f"{p.reflected_bytes} bytes"] if p.reflected_records else []),
+        *(["final answer: from the Stop event (not in the transcript yet)"]
+          if p.final_from_stop else []),
         f"fallback: {p.fallback_reason or 'no'}",
         f"redactions: {red}",
         "",

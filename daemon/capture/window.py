@@ -17,6 +17,12 @@ The window is bounded three ways:
   not O(file). An over-long line is never buffered whole: only its head is kept while scanning
   back to its start.
 
+Two more things can shape a window. Records already handed to a reflector (`reflected`: their
+top-level `uuid`s; a forked session's transcript starts with copies of its parent's records,
+same `uuid`) are left out and counted, like bookkeeping; the uuids of the records kept are
+returned, to be remembered once the window is reflected. And a record the transcript does not
+hold yet (`extra`: the turn's final answer, from the Stop event) can be carried as the newest.
+
 The transcript is opened read-only by `source.open_transcript` (beneath its root, never
 through a link, never a FIFO or a device) and the bytes before the watermark are never read (except
 one byte when the watermark is already known to be invalid, to align the re-read).
@@ -24,7 +30,7 @@ one byte when the watermark is already known to be invalid, to align the re-read
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 import msgspec
 
@@ -45,6 +51,7 @@ SNIFF_BYTES = 4096
 _JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
 # a `"type": "<string>"` pair (the value captured)
 _TYPE_KEY = re.compile(rb'"type"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")')
+_UUID_KEY = re.compile(rb'"uuid"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")')
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +74,11 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     bookkeeping_records: int = 0
     bookkeeping_bytes: int = 0
     bookkeeping_types: dict[str, int] = {}
+    # records left out because a reflector already had them (`reflected`), and their raw bytes
+    reflected_records: int = 0
+    reflected_bytes: int = 0
+    uuids: list[str] = []  # of the records kept, oldest first (collected with `reflected`)
+    extra: bool = False  # the window ends with the `extra` record
 
 
 def _escaped(data: bytes, i: int) -> bool:
@@ -111,14 +123,24 @@ def record_type(head: bytes) -> str | None:
 
 def record_type_from_tail(tail: bytes) -> str | None:
     """The top-level `"type"` of a JSON object record, read from its end (a suffix of the line,
-    newline allowed): older Claude Code versions write `type` after the message. A real key
-    (opening quote not escaped) is the top-level one when the tokens after it close exactly one
-    more object than they open (the record's own closing brace)."""
+    newline allowed): Claude Code 2.1 writes `type` after the message. A real key (opening
+    quote not escaped) is the top-level one when the tokens after it close exactly one more
+    object than they open (the record's own closing brace)."""
+    return _top_from_tail(tail, _TYPE_KEY)
+
+
+def record_uuid_from_tail(tail: bytes) -> str | None:
+    """The top-level `"uuid"` of a record, read from its end (Claude Code writes it after the
+    message); as `record_type_from_tail`."""
+    return _top_from_tail(tail, _UUID_KEY)
+
+
+def _top_from_tail(tail: bytes, key: "re.Pattern[bytes]") -> str | None:
     data = tail.rstrip()
     if not data.endswith(b"}"):
         return None
     depth, pos = 0, len(data)  # nesting change from `pos` (a token boundary) to the end
-    for m in reversed([m for m in _TYPE_KEY.finditer(data) if not _escaped(data, m.start())]):
+    for m in reversed([m for m in key.finditer(data) if not _escaped(data, m.start())]):
         depth += _nesting(_JSON_TOKEN.findall(data, m.start(), pos))
         pos = m.start()
         if depth == -1:
@@ -252,11 +274,17 @@ def cut_window(
     max_scan_bytes: int | None = None,
     record_types: frozenset[str] | None = None,
     roots: Sequence[str] | None = None,
+    reflected: Container[str] | None = None,
+    extra: bytes | None = None,
 ) -> Window:
     """Cut the window of `path` from watermark `start` to its last complete line.
 
     With `record_types`, only records of those top-level types are kept (before the byte cap);
     the others are counted in `bookkeeping_*`. None keeps every record.
+
+    With `reflected`, records whose top-level `uuid` it holds are left out (counted in
+    `reflected_*`) and the kept records' uuids are returned in `uuids`. `extra` (one JSONL
+    line) is kept as the newest record, clipped and capped like the others.
 
     An invalid watermark (past EOF, or the file replaced/shrunk since `expect_inode` /
     `expect_size` were taken) falls back to re-reading at most `fallback_bytes` (default:
@@ -283,12 +311,21 @@ def cut_window(
         head_bytes = max_record_bytes if record_types is None else max(max_record_bytes,
                                                                            SNIFF_BYTES)
         lines = BackwardLines(fd, lo, end, head_bytes, budget - scanned, tail)
-        kept: list[tuple[bytes, int, bool]] = []  # (output, line start, clipped), newest first
+        # (output, line start, clipped, uuid), newest first
+        kept: list[tuple[bytes, int, bool, str | None]] = []
         skipped: dict[str, int] = {}
         skipped_bytes = 0
+        seen_records = seen_bytes = 0
         used = 0
         kept_start = end
         dropped_seen = 0
+        if extra:
+            line = extra if extra.endswith(b"\n") else extra + b"\n"
+            out = _clip(line, len(line), max_record_bytes) if len(line) > max_record_bytes \
+                else line
+            if len(out) <= max_window_bytes:
+                kept.append((out, end, len(line) > max_record_bytes, None))
+                used += len(out)
         while True:
             item = lines.next()
             if item is None:
@@ -314,12 +351,25 @@ def cut_window(
                     skipped_bytes += raw_len
                     kept_start = s  # accounted for: left out by type, not by the cap
                     continue
+            uuid = None
+            if reflected is not None:
+                if raw_len <= len(head):
+                    uuid = record_uuid_from_tail(head)
+                else:  # Claude Code writes `uuid` after the message: read the record's end
+                    n = min(SNIFF_BYTES, raw_len)
+                    uuid = record_uuid_from_tail(os.pread(fd, n, e - n))
+                    scanned += n
+                if uuid is not None and uuid in reflected:
+                    seen_records += 1
+                    seen_bytes += raw_len
+                    kept_start = s  # accounted for: a reflector had it already
+                    continue
             is_clipped = raw_len > max_record_bytes
             out = _clip(head, raw_len, max_record_bytes) if is_clipped else head
             if used + len(out) > max_window_bytes:
                 dropped_seen += 1 + lines.newlines_before()
                 break
-            kept.append((out, s, is_clipped))
+            kept.append((out, s, is_clipped, uuid))
             used += len(out)
             kept_start = s
         scanned += lines.scanned
@@ -334,6 +384,9 @@ def cut_window(
         if kept_start > lo:
             parts.append(f"dropped {kept_start - lo} bytes ({dropped_seen} records seen) "
                          f"before this window; kept the newest {len(kept)} records")
+        if seen_records:
+            parts.append(f"left out {seen_records} records an earlier window already had "
+                         f"(copied from another session, or re-read)")
         return f"[autoharness: {'; '.join(parts)}]\n".encode() if parts else b""
 
     head = marker()
@@ -345,12 +398,12 @@ def cut_window(
         head = marker()
     kept.reverse()
     return Window(
-        data=head + b"".join(out for out, _, _ in kept),
+        data=head + b"".join(out for out, _, _, _ in kept),
         start=lo,
         end=end,
         dropped_bytes=kept_start - lo,
         dropped_records=dropped_seen,
-        clipped_records=sum(1 for _, _, c in kept if c),
+        clipped_records=sum(1 for _, _, c, _ in kept if c),
         kept_records=len(kept),
         fallback=bool(reason),
         fallback_reason=reason,
@@ -360,6 +413,10 @@ def cut_window(
         bookkeeping_records=sum(skipped.values()),
         bookkeeping_bytes=skipped_bytes,
         bookkeeping_types=skipped,
+        reflected_records=seen_records,
+        reflected_bytes=seen_bytes,
+        uuids=[u for _, _, _, u in kept if u is not None],
+        extra=bool(extra) and bool(kept) and kept[-1][1] == end,
     )
 
 

@@ -19,6 +19,7 @@ import structlog
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.capture.final import final_answer_text
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import context as lctx
 from claude_autoharness.daemon.learnings import report as lreport
@@ -94,13 +95,28 @@ class Hooks:
             ev_counts.unknown_kinds += 1
             self.book.mark_dirty()
             return m.HookReply()
+        final = None
+        if name == "Stop" and counting and ev.last_assistant_message \
+                and self._may_reflect(ev.session_id):
+            # the turn's final text goes into the job (and the journal): redacted first, off
+            # the loop; a copy of this event that came in meanwhile was counted instead
+            final = await anyio.to_thread.run_sync(self.final_text, ev.last_assistant_message)
+            if self.book.seen_before(req.id):
+                ev_counts.duplicates += 1
+                self.book.mark_dirty()
+                return m.HookReply()
         now = req.ts if (from_spool and req.ts) else self.clock()
         jobs = sm.apply_event(state.sessions, ev, now=now, reflect_every=self.live.cfg.reflect_every,
                               make_id=new_id, counting=counting)
         s = state.sessions.get(ev.session_id) if counting else None
-        calls = [ev.tool_use_id] if s is not None and name == "PreToolUse" and ev.tool_use_id else []
+        calls = [ev.tool_use_id] if s is not None and name == "PreToolUse" and ev.tool_use_id \
+            and not ev.agent_id else []
         for job in jobs:
             job.event_id = req.id
+            if job.kind == "threshold" and ev.last_assistant_message:
+                job.final_text = final if final is not None \
+                    else self.final_text(ev.last_assistant_message)
+                job.prompt_id = ev.prompt_id
         # A main session's Stop is one turn of the user layer and of its project (a replayed
         # session takes none). The counter reset travels with the job and the id with both,
         # in one record: neither a restart nor a second copy counts the same work again.
@@ -115,6 +131,15 @@ class Hooks:
                 and not req.replayed:
             self.count_skill_use(ev)
         return await self._reply(req, ev, counting, from_spool)
+
+    def _may_reflect(self, session_id: str) -> bool:
+        """Whether a Stop of this session now would create a threshold job."""
+        s = self.book.state.sessions.get(session_id)
+        return s is not None and s.activity >= self.live.cfg.reflect_every
+
+    def final_text(self, text: str) -> str:
+        """A Stop's `last_assistant_message` as a job keeps it: redacted, then clipped."""
+        return final_answer_text(text, self.live.redactor)
 
     async def _reply(self, req: m.Hook, ev: sm.HookEvent, counting: bool,
                      from_spool: bool) -> m.HookReply:

@@ -78,7 +78,8 @@ class StatusReport:
                                     watermark=s.watermark, transcript_path=s.transcript_path,
                                     last_event_at=s.last_event_at,
                                     calls=r.CallCounts(hook=s.calls_hook,
-                                                       transcript=s.calls_transcript))
+                                                       transcript=s.calls_transcript),
+                                    subagent_calls=s.subagent_calls)
                       for s in st.sessions.values() if s.ended_at is None],
             events=r.EventCounts(received=ev.received, rejected=ev.rejected,
                                  by_kind=dict(ev.by_kind), unknown_kinds=ev.unknown_kinds,

@@ -22,6 +22,7 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import store
+from claude_autoharness.daemon.capture.final import final_answer_written
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
 from claude_autoharness.daemon.capture.source import (
     TranscriptRefused,
@@ -46,6 +47,8 @@ MAX_BACKOFF_S = 3600.0
 SETTLE_S = 1.0
 SETTLE_POLL_S = 0.1
 SETTLE_MAX_S = 5.0
+FINAL_WAIT_S = 10.0  # how long a Stop's job waits for the turn's final answer to be written
+FINAL_POLL_S = 0.1
 IDLE_POLL_S = 30.0
 CURATOR_MAX_INTENTS = 10  # a merge is one update plus an archive per absorbed skill
 
@@ -136,6 +139,14 @@ class IntentSink(Protocol):
                max_intents: int, redactor) -> builtins.list[Intent]: ...
 
 
+class SeenRecords(Protocol):
+    """The records already handed to a reflector (by uuid), durable once `add` returns."""
+
+    def __contains__(self, uuid: object) -> bool: ...
+
+    def add(self, uuids: Iterable[str]) -> int: ...
+
+
 class ReflectorPool:
     def __init__(self, book: JobBook, counters: Counters, intents: IntentSink, live: Live, *,
                  project_root: Callable[[str | None], str | None],
@@ -144,6 +155,7 @@ class ReflectorPool:
                  curator_skills: Callable[[str, str | None], list[CuratedSkill]] | None = None,
                  reflected: Callable[[Job], Awaitable[None]] | None = None,
                  save_window: Callable[[str, str], None] | None = None,
+                 seen: SeenRecords | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
         """`project_root` maps a job's cwd to its project; `skill_index` lists a project's live
@@ -151,7 +163,8 @@ class ReflectorPool:
         `curator_skills` gives one layer's skills whole (blocking), for the curator;
         `reflected` is awaited after each finished reflection (not curator) job;
         `save_window(job_id, text)` keeps the evidence window for the promoter (default: in
-        the state dir)."""
+        the state dir); `seen` knows the records already reflected, which later windows of any
+        session leave out (a forked session's copies of its parent's)."""
         self.book = book
         self.counters = counters
         self.intents = intents
@@ -162,6 +175,7 @@ class ReflectorPool:
         self.curator_skills = curator_skills or (lambda layer, root: [])
         self.reflected = reflected
         self._save_window = save_window or save_window_file
+        self.seen = seen
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
@@ -241,10 +255,12 @@ class ReflectorPool:
         if job.kind == "curate":
             await self.run_curator(job)
             return
+        stand_in = None
         if job.transcript_path:
+            stand_in = await self.wait_final(job)
             await self.wait_settled(job.transcript_path)
         try:
-            packet = await self.step("reading the transcript", self.cut, job)
+            packet = await self.step("reading the transcript", self.cut, job, stand_in)
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
@@ -335,6 +351,33 @@ class ReflectorPool:
                  left_out=left_out, intents=len(intents), tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], None, result.usage)
 
+    async def wait_final(self, job: Job) -> str | None:
+        """A Stop's job waits until the transcript holds the turn's final answer (Claude Code
+        may write it after the Stop hook), at most FINAL_WAIT_S; returns the Stop event's final
+        text when it never came (the window carries it instead), else None."""
+        if not job.final_text or not job.transcript_path:
+            return None
+        roots = transcript_roots(self.live.cfg.capture.transcript_roots)
+        redactor = self.live.redactor
+
+        def written() -> bool:
+            path = resolve(job.transcript_path or "", roots)
+            return final_answer_written(path, job.final_text or "", job.prompt_id, redactor,
+                                        roots=roots)
+
+        deadline = time.monotonic() + FINAL_WAIT_S
+        while True:
+            try:
+                if await self.step("looking for the turn's final answer", written):
+                    return None
+            except OSError:  # the cut says what is wrong with the transcript
+                return None
+            if time.monotonic() >= deadline:
+                log.info("final answer not in the transcript", job=job.id,
+                         waited_s=FINAL_WAIT_S)
+                return job.final_text
+            await anyio.sleep(FINAL_POLL_S)
+
     async def wait_settled(self, path: str) -> None:
         """Claude Code writes the transcript after Stop: give the last records a moment to land
         (unmodified for SETTLE_S, waiting at most SETTLE_MAX_S) so the window does not end
@@ -358,8 +401,9 @@ class ReflectorPool:
                                  max_intents=self.live.cfg.reflector.max_intents_per_job,
                                  queued_markers=self.queued_marker_texts())
 
-    def cut(self, job: Job) -> Packet | None:
-        """The job's packet, from where the session's previous job stopped (blocking I/O)."""
+    def cut(self, job: Job, final_text: str | None = None) -> Packet | None:
+        """The job's packet, from where the session's previous job stopped, without the records
+        a reflector already had, ending with `final_text` when given (blocking I/O)."""
         if not job.transcript_path:
             return None  # the hooks never named a transcript: only /learn text to go on
         capture = self.live.cfg.capture
@@ -369,13 +413,16 @@ class ReflectorPool:
         start = max(job.window_start, s.watermark) if s else job.window_start
         inode = s.wm_inode if s and s.wm_inode else None
         size = s.wm_size if s and s.wm_size else None
+        seen: SeenRecords | tuple[()] | None = self.seen
         if job.kind == "learn":
             st = stat_transcript(path, roots)
             if start >= st.st_size:  # nothing new: reflect on the recent past instead
                 start = tail_start(path, capture.max_window_bytes, roots=roots)
                 inode = size = None
+                seen = ()  # on purpose: the user asked about what was already reflected
         return build_packet(path, start, capture, self.live.redactor,
-                            expect_inode=inode, expect_size=size, roots=roots)
+                            expect_inode=inode, expect_size=size, roots=roots,
+                            reflected=seen, final_text=final_text)
 
     def queued_marker_texts(self) -> list[str]:
         return queued_marker_texts(self.intents.list())
@@ -396,6 +443,8 @@ class ReflectorPool:
         if packet is not None:
             job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
             job.wm_inode, job.wm_size = packet.inode, packet.size
+            if packet.uuids:  # (only a window that went to a model holds records)
+                await self._remember(job, packet.uuids)
         if s is not None and job.window_end is not None and not (
                 job.kind == "learn" and job.window_start < s.watermark):
             s.watermark, s.wm_inode, s.wm_size = job.window_end, job.wm_inode, job.wm_size
@@ -404,6 +453,16 @@ class ReflectorPool:
         self.queued()
         if job.kind != "curate" and self.reflected is not None:
             await self.reflected(job)
+
+    async def _remember(self, job: Job, uuids: list[str]) -> None:
+        """The window's records were handed to a reflector: later windows leave them out."""
+        seen = self.seen
+        if seen is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(seen.add, uuids)
+        except OSError as e:  # kept in memory; at worst a fork re-sends them after a restart
+            log.warning("reflected records not saved", job=job.id, error=e.strerror)
 
     async def _fail(self, job: Job, reason: str) -> None:
         job.status = "failed"
