@@ -1,0 +1,291 @@
+"""The edges of a real session, unit by unit: the turn's final answer Claude Code writes after
+Stop, subagent calls, a forked session's copied history, the /learn command's own call.
+
+The pure parts are checked directly on Claude Code 2.1.328's own records (tests/corpus/
+claude-code); the daemon-level checks are in tests/test_edges_daemon.py.
+"""
+
+import json
+import os
+import stat
+import uuid as uuidlib
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon import store
+from claude_autoharness.daemon.capture.final import (
+    MAX_FINAL_CHARS,
+    final_answer_text,
+    final_answer_written,
+    final_record,
+    matches,
+)
+from claude_autoharness.daemon.capture.packet import build_packet, format_packet
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.capture.window import (
+    CONVERSATION_TYPES,
+    cut_window,
+    record_uuid_from_tail,
+)
+from claude_autoharness.daemon.reflected import ReflectedRecords
+from claude_autoharness.daemon.witness import tool_uses
+from claude_autoharness.protocol.config import CaptureConfig
+from conftest import CORPUS
+
+CC = CORPUS / "claude-code"
+RESUMED = CC / "transcripts" / "resumed.jsonl"
+SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def payload(line: int) -> dict:
+    return json.loads((CC / "hook-payloads.jsonl").read_text().splitlines()[line - 1])
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def ids():
+    n = iter(range(1, 10_000))
+    return lambda: f"job{next(n)}"
+
+
+def ev(name: str, **kw) -> sm.HookEvent:
+    return sm.HookEvent(hook_event_name=name, session_id=kw.pop("session_id", "s1"), **kw)
+
+
+# ---- subagent calls and the /learn call in the state machine ---------------------------------
+
+def test_subagent_calls_are_tallied_apart_and_never_reach_the_threshold():
+    """PreToolUse with an `agent_id` (a subagent's call, Claude Code's own payload) adds to
+    `subagent_calls`, not to activity: 3 subagent calls and 1 main call are activity 1, and a
+    Stop with reflect_every=2 makes no job."""
+    sessions: dict[str, sm.Session] = {}
+    sub = msgspec.json.decode(json.dumps(payload(8)).encode(), type=sm.HookEvent)
+    main = msgspec.json.decode(json.dumps(payload(7)).encode(), type=sm.HookEvent)
+    assert sub.agent_id and not main.agent_id
+    for i in range(3):
+        e = msgspec.structs.replace(sub, tool_use_id=f"toolu_sub{i}")
+        assert sm.apply_event(sessions, e, now=1.0, reflect_every=2, make_id=ids()) == []
+    sm.apply_event(sessions, main, now=2.0, reflect_every=2, make_id=ids())
+    s = sessions[main.session_id]
+    assert (s.activity, s.calls_hook, s.subagent_calls) == (1, 1, 3)
+    stop = msgspec.json.decode(json.dumps(payload(5)).encode(), type=sm.HookEvent)
+    stop = msgspec.structs.replace(stop, session_id=main.session_id)
+    assert sm.apply_event(sessions, stop, now=3.0, reflect_every=2, make_id=ids()) == []
+    assert s.tool_ids == [main.tool_use_id]  # subagent ids never enter the main chain's memory
+
+
+def test_old_sessions_and_jobs_load_with_the_new_fields_defaulted():
+    """A session and a job journaled before these fields existed decode with
+    `subagent_calls` 0 and no final text."""
+    s = msgspec.json.decode(b'{"session_id":"s1","activity":3,"calls_hook":3}', type=sm.Session)
+    j = msgspec.json.decode(b'{"id":"j","session_id":"s1","kind":"threshold","created_at":1}',
+                            type=sm.Job)
+    assert s.subagent_calls == 0 and j.final_text is None and j.prompt_id is None
+
+
+@pytest.mark.parametrize("command,own", [
+    ("autoharnessctl learn --session abc - <<'AUTOHARNESS_LESSON_abc'\nx\nAUTOHARNESS_LESSON_abc",
+     True),
+    ("  /home/u/.venv/bin/autoharnessctl learn \"run make check\"", True),
+    ("autoharnessctl status", False),
+    ("echo autoharnessctl learn", False),
+    ("autoharnessctl-learn x", False),
+    ("", False),
+])
+def test_learn_command_recognised(command, own):
+    """Only a command that runs `autoharnessctl learn` (by name or path) is the /learn call."""
+    assert sm.is_learn_command(command) is own
+    raw = msgspec.json.encode({"command": command})
+    assert sm.is_learn_call("Bash", raw) is own
+    assert sm.is_learn_call("Read", raw) is False
+
+
+def test_learn_call_is_remembered_not_counted_by_either_witness():
+    """The /learn Bash call counts as no activity: the hook remembers its id (so the
+    transcript does not count it) and the transcript witness leaves it out on its own."""
+    cmd = "autoharnessctl learn --session s1 - <<'END'\nlesson\nEND"
+    sessions: dict[str, sm.Session] = {}
+    e = ev("PreToolUse", tool_name="Bash", tool_use_id="toolu_learn",
+           tool_input=msgspec.Raw(msgspec.json.encode({"command": cmd})))
+    sm.apply_event(sessions, e, now=5.0, reflect_every=50, make_id=ids())
+    s = sessions["s1"]
+    assert s.activity == 0 and s.calls_hook == 0 and "toolu_learn" in s.tool_ids
+    assert sm.transcript_calls(s, [("toolu_learn", 6.0)]) == []
+    rec = {"type": "assistant", "timestamp": "2026-12-01T10:00:00Z", "message": {"content": [
+        {"type": "tool_use", "id": "toolu_learn", "name": "Bash", "input": {"command": cmd}},
+        {"type": "tool_use", "id": "toolu_work", "name": "Bash", "input": {"command": "ls"}}]}}
+    data = json.dumps(rec).encode() + b"\n"
+    assert [i for i, _ in tool_uses(data, default_time=0.0)] == ["toolu_work"]
+
+
+def test_subagent_records_are_not_main_chain_calls_in_the_transcript():
+    """The transcript witness and the hook agree: the real subagent transcript's calls (its
+    own file under subagents/) and sidechain records are no main-chain calls; the main
+    transcript's one call is the Agent call itself."""
+    main = (CC / "transcripts" / "subagent.jsonl").read_bytes()
+    calls = tool_uses(main, default_time=0.0)
+    agent_ids = [b["id"] for line in main.splitlines() for b in
+                 ((json.loads(line).get("message") or {}).get("content") or [])
+                 if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == "Agent"]
+    assert [i for i, _ in calls] == agent_ids and len(agent_ids) == 1
+    sidechain = json.dumps({"type": "assistant", "isSidechain": True, "message": {"content": [
+        {"type": "tool_use", "id": "toolu_side", "name": "Bash", "input": {}}]}}).encode()
+    assert tool_uses(sidechain + b"\n", default_time=0.0) == []
+
+
+# ---- the turn's final answer ------------------------------------------------------------------
+
+def _transcript(tmp: Path, data: bytes) -> Path:
+    p = tmp / "t.jsonl"
+    p.write_bytes(data)
+    return p
+
+
+def test_final_answer_found_only_once_its_record_is_written(short_tmp):
+    """On the real stream-json transcript whose Stop payload is corpus line 5: before the
+    final assistant record is appended the answer is not found (the scan stops at the turn's
+    own records: `promptId`), once it is, it is; a half-written last line is not enough."""
+    red = default_redactor()
+    stop = payload(5)
+    final = final_answer_text(stop["last_assistant_message"], red)
+    lines = lines_of(RESUMED)
+    i = next(n for n, ln in enumerate(lines) if b"Done: all three steps ran" in ln)
+    before = _transcript(short_tmp, b"".join(lines[:i]))
+    assert not final_answer_written(before, final, stop["prompt_id"], red)
+    with open(before, "ab") as f:
+        f.write(lines[i][:-40])  # Claude Code is still writing it
+    assert not final_answer_written(before, final, stop["prompt_id"], red)
+    with open(before, "ab") as f:
+        f.write(lines[i][-40:] + b"".join(lines[i + 1:]))
+    assert final_answer_written(before, final, stop["prompt_id"], red)
+    assert final_answer_written(before, final, None, red)  # older payloads: text alone
+
+
+def test_final_answer_of_an_earlier_turn_does_not_count(short_tmp):
+    """The same words answered an earlier turn: they are not this turn's final answer (the
+    backward scan stops at this turn's prompt record)."""
+    red = default_redactor()
+    text = "All done, the build is green."
+
+    def rec(kind, **kw):
+        return json.dumps({"type": kind, "uuid": str(uuidlib.uuid4()), **kw}).encode() + b"\n"
+    data = (rec("user", promptId="p1", message={"role": "user", "content": "first"})
+            + rec("assistant", message={"content": [{"type": "text", "text": text}]})
+            + rec("user", promptId="p2", message={"role": "user", "content": "second"}))
+    p = _transcript(short_tmp, data)
+    assert not final_answer_written(p, final_answer_text(text, red), "p2", red)
+    assert final_answer_written(p, final_answer_text(text, red), "p1", red)
+
+
+def test_final_text_is_redacted_clipped_and_matches_its_own_record():
+    """What a job keeps of a Stop's text is redacted (a token never reaches the journal) and
+    clipped; it still matches the record it came from (matching compares redacted texts),
+    the last of several text blocks, and a clipped long text."""
+    red = default_redactor()
+    raw = f"Pushed with {SECRET}. " + "x" * 20 + "\n\nDone and done, everything is in."
+    kept = final_answer_text(raw, red)
+    assert SECRET not in kept and "[REDACTED" in kept
+    assert matches(red.redact(raw)[0], kept)
+    assert matches("Done and done, everything is in, truly.", "Step. Done and done, everything is in, truly.")
+    long = "word " * 10_000
+    assert len(final_answer_text(long, red)) == MAX_FINAL_CHARS
+    assert matches(long, final_answer_text(long, red))
+    assert not matches("ok", "not ok at all")
+    assert not matches("", "x")
+
+
+def test_stand_in_record_ends_the_window_redacted(short_tmp):
+    """When the transcript never gets the final answer, the packet ends with it as an
+    assistant record (marked as coming from the Stop event), redacted, and says so."""
+    red = default_redactor()
+    lines = lines_of(RESUMED)
+    p = _transcript(short_tmp, b"".join(lines[:38]))
+    final = final_answer_text(payload(5)["last_assistant_message"] + f" token {SECRET}", red)
+    packet = build_packet(p, 0, CaptureConfig(), red, final_text=final)
+    last = packet.window.splitlines()[-1]
+    rec = json.loads(last)
+    assert rec["type"] == "assistant" and "Stop event" in rec["autoharness"]
+    assert "<!-- learning\ntopic: run-tests-first" in rec["message"]["content"][0]["text"]
+    assert SECRET not in packet.window and packet.final_from_stop
+    assert "final answer: from the Stop event" in format_packet(packet)
+    assert final_record("x").endswith(b"\n")
+
+
+# ---- records already reflected ----------------------------------------------------------------
+
+def _fork(parent: Path, dest: Path, new_sid: str, extra: list[bytes]) -> Path:
+    """A fork's transcript as Claude Code writes it: the parent's records copied with a new
+    `sessionId` (same `uuid`, same `timestamp`), then its own records."""
+    out = []
+    for ln in lines_of(parent):
+        rec = json.loads(ln)
+        if "sessionId" in rec:
+            rec["sessionId"] = new_sid
+        out.append(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+    dest.write_bytes(b"".join(out + extra))
+    return dest
+
+
+def test_uuid_read_from_the_records_end():
+    """The top-level `uuid` of Claude Code's records (written after the message), not a
+    nested one and not `parentUuid`."""
+    for ln in lines_of(RESUMED):
+        rec = json.loads(ln)
+        assert record_uuid_from_tail(ln) == rec.get("uuid")
+    nested = b'{"type":"user","message":{"content":[{"uuid":"inner"}]},"parentUuid":"p"}\n'
+    assert record_uuid_from_tail(nested) is None
+
+
+def test_a_forks_copied_records_are_left_out(short_tmp):
+    """Once the parent's window is reflected, the fork's window leaves every copied record out
+    (counted, with a marker) and keeps only the fork's own; the uuids returned are the kept
+    records'. Without the set, the copies are all there."""
+    parent = RESUMED
+    first = cut_window(parent, 0, record_types=CONVERSATION_TYPES, reflected=())
+    assert len(first.uuids) == first.kept_records > 10
+    seen = set(first.uuids)
+    own = json.dumps({"type": "user", "uuid": "fork-own-1", "sessionId": "fork",
+                      "message": {"role": "user", "content": "FORKED PROMPT"}}).encode() + b"\n"
+    fork = _fork(parent, short_tmp / "fork.jsonl", "fork", [own])
+    win = cut_window(fork, 0, record_types=CONVERSATION_TYPES, reflected=seen)
+    assert win.uuids == ["fork-own-1"] and win.reflected_records == first.kept_records
+    assert b"FORKED PROMPT" in win.data and b"SCENARIO=CAP" not in win.data
+    assert b"already had" in win.data.splitlines()[0]
+    plain = cut_window(fork, 0, record_types=CONVERSATION_TYPES)
+    assert b"SCENARIO=CAP" in plain.data and plain.reflected_records == 0
+
+
+def test_reflected_records_are_durable_bounded_and_private(short_tmp):
+    """The set survives a restart (load), keeps the newest `max_kept`, its file is 0600 and
+    stays under twice the bound, and a torn last key (a crash mid-append) loses only itself."""
+    path = str(short_tmp / "reflected.bin")
+    r = ReflectedRecords(path, max_kept=100)
+    assert r.add([f"u{i}" for i in range(60)]) == 60
+    assert r.add(["u1", "u2"]) == 0
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    again = ReflectedRecords(path, max_kept=100)
+    again.load()
+    assert "u0" in again and "u59" in again and "v" not in again
+    for k in range(10):
+        again.add([f"w{k}-{i}" for i in range(30)])
+    assert len(again) == 100 and "w9-29" in again and "u0" not in again
+    assert os.path.getsize(path) <= 2 * 100 * 8
+    with open(path, "ab") as f:
+        f.write(b"\x01\x02\x03")  # torn
+    torn = ReflectedRecords(path, max_kept=100)
+    torn.load()
+    assert "w9-29" in torn
+    torn.add(["after-tear"])
+    later = ReflectedRecords(path, max_kept=100)
+    later.load()
+    assert "after-tear" in later and "w9-29" in later
+    assert os.path.getsize(path) % 8 == 0
+    store.write_private(path, b"")  # an empty file is an empty set
+    empty = ReflectedRecords(path)
+    empty.load()
+    assert len(empty) == 0
