@@ -83,10 +83,11 @@ class Daemon:
                            intents=self.intents, skill_used=self.review.skill_used,
                            turn_counted=self.library.turn_counted, catch_up=self.catch_up,
                            clock=clock)
-        self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock)
+        self.reflected = ReflectedRecords()
+        self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock,
+                         reflected=self.reflected)
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
                                    saved=self.review.wake)
-        self.reflected = ReflectedRecords()
         self.pool = ReflectorPool(self.book, self.book, self.intents, self.live,
                                   project_root=self.root_of,
                                   skill_index=self.skills.skill_index, queued=self.review.wake,

@@ -220,8 +220,8 @@ def _own(sid: str, prompt: str, answer: str) -> list[bytes]:
 def test_fork_leaves_out_the_history_its_parent_reflected_across_a_restart(box, home):
     """The parent's window is reflected; the daemon restarts; a fork of it (Claude Code's
     `--fork-session`: the parent's records copied, same uuids, new session id) gets a first
-    window holding only its own records — no earlier prompt already reflected. The record
-    memory is a 0600 file in the state dir."""
+    window holding only its own records — no earlier prompt already reflected, as `capture
+    --session` shows beforehand. The record memory is a 0600 file in the state dir."""
     b = box()
     parent, child = "parent-sess", "fork-sess"
     first = lines_of(RESUMED)[:42]
@@ -237,6 +237,8 @@ def test_fork_leaves_out_the_history_its_parent_reflected_across_a_restart(box, 
     b.path(child).write_bytes(b"".join(
         _fork(first, child) + _own(child, "FORKED PROMPT: now the docs", "Docs updated.")))
     b.bash(child, 2)
+    shown = json.loads(ctl("capture", "--session", child, "--json").stdout)  # as a job would
+    assert shown["reflected_records"] > 10 and "SCENARIO=CAP" not in shown["window"]
     b.send("Stop", child)
     b.done(2)
     req = b.requests()[1]

@@ -1,7 +1,7 @@
 """Requests that make or show work for the reflector: flush, /learn, capture, and the idle
 flush of sessions that went quiet."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import anyio
 import msgspec
@@ -21,11 +21,14 @@ log = structlog.get_logger("autoharness")
 
 class Jobs:
     def __init__(self, book: Book, live: Live, transcripts: TranscriptIndex, *,
-                 clock: Callable[[], float]):
+                 clock: Callable[[], float], reflected: Container[str] | None = None):
+        """`reflected`: the records already handed to a reflector, which a session's packet
+        leaves out (as its next job would)."""
         self.book = book
         self.live = live
         self.transcripts = transcripts
         self.clock = clock
+        self.reflected = reflected
 
     async def cmd_flush(self, req: m.Flush) -> m.Reply:
         sessions = self.book.state.sessions
@@ -44,7 +47,9 @@ class Jobs:
     async def cmd_capture(self, req: m.Capture) -> m.Reply:
         """Exactly the packet a model would receive for a session (or a transcript)."""
         path, start, inode, size = req.transcript_path, req.start, None, None
+        reflected = None
         if req.session_id:
+            reflected = self.reflected
             s = self.book.state.sessions.get(req.session_id)
             if s is None:
                 return m.Error(code="not_found", message=f"unknown session {req.session_id!r}")
@@ -58,7 +63,8 @@ class Jobs:
         try:
             packet = await anyio.to_thread.run_sync(
                 lambda: build_packet(resolve(path, roots), start or 0, cfg.capture, redactor,
-                                     expect_inode=inode, expect_size=size, roots=roots))
+                                     expect_inode=inode, expect_size=size, roots=roots,
+                                     reflected=reflected))
         except TranscriptRefused as e:
             log.warning("transcript refused", path=e.path, reason=e.reason)
             self.book.refused(e.path, e.reason)
