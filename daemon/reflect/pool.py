@@ -353,8 +353,9 @@ class ReflectorPool:
 
     async def wait_final(self, job: Job) -> str | None:
         """A Stop's job waits until the transcript holds the turn's final answer (Claude Code
-        may write it after the Stop hook), at most FINAL_WAIT_S; returns the Stop event's final
-        text when it never came (the window carries it instead), else None."""
+        may write it after the Stop hook), at most FINAL_WAIT_S (a job's retry does not wait
+        again); returns the Stop event's final text when it never came (the window carries it
+        instead), else None."""
         if not job.final_text or not job.transcript_path:
             return None
         roots = transcript_roots(self.live.cfg.capture.transcript_roots)
@@ -365,7 +366,8 @@ class ReflectorPool:
             return final_answer_written(path, job.final_text or "", job.prompt_id, redactor,
                                         roots=roots)
 
-        deadline = time.monotonic() + FINAL_WAIT_S
+        # a retry looks once: the first attempt already waited
+        deadline = time.monotonic() + (0.0 if job.attempts else FINAL_WAIT_S)
         while True:
             try:
                 if await self.step("looking for the turn's final answer", written):
