@@ -1,8 +1,14 @@
 """The counter state machine, as plain values (no I/O)."""
 
 import itertools
+import json
+
+import msgspec
+import pytest
 
 from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.witness import tool_uses
+from conftest import CORPUS
 
 
 def ev(name, sid="s1", **kw):
@@ -119,3 +125,73 @@ def test_session_id_validation():
     assert sm.valid_session_id("c45af7b1-cb7c-4e51-93db-8cbb250a877a")
     for bad in ("", "a/b", "../x", "x" * 129, "a b", "é", None, 12):
         assert not sm.valid_session_id(bad)
+
+
+def payload(line: int) -> dict:
+    """One of Claude Code 2.1.328's own hook payloads (tests/corpus/claude-code)."""
+    path = CORPUS / "claude-code" / "hook-payloads.jsonl"
+    return json.loads(path.read_text().splitlines()[line - 1])
+
+
+def test_subagent_calls_are_tallied_apart_and_never_reach_the_threshold():
+    """PreToolUse with an `agent_id` (a subagent's call, Claude Code's own payload) adds to
+    `subagent_calls`, not to activity: 3 subagent calls and 1 main call are activity 1, and a
+    Stop with reflect_every=2 makes no job."""
+    sessions: dict[str, sm.Session] = {}
+    sub = msgspec.json.decode(json.dumps(payload(8)).encode(), type=sm.HookEvent)
+    main = msgspec.json.decode(json.dumps(payload(7)).encode(), type=sm.HookEvent)
+    assert sub.agent_id and not main.agent_id
+    for i in range(3):
+        e = msgspec.structs.replace(sub, tool_use_id=f"toolu_sub{i}")
+        assert sm.apply_event(sessions, e, now=1.0, reflect_every=2, make_id=ids()) == []
+    sm.apply_event(sessions, main, now=2.0, reflect_every=2, make_id=ids())
+    s = sessions[main.session_id]
+    assert (s.activity, s.calls_hook, s.subagent_calls) == (1, 1, 3)
+    stop = msgspec.json.decode(json.dumps(payload(5)).encode(), type=sm.HookEvent)
+    stop = msgspec.structs.replace(stop, session_id=main.session_id)
+    assert sm.apply_event(sessions, stop, now=3.0, reflect_every=2, make_id=ids()) == []
+    assert s.tool_ids == [main.tool_use_id]  # subagent ids never enter the main chain's memory
+
+
+def test_old_sessions_and_jobs_load_with_the_new_fields_defaulted():
+    """A session and a job journaled before these fields existed decode with
+    `subagent_calls` 0 and no final text."""
+    s = msgspec.json.decode(b'{"session_id":"s1","activity":3,"calls_hook":3}', type=sm.Session)
+    j = msgspec.json.decode(b'{"id":"j","session_id":"s1","kind":"threshold","created_at":1}',
+                            type=sm.Job)
+    assert s.subagent_calls == 0 and j.final_text is None and j.prompt_id is None
+
+
+@pytest.mark.parametrize("command,own", [
+    ("autoharnessctl learn --session abc - <<'AUTOHARNESS_LESSON_abc'\nx\nAUTOHARNESS_LESSON_abc",
+     True),
+    ("  /home/u/.venv/bin/autoharnessctl learn \"run make check\"", True),
+    ("autoharnessctl status", False),
+    ("echo autoharnessctl learn", False),
+    ("autoharnessctl-learn x", False),
+    ("", False),
+])
+def test_learn_command_recognised(command, own):
+    """Only a command that runs `autoharnessctl learn` (by name or path) is the /learn call."""
+    assert sm.is_learn_command(command) is own
+    raw = msgspec.json.encode({"command": command})
+    assert sm.is_learn_call("Bash", raw) is own
+    assert sm.is_learn_call("Read", raw) is False
+
+
+def test_learn_call_is_remembered_not_counted_by_either_witness():
+    """The /learn Bash call counts as no activity: the hook remembers its id (so the
+    transcript does not count it) and the transcript witness leaves it out on its own."""
+    cmd = "autoharnessctl learn --session s1 - <<'END'\nlesson\nEND"
+    sessions: dict[str, sm.Session] = {}
+    e = ev("PreToolUse", tool_name="Bash", tool_use_id="toolu_learn",
+           tool_input=msgspec.Raw(msgspec.json.encode({"command": cmd})))
+    sm.apply_event(sessions, e, now=5.0, reflect_every=50, make_id=ids())
+    s = sessions["s1"]
+    assert s.activity == 0 and s.calls_hook == 0 and "toolu_learn" in s.tool_ids
+    assert sm.transcript_calls(s, [("toolu_learn", 6.0)]) == []
+    rec = {"type": "assistant", "timestamp": "2026-12-01T10:00:00Z", "message": {"content": [
+        {"type": "tool_use", "id": "toolu_learn", "name": "Bash", "input": {"command": cmd}},
+        {"type": "tool_use", "id": "toolu_work", "name": "Bash", "input": {"command": "ls"}}]}}
+    data = json.dumps(rec).encode() + b"\n"
+    assert [i for i, _ in tool_uses(data, default_time=0.0)] == ["toolu_work"]
