@@ -5,7 +5,10 @@ deleted afterwards. The cut is O(window): the two must cost about the same (rati
 Runs are interleaved (big, small, big, …) from the page cache (one warm-up cut each). Also
 reports the cut with the conversation filter (`record_types`, as packets cut it: each record's
 type read from its head, bookkeeping left out before the cap, so more of the file is scanned)
-against the plain cut, and a whole packet (window + digest + redaction) per file.
+against the plain cut, the conversation cut that also leaves out records already reflected
+(`reflected`: a full memory of 65,536 uuids holding every other record of the window, as a
+fork's copies would be; each record's `uuid` read from its end) against the conversation cut,
+and a whole packet (window + digest + redaction) per file.
 
     .venv/bin/python bench/capture_window.py [--size-mb 1024] [--small-mb 10] [--runs 41]
 """
@@ -20,6 +23,7 @@ from pathlib import Path
 from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
+from claude_autoharness.daemon.reflected import MAX_KEPT, ReflectedRecords
 from claude_autoharness.protocol.config import CaptureConfig
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "real"
@@ -79,10 +83,15 @@ def main() -> None:
         cut: dict[str, list[float]] = {k: [] for k in files}
         pkt: dict[str, list[float]] = {k: [] for k in files}
         conv: dict[str, list[float]] = {k: [] for k in files}
+        dedupe: dict[str, list[float]] = {k: [] for k in files}
         scanned = {}
+        seen = {}
         for k, p in files.items():  # warm-up
             scanned[k] = cut_window(p, marks[k]).scanned_bytes
             build_packet(p, marks[k], cfg, red)
+            own = cut_window(p, marks[k], record_types=CONVERSATION_TYPES, reflected=()).uuids
+            seen[k] = ReflectedRecords(str(tmp / f"{k}.seen"), max_kept=MAX_KEPT)
+            seen[k].add([f"filler-{i}" for i in range(MAX_KEPT - len(own) // 2)] + own[::2])
         for _ in range(args.runs):
             for k, p in files.items():
                 t = time.perf_counter()
@@ -92,6 +101,9 @@ def main() -> None:
                 cut_window(p, marks[k], record_types=CONVERSATION_TYPES)
                 conv[k].append(time.perf_counter() - t)
                 t = time.perf_counter()
+                cut_window(p, marks[k], record_types=CONVERSATION_TYPES, reflected=seen[k])
+                dedupe[k].append(time.perf_counter() - t)
+                t = time.perf_counter()
                 build_packet(p, marks[k], cfg, red)
                 pkt[k].append(time.perf_counter() - t)
         for k, p in files.items():
@@ -99,6 +111,9 @@ def main() -> None:
             print(f"      cut_window:   {stats(cut[k])}")
             print(f"      cut_window, conversation only: {stats(conv[k])}  "
                   f"(x{statistics.median(conv[k]) / statistics.median(cut[k]):.2f} the plain cut)")
+            print(f"      ... and already-reflected left out: {stats(dedupe[k])}  "
+                  f"(x{statistics.median(dedupe[k]) / statistics.median(conv[k]):.2f} "
+                  f"conversation only)")
             print(f"      build_packet: {stats(pkt[k])}")
         r_cut = statistics.median(cut["big"]) / statistics.median(cut["small"])
         r_pkt = statistics.median(pkt["big"]) / statistics.median(pkt["small"])
