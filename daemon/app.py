@@ -292,7 +292,7 @@ def run() -> None:
     try:
         try:
             daemon.load()
-            daemon.persist_now()
+            daemon.persist_now(snapshot=False)  # what load changed; a snapshot only if due
         except OSError as e:  # an unreadable or unwritable state file: say which, and the fix
             raise StartupError(f"cannot load or save the daemon state: {persistence.describe(e)}, "
                                "then start again") from None

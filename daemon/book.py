@@ -6,15 +6,28 @@ jobs it created, its id, a turn) and every job change are appended to the journa
 `write()` on the event loop before anyone is told, so a process crash at any instant loses
 nothing acknowledged; `sync` (fsync, against power loss) runs at least every
 `fsync_interval_s`. The latest event ids are remembered durably, so a second copy of an event
-counts nothing. A snapshot is written by one writer at a time, and only then is the journal
-compacted down to what it covers, keeping the unfinished jobs and live sessions so a corrupt
-snapshot does not drop them. Blocking I/O runs in worker threads (`persist_now` is for
+counts nothing.
+
+A persist writes what changed, not the state: the sessions changed outside an event (marked
+by `mark_dirty(session)`), the other snapshot fields' changed leaves (`store.Parts`) and what
+pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
+last one has grown as large as it (and at least `SNAPSHOT_MIN_JOURNAL_BYTES`), or when a
+snapshot failed and must be retried, or at stop: the bytes written per change stay about the
+same however many sessions the state holds. A snapshot is written by one writer at a time;
+the one it replaces is kept as the previous one, with the journal segments since it, so an
+unreadable snapshot loses nothing. Blocking I/O runs in worker threads (`persist_now` is for
 startup and shutdown, when nothing else runs).
+
+State stays bounded: sessions quiet past the retention (`session_retention_days`) whose count
+is spent are pruned, unfinished jobs older than it are ended with the reason, finished ones
+beyond `KEEP_DONE_JOBS` dropped; each prune is journaled.
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
 `Counters`, the server's `ConnectionCounters`.
 """
 
+import os
+import random
 from collections.abc import Callable, Iterable
 
 import anyio
@@ -31,6 +44,15 @@ log = structlog.get_logger("autoharness")
 KEEP_DONE_JOBS = 200
 KEEP_ENDED_SESSIONS_S = 7 * 86_400
 KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives within seconds
+DEFAULT_RETENTION_S = 14 * 86_400
+PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
+SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
+PRUNE_EVERY_S = 60.0
+
+
+def previous_snapshot_file() -> str:
+    stem, ext = os.path.splitext(paths.snapshot_file())
+    return f"{stem}.prev{ext}"
 
 
 class Book:
@@ -48,21 +70,35 @@ class Book:
         self.seen: dict[str, None] = {}  # the latest event ids, oldest first
         self.keep_ids = KEEP_EVENT_IDS  # how many `seen` holds (more while spools replay)
         self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
-        # Called just before a snapshot is encoded: parts copy their tables into the state.
+        # Called before each persist: parts copy their tables into the state.
         self.before_snapshot: Callable[[store.State], None] = lambda state: None
+        self.retention_s: Callable[[], float] = lambda: DEFAULT_RETENTION_S
+        self.parts = store.Parts()
+        self._touched: set[str] = set()  # sessions changed outside an event record
+        self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`
+        self._snap_seq = 0  # the journal seq the newest durable snapshot covers
+        self._snap_size = 0
+        self._snapshot_failed = False  # the last snapshot was not written: retry it
+        self._pruned_at = -PRUNE_EVERY_S
 
     # ---- loading -------------------------------------------------------------------------
 
-    def load(self, *, max_attempts: int) -> None:
+    def load(self, *, backoff_base_s: float = 2.0,
+             rand: Callable[[], float] = random.random) -> None:
         """Snapshot, then the journal records newer than it; quarantine whatever is corrupt.
 
-        A job found running was interrupted: it runs again. `attempts` counts model calls, so
-        only a job that took us down inside its model call `max_attempts` times is failed; one
-        interrupted while waiting for its transcript or cutting its window costs nothing.
+        A job found running was interrupted: it runs again (`sessions.resume_interrupted`);
+        one interrupted more than PARK_AFTER_INTERRUPTIONS times waits, backing off, first.
         """
         qdir = paths.quarantine_dir()
-        self.state, bad = store.load_snapshot(paths.snapshot_file(), qdir)
+        self.state, bad = store.load_snapshot(paths.snapshot_file(), previous_snapshot_file(),
+                                              qdir)
         self.quarantined += bad
+        self._snap_seq = self.state.journal_seq
+        try:
+            self._snap_size = os.path.getsize(paths.snapshot_file())
+        except OSError:
+            self._snap_size = 0
         records, bad = self.journal.replay(self.state.journal_seq, qdir)
         self.quarantined += bad
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
@@ -72,17 +108,18 @@ class Book:
             self.remember(eid)
         for rec in records:
             self.apply(rec)
+        store.apply_parts(self.state, [rec for rec in records if rec.op == "parts"])
         self._last_pass = len(self.seen)
-        for job in self.state.jobs.values():
-            if job.status != "running":
-                continue
-            if job.attempts >= max_attempts:  # it keeps taking us down
-                job.status, job.finished_at = "failed", self.clock()
-                job.last_error = f"interrupted {job.attempts} times"
-                self.state.jobs_failed += 1
-            else:  # interrupted by a crash or stop: run it again
-                job.status = "pending"
         self.capture_stats.from_state(self.state.capture)
+        self.parts.reset(self.state)  # what is on disk now
+        for job in self.state.jobs.values():
+            if job.status == "running":
+                sm.resume_interrupted(
+                    job, now=self.clock(), park_after=PARK_AFTER_INTERRUPTIONS,
+                    wait=lambda n: sm.backoff(n, backoff_base_s, rand))
+                self._resumed.append(job)
+                if job.next_attempt_at > self.clock():
+                    log.warning("job parked", job=job.id, reason=job.last_error)
 
     def apply(self, rec: store.JournalRecord) -> None:
         """Replay one journal record. Records carry post-states: applying one twice changes
@@ -90,14 +127,18 @@ class Book:
         snapshot's only until a snapshot covers it)."""
         for job in ([rec.job] if rec.job is not None else []) + rec.jobs:
             self.state.jobs[job.id] = job
-        if rec.session is not None:
-            s = rec.session
+        for s in rec.sessions + ([rec.session] if rec.session is not None else []):
             prev = self.state.sessions.get(s.session_id)
             s.tool_ids = list(prev.tool_ids) if prev is not None else []
             s.tool_at = list(prev.tool_at) if prev is not None else []
-            for tool_use_id in rec.calls:  # made no later than journaled: `at` bounds them
-                sm.remember_call(s, tool_use_id, rec.at)
+            if s is rec.session:
+                for tool_use_id in rec.calls:  # made no later than journaled: `at` bounds them
+                    sm.remember_call(s, tool_use_id, rec.at)
             self.state.sessions[s.session_id] = s
+        for sid in rec.forget_sessions:
+            self.state.sessions.pop(sid, None)
+        for jid in rec.forget_jobs:
+            self.state.jobs.pop(jid, None)
         if rec.op == "turn" or rec.turn:
             self.state.turns.add(rec.project)
         if rec.kind:  # an event record: the counters a snapshot would have carried
@@ -126,45 +167,83 @@ class Book:
         return bool(eid) and eid in self.seen
 
     def open(self) -> None:
-        """Start journaling (after `load` and any recovery)."""
+        """Start journaling (after `load` and any recovery): first the jobs `load` resumed."""
         for path in self.quarantined:
             log.warning("quarantined", file=path)
         self.journal.open()
+        resumed, self._resumed = self._resumed, []
+        if resumed:
+            self._append("job", jobs=resumed)
         self.dirty = True
 
     def close(self) -> None:
         self.journal.close()
 
-    # ---- snapshots -----------------------------------------------------------------------
+    # ---- persisting ----------------------------------------------------------------------
 
-    def snapshot_bytes(self) -> tuple[bytes, int, bytes]:
-        """The snapshot, the journal size it covers, and what the compacted journal keeps."""
+    def snapshot_due(self) -> bool:
+        return self._snapshot_failed or self.journal.appended >= max(
+            SNAPSHOT_MIN_JOURNAL_BYTES, self._snap_size)
+
+    def journal_changes(self) -> None:
+        """Append what changed outside the per-change records (on the loop): pruning, the
+        sessions marked changed, the snapshot fields' changed leaves."""
+        self.before_snapshot(self.state)
+        self.state.capture = self.capture_stats.to_state()
+        if self.clock() - self._pruned_at >= PRUNE_EVERY_S:
+            self._pruned_at = self.clock()
+            self._prune()
+        touched = list(self._touched)  # `mark_dirty` may run in a worker thread
+        self._touched.difference_update(touched)
+        changed = [s for sid in touched if (s := self.state.sessions.get(sid)) is not None]
+        put, gone = self.parts.changes(self.state)
+        if not (changed or put or gone):
+            return
+        try:
+            self._append("parts", jobs=[], sessions=changed, set=put, unset=gone)
+        except OSError:
+            self.parts.undo(put, gone)
+            self._touched.update(touched)
+            raise
+
+    def snapshot_bytes(self) -> tuple[bytes, int]:
+        """The snapshot and the journal seq it covers; the journal moves on to a new segment
+        (on the loop, between appends: the snapshot covers every closed segment)."""
         self.before_snapshot(self.state)
         self.state.capture = self.capture_stats.to_state()
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
-        self._prune()
-        unfinished = [j for j in self.state.jobs.values() if j.status in ("pending", "running")]
-        live = [s for s in self.state.sessions.values() if s.ended_at is None or s.activity > 0]
-        carry = self.journal.carry(self.journal.seq, unfinished, live)
-        return store.encode_state(self.state), self.journal.size, carry
+        data = store.encode_state(self.state)
+        self.parts.reset(self.state)
+        self._touched.clear()
+        self.journal.rotate()
+        return data, self.state.journal_seq
 
-    async def persist(self) -> None:
-        """Write the snapshot if dirty; then the journal is compacted to what it does not cover
-        (and the unfinished jobs and live sessions, in case the snapshot is ever unreadable).
+    def write_snapshot(self, data: bytes, seq: int) -> None:
+        """Write a snapshot (blocking): the one it replaces is kept as the previous one, and
+        the journal segments that one covers are no longer needed."""
+        self._snapshot_failed = True  # until it is on disk
+        store.write_private(paths.snapshot_file(), data, previous=previous_snapshot_file())
+        self.journal.drop_segments(self._snap_seq)
+        self._snap_seq, self._snap_size = seq, len(data)
+        self._snapshot_failed = False
+        self.last_snapshot_at = self.clock()
+
+    async def persist(self, *, snapshot: bool = False) -> None:
+        """Journal what changed; write the snapshot when it is due (or asked for).
 
         One at a time: two writers finishing out of order could put an older snapshot last.
         """
         async with self._persist_lock:
-            if not self.dirty:
+            if not (self.dirty or snapshot or self._snapshot_failed):
                 return
             self.dirty = False
             try:
-                data, size, carry = self.snapshot_bytes()
-                await anyio.to_thread.run_sync(store.write_private, paths.snapshot_file(), data)
-                self.last_snapshot_at = self.clock()
-                await anyio.to_thread.run_sync(self.journal.compact, size, carry)
+                self.journal_changes()
+                if snapshot or self.snapshot_due():
+                    data, seq = self.snapshot_bytes()
+                    await anyio.to_thread.run_sync(self.write_snapshot, data, seq)
             except BaseException as e:
                 self.dirty = True
                 if isinstance(e, OSError):
@@ -172,13 +251,14 @@ class Book:
                 raise
             self.health.ok()
 
-    def persist_now(self) -> None:
-        """Blocking persist for shutdown and startup, when nothing else runs."""
-        data, size, carry = self.snapshot_bytes()
-        store.write_private(paths.snapshot_file(), data)
-        self.last_snapshot_at = self.clock()
+    def persist_now(self, *, snapshot: bool = True) -> None:
+        """Blocking persist for shutdown and startup, when nothing else runs; the journal is
+        fsynced too. At startup pass `snapshot=False`: it is written only when due."""
+        self.journal_changes()
+        if snapshot or self.snapshot_due():
+            self.write_snapshot(*self.snapshot_bytes())
         self.dirty = False
-        self.journal.compact(size, carry)
+        self.journal.sync()
 
     async def sync(self) -> None:
         """fsync what was appended since the last sync (a process crash loses nothing
@@ -190,16 +270,33 @@ class Book:
             raise
 
     def _prune(self) -> None:
+        """Bound the state (see the module doc); every change journaled."""
+        now, retention = self.clock(), self.retention_s()
+        expired = sm.expire_jobs(list(self.state.jobs.values()), now=now, max_age_s=retention,
+                                 why="session_retention_days")
+        for job in expired:
+            self.state.jobs_failed += 1
+            log.warning("job expired", job=job.id, kind=job.kind)
+        if expired:
+            self._append("job", jobs=expired)
         finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
+        dropped = []
         if len(finished) > KEEP_DONE_JOBS:
             finished.sort(key=lambda j: j.finished_at or j.created_at)
-            for j in finished[: len(finished) - KEEP_DONE_JOBS]:
-                del self.state.jobs[j.id]
+            dropped = [j.id for j in finished[: len(finished) - KEEP_DONE_JOBS]]
+            for jid in dropped:
+                del self.state.jobs[jid]
         busy = {j.session_id for j in self.state.jobs.values() if j.status in ("pending", "running")}
-        sm.forget_ended(self.state.sessions, now=self.clock(), keep_s=KEEP_ENDED_SESSIONS_S, busy=busy)
+        gone = sm.prune_sessions(self.state.sessions, now=now, keep_ended_s=KEEP_ENDED_SESSIONS_S,
+                                 retention_s=retention, busy=busy)
+        if gone or dropped:
+            self._append("forget", jobs=[], forget_sessions=gone, forget_jobs=dropped)
 
-    def mark_dirty(self) -> None:
-        """Something in the state changed that the next snapshot must carry."""
+    def mark_dirty(self, session: sm.Session | None = None) -> None:
+        """Something in the state changed that the next persist must journal: a session
+        changed outside an event record is named (safe from a worker thread)."""
+        if session is not None:
+            self._touched.add(session.session_id)
         self.dirty = True
 
     # ---- the job book (what the reflector pool reads and writes) -------------------------
@@ -210,12 +307,14 @@ class Book:
     def session(self, session_id: str) -> sm.Session | None:
         return self.state.sessions.get(session_id)
 
-    async def record_jobs(self, jobs: list[sm.Job], session: sm.Session | None = None) -> None:
-        """Journal new or changed jobs (and a moved watermark) before anyone is told: one
-        `write()` on the loop, so records stay in the order the changes were made."""
+    async def record_jobs(self, jobs: list[sm.Job], session: sm.Session | None = None, *,
+                          sessions: Iterable[sm.Session] = ()) -> None:
+        """Journal new or changed jobs (and a moved watermark, or the counters a flush reset)
+        before anyone is told: one `write()` on the loop, so records stay in the order the
+        changes were made."""
         if not jobs:
             return
-        self._append("job", jobs=jobs, session=session)
+        self._append("job", jobs=jobs, session=session, sessions=list(sessions))
 
     def record_event(self, eid: str, kind: str, *, session: sm.Session | None,
                      jobs: list[sm.Job], calls: list[str], turn: bool = False,

@@ -2,11 +2,12 @@
 background loops.
 
 Handlers live with what they serve (`handlers/`): hook events, jobs, review (the promoter and
-the queue), skills, learnings, status. The state and its durability live in `persistence`,
+the queue), skills, learnings, status. The state and its durability live in `book`,
 spool replay in `spool`, the reflector pool in `reflect/pool`. Everything here runs on the
 event loop and must not block: fsyncs and file reads go to threads.
 """
 
+import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -59,6 +60,7 @@ class Daemon:
         self.book = Book(clock=clock)
         self.live = Live.build(cfg, self._turns)
         self.book.before_snapshot = self._copy_tables
+        self.book.retention_s = lambda: self.live.cfg.session_retention_days * 86_400
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.socket_path = paths.socket_path()
@@ -133,7 +135,7 @@ class Daemon:
     def load(self) -> None:
         """The book, the intent queue and the indexes as the last run left them; then finish
         or abandon the landings a crash interrupted, and start journaling."""
-        self.book.load(max_attempts=self.live.cfg.reflector.max_attempts)
+        self.book.load(backoff_base_s=self.live.cfg.reflector.backoff_base_s)
         state = self.book.state
         report = self.intents.load()
         self.reflected.load()
@@ -175,8 +177,8 @@ class Daemon:
         for path in found:
             self.watcher.scan_until_done(path)
 
-    def persist_now(self) -> None:
-        self.book.persist_now()
+    def persist_now(self, *, snapshot: bool = True) -> None:
+        self.book.persist_now(snapshot=snapshot)
 
     def close(self) -> None:
         self.book.close()
@@ -207,7 +209,9 @@ class Daemon:
     async def cmd_pause(self, req: m.Pause) -> m.Reply:
         self.book.state.paused = req.paused
         self.book.mark_dirty()
-        await self.book.persist()
+        await self.book.persist()  # journaled: durable from here
+        with contextlib.suppress(OSError):  # a snapshot that fails is said in status, retried
+            await self.book.persist(snapshot=True)
         return m.Ok(data={"paused": self.book.state.paused})
 
     # ---- background loops ------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Storage is one append-only JSONL file in the state dir (0600). Each line is a record:
 `{"op": "add", "key": ..., "intent": {...}}` or `{"op": "update", "id": ..., "status": ...,
 "findings": [...], "updated_at": ...}`. Every append is fsynced before the call returns, so a
-job may be marked done (and its watermark advanced) right after `intake` returns.
+job may be marked done (and its watermark advanced) right after `intake` returns; an append a
+full disk cuts short is cut back (or ended on a line of its own), as in the daemon's journal.
 
 Intake judges each proposal once, at the door: malformed → rejected `schema`,
 past the per-job cap → `over_limit`, carrying a secret → `secret` (and stored redacted), evidence
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from claude_autoharness.daemon.atomic import fsync_dir, write_atomic
+from claude_autoharness.daemon.atomic import append_durably, write_atomic
 from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
@@ -250,26 +251,14 @@ class IntentQueue:
         d = os.path.dirname(os.path.abspath(self.path))
         paths.make_private_dirs(d)
 
-    def _fsync_dir(self) -> None:
-        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
-
     def _append(self, records: list[dict]) -> None:
-        """Append records and fsync them. Caller holds the writer lock and publishes after."""
+        """Append records and fsync them. Caller holds the writer lock and publishes after.
+        An append a full disk cuts short leaves no partial line for the next one to be glued
+        to (which would set both aside at the next load): nothing reported is ever lost."""
         if not records:
             return
-        data = b"".join(msgspec.json.encode(r) + b"\n" for r in records)
         self._ensure_dir()
-        created = not os.path.exists(self.path)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            self._fsync_dir()  # the new file's name must survive a crash too
+        append_durably(self.path, b"".join(msgspec.json.encode(r) + b"\n" for r in records))
 
     def _rewrite(self, st: _State) -> None:
         """Write `st` as one `add` per intent (temp file, fsync, rename, fsync dir) and publish

@@ -13,12 +13,13 @@ Both witnesses agree on what is a main-session call: a subagent's calls (PreTool
 """
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 KEEP_TOOL_IDS = 256  # per session: more than the calls both witnesses can disagree on at once
+MAX_BACKOFF_S = 3600.0
 
 class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
     session_id: str
@@ -66,6 +67,7 @@ class Job(msgspec.Struct, kw_only=True, omit_defaults=True):
     # turn's prompt id. The window waits for its record; if it never comes, this stands in.
     final_text: str | None = None
     prompt_id: str | None = None
+    interrupted: int = 0  # times the daemon stopped (a crash, a kill) while it ran
 
 
 class HookEvent(msgspec.Struct, kw_only=True):
@@ -265,11 +267,53 @@ def idle_sessions(sessions: dict[str, Session], *, now: float, idle_after: float
     return out
 
 
-def forget_ended(sessions: dict[str, Session], *, now: float, keep_s: float,
-                 busy: set[str]) -> int:
-    """Drop ended sessions older than `keep_s` that no job still needs."""
-    stale = [sid for sid, s in sessions.items()
-             if s.ended_at is not None and now - s.ended_at > keep_s and sid not in busy]
+def prune_sessions(sessions: dict[str, Session], *, now: float, keep_ended_s: float,
+                   retention_s: float, busy: set[str]) -> list[str]:
+    """Drop sessions no job still needs (`busy`) whose count is spent (activity 0: what they
+    counted is a journaled job already): ended ones after `keep_ended_s`, and any quiet for
+    `retention_s` (Claude Code killed without a SessionEnd). Returns the ids dropped."""
+    stale = []
+    for sid, s in sessions.items():
+        if sid in busy or s.activity > 0:
+            continue
+        ended = s.ended_at is not None and now - s.ended_at > keep_ended_s
+        if ended or now - max(s.last_event_at, s.started_at, s.ended_at or 0.0) > retention_s:
+            stale.append(sid)
     for sid in stale:
         del sessions[sid]
-    return len(stale)
+    return stale
+
+
+def expire_jobs(jobs: Iterable[Job], *, now: float, max_age_s: float, why: str) -> list[Job]:
+    """End the unfinished jobs created more than `max_age_s` ago: they can never run (their
+    transcript long rewritten, the backend missing for weeks, parked too often). Each is
+    failed with a reason saying so; returns them."""
+    out = []
+    for j in jobs:
+        if j.status in ("pending", "running") and now - j.created_at > max_age_s:
+            j.status, j.finished_at = "failed", now
+            j.last_error = (f"expired: not done {max_age_s / 86_400:g} days after it was queued "
+                            f"({why}); last error: {j.last_error or 'none'}")
+            out.append(j)
+    return out
+
+
+def backoff(attempt: int, base: float, rand: Callable[[], float]) -> float:
+    """Exponential backoff with full jitter on the upper half, capped."""
+    d = min(MAX_BACKOFF_S, base * (2 ** max(0, attempt - 1)))
+    return d * (0.5 + rand() / 2)
+
+
+def resume_interrupted(job: Job, *, now: float, park_after: int,
+                       wait: Callable[[int], float]) -> None:
+    """A job found running at start was interrupted (a crash, a kill, a stop): it runs again.
+    Its `attempts` (model calls answered with an error) do not change: a call in flight when
+    the daemon died was never answered. Interrupted more than `park_after` times, it is parked
+    for `wait(times over)` with the reason in `last_error`, then retried: never dropped."""
+    job.interrupted += 1
+    job.status = "pending"
+    if job.interrupted > park_after:
+        delay = wait(job.interrupted - park_after)
+        job.next_attempt_at = now + delay
+        job.last_error = (f"interrupted {job.interrupted} times while running (the daemon "
+                          f"crashed or was killed); parked, retried in {delay:.0f} s")

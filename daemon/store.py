@@ -5,8 +5,10 @@ the jobs it created or changed, the event's id) is appended with one `write()` b
 told, so a process crash at any instant loses nothing acknowledged; fsync (against power loss)
 is batched by the daemon every `fsync_interval_s`. Records carry post-states, so applying one
 twice is harmless. The snapshot only shortens replay: startup = snapshot + journal records newer
-than it. Compaction keeps the unfinished jobs and live sessions in the journal, so a corrupt
-snapshot (quarantined, never fatal) does not drop them.
+than it. A persist appends what changed (`Parts`); the snapshot is rewritten only once the
+journal has grown about as large as it, so the bytes written per change do not grow with the
+state. The previous snapshot and the journal segments since it are kept: a corrupt snapshot
+(quarantined, never fatal) falls back to them and loses nothing.
 """
 
 import os
@@ -15,7 +17,7 @@ import time
 
 import msgspec
 
-from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.atomic import AppendFile, fsync_dir, write_atomic
 from claude_autoharness.daemon.sessions import Job, Session
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.private import private_problem
@@ -76,16 +78,24 @@ class JournalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     `calls` (a session record stays small however many calls it remembers)."""
 
     seq: int
-    op: str  # "event", "calls", "job", "session", "carry" (what compaction kept), "turn"
+    # "event", "calls", "job", "session", "carry" (an older compaction kept it), "turn",
+    # "parts" (the snapshot's other fields that changed), "forget" (pruned state)
+    op: str
     job: Job | None = None
     jobs: list[Job] = []
     session: Session | None = None
+    sessions: list[Session] = []  # more post-states (a flush resets several counters)
     eid: str = ""  # the event's id: a later copy of it counts nothing
     kind: str = ""  # the event's hook_event_name (its counters travel with it)
     calls: list[str] = []  # tool_use ids the session now remembers as counted
     turn: bool = False  # a main session's Stop: one turn of the user layer and of `project`
     project: str | None = None
     at: float = 0.0
+    # "parts": (path, value) pairs set, paths deleted; a path starts with a State field name
+    set: list[tuple[list[str], msgspec.Raw]] = []
+    unset: list[list[str]] = []
+    forget_sessions: list[str] = []  # "forget": state pruned (see Book._prune)
+    forget_jobs: list[str] = []
 
 
 _state_decoder = msgspec.json.Decoder(State)
@@ -142,10 +152,11 @@ def recheck_dir(path: str) -> None:
                                "changed it, and start again")
 
 
-def write_private(path: str, data: bytes) -> None:
-    """Atomically replace a state file (0600), never into a state dir swapped since start."""
+def write_private(path: str, data: bytes, *, previous: str | None = None) -> None:
+    """Atomically replace a state file (0600), the replaced one kept as `previous` if named;
+    never into a state dir swapped since start."""
     recheck_dir(os.path.dirname(path))
-    write_atomic(path, data, 0o600)
+    write_atomic(path, data, 0o600, previous=previous)
 
 
 def quarantine(path: str, qdir: str, *, copy: bool = False) -> str:
@@ -160,17 +171,22 @@ def quarantine(path: str, qdir: str, *, copy: bool = False) -> str:
     return dest
 
 
-def load_snapshot(path: str, qdir: str) -> tuple[State, list[str]]:
-    """Load the snapshot; a corrupt one is quarantined and an empty state returned."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return State(), []
-    try:
-        return _state_decoder.decode(data), []
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return State(), [quarantine(path, qdir)]
+def load_snapshot(path: str, previous: str, qdir: str) -> tuple[State, list[str]]:
+    """Load the snapshot; a corrupt one is quarantined and the previous one (kept by
+    `write_atomic(previous=...)`) loaded instead, whose journal segments are still there; an
+    empty state when neither is readable."""
+    quarantined: list[str] = []
+    for candidate in (path, previous):
+        try:
+            with open(candidate, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        try:
+            return _state_decoder.decode(data), quarantined
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            quarantined.append(quarantine(candidate, qdir))
+    return State(), quarantined
 
 
 def encode_state(state: State) -> bytes:
@@ -185,152 +201,258 @@ def light(session: Session) -> Session:
 
 
 class Journal:
-    """Append-only JSONL. `append` is one `write()` (the event loop calls it: page cache, no
-    fsync); `sync` fsyncs and `compact` shrinks the file after a snapshot, both from worker
-    threads. The lock orders appends against the swap of the file in `compact`. An append that
-    fails (a full disk) leaves no partial line and raises; its record is written ahead of the
-    next one that has room, so records stay whole and in order."""
+    """Append-only JSONL in segments: `path` is appended to; `rotate` (when a snapshot is
+    taken) closes it as `<stem>.<last seq>.jsonl` and starts an empty one, and segments a
+    snapshot no longer needs are deleted, whole: nothing is ever copied. Replay reads the
+    segments, oldest first, then `path` (a journal of one file, as older versions wrote, reads
+    the same).
+
+    `append` is one `write()` (the event loop calls it: page cache, no fsync); `sync` fsyncs
+    from a worker thread. The lock orders appends against `sync` picking up the file. An
+    append that fails (a full disk) leaves no partial line (`AppendFile`) and raises; its
+    record is written ahead of the next one that has room, so records stay whole and in
+    order."""
 
     def __init__(self, path: str):
         self.path = path
         self.seq = 0
-        self.size = 0  # bytes appended to the open file
-        self._fd: int | None = None
+        self.file = AppendFile(path)
+        self.appended = 0  # bytes in the journal since the last rotation
         self._lock = threading.Lock()
         self._unsynced = False
-        self._torn = False
+        self._unsynced_dir = False  # a rotation renamed and created files
+        self._closed: list[AppendFile] = []  # rotated away, not fsynced yet
         self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
+
+    @property
+    def size(self) -> int:
+        return self.file.size
 
     def open(self) -> None:
         recheck_dir(os.path.dirname(self.path))
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self.size = os.fstat(self._fd).st_size
-        if self.size and _pread_all(self.path, self.size - 1, self.size) != b"\n":
-            _write_all(self._fd, b"\n")  # end a torn last line: it must not swallow the next
-            self.size += 1
+        self.file.open()
+        self.appended = self.file.size + sum(os.path.getsize(p) for _, p in self.segments())
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._lock:
+            for f in self._closed:
+                f.close()
+            self._closed.clear()
+            self.file.close()
 
     def append(self, op: str, *, job: Job | None = None, jobs: list[Job] | None = None,
-               session: Session | None = None, eid: str = "", kind: str = "",
-               calls: list[str] | None = None, turn: bool = False,
-               project: str | None = None) -> int:
+               session: Session | None = None, sessions: list[Session] | None = None,
+               **fields) -> int:
         with self._lock:
             self.seq += 1
             rec = JournalRecord(seq=self.seq, op=op, job=job, jobs=jobs or [],
                                 session=light(session) if session is not None else None,
-                                eid=eid, kind=kind, calls=calls or [], turn=turn, project=project,
-                                at=time.time())
-            assert self._fd is not None
+                                sessions=[light(s) for s in sessions or ()],
+                                at=time.time(), **fields)
             # A record a failed append could not write goes first: the caller's state already
             # holds its change, so the post-states recorded after it carry that change too.
             self._unwritten.append(_encoder.encode(rec) + b"\n")
-            data = b"".join(self._unwritten)
-            if self._torn:  # a failed append left part of a line: end it, or it eats this one
-                data = b"\n" + data
-            try:
-                _write_all(self._fd, data)
-            except OSError:
-                self._cut_back()
-                raise
+            n = self.file.append(b"".join(self._unwritten))
             self._unwritten.clear()
-            self._torn = False
-            self.size += len(data)
+            self.appended += n
             self._unsynced = True
             return self.seq
 
-    def _cut_back(self) -> None:
-        """After a failed write (a full disk), drop what part of the record got written."""
-        assert self._fd is not None
-        try:
-            os.ftruncate(self._fd, self.size)
-        except OSError:
-            self._torn = True
-            self.size = os.fstat(self._fd).st_size  # the part stays: offsets must count it
-
     def sync(self) -> None:
-        """fsync what was appended (batched: the daemon calls this every fsync_interval_s)."""
+        """fsync what was appended (batched: the daemon calls this every fsync_interval_s),
+        segments rotated away since the last sync, and the directory after a rotation."""
         with self._lock:
-            if not self._unsynced or self._fd is None:
+            if not self._unsynced or self.file.fd is None:
                 return
-            fd, self._unsynced = self._fd, False
-            fd = os.dup(fd)  # the fsync runs unlocked; a compaction may swap the file meanwhile
+            closed, self._closed = self._closed, []
+            fd, self._unsynced = os.dup(self.file.fd), False  # fsync unlocked: appends go on
+            dir_too, self._unsynced_dir = self._unsynced_dir, False
         try:
+            for f in closed:
+                try:
+                    f.sync()
+                finally:
+                    f.close()
             os.fsync(fd)
+            if dir_too:
+                fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        except BaseException:
+            with self._lock:
+                self._unsynced = True
+                self._unsynced_dir = self._unsynced_dir or dir_too
+            raise
         finally:
             os.close(fd)
 
-    def carry(self, seq: int, jobs: list[Job], sessions: list[Session]) -> bytes:
-        """Records for what a compaction keeps: numbered `seq`, so replay after a good snapshot
-        skips them and replay after a corrupt one restores them."""
-        out = [_encoder.encode(JournalRecord(seq=seq, op="carry", job=j)) for j in jobs]
-        out += [_encoder.encode(JournalRecord(seq=seq, op="carry", session=light(s),
-                                              calls=list(s.tool_ids), at=time.time()))
-                for s in sessions]
-        return b"".join(x + b"\n" for x in out)
-
-    def compact(self, size: int, carry: bytes) -> None:
-        """Replace the file with `carry` plus whatever was appended after byte `size` (the
-        point a durable snapshot covers). Written and fsynced aside, swapped in under the lock."""
-        tmp = self.path + ".compact"
-        with self._lock:
-            end = self.size
-        recheck_dir(os.path.dirname(self.path))
-        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-                     0o600)
-        old = None
+    def segments(self) -> list[tuple[int, str]]:
+        """(last seq, path) of each closed segment, oldest first."""
+        d = os.path.dirname(os.path.abspath(self.path))
+        stem, ext = os.path.splitext(os.path.basename(self.path))
+        out = []
         try:
-            _write_all(fd, carry + _pread_all(self.path, size, end))
-            os.fsync(fd)
-            with self._lock:
-                late = _pread_all(self.path, end, self.size)  # appended while we wrote
-                _write_all(fd, late)
-                os.replace(tmp, self.path)
-                old, self._fd, fd = self._fd, fd, -1
-                self.size = len(carry) + (self.size - size)  # a torn tail came along: still torn
-                self._unsynced = self._unsynced or bool(late)
-        finally:
-            for f in (fd, old):
-                if f is not None and f >= 0:
-                    os.close(f)
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            middle = name[len(stem) + 1:-len(ext)] if name.startswith(stem + ".") \
+                and name.endswith(ext) else ""
+            seq, _, extra = middle.partition(".")
+            if seq.isdigit() and (not extra or extra.isdigit()):
+                out.append((int(seq), os.path.join(d, name)))
+        return sorted(out)
+
+    def rotate(self) -> None:
+        """Close the file as a segment named by its last record's seq and start an empty one
+        (on the loop, between appends: a snapshot encoded just now covers the whole segment).
+        Cheap: two renames' worth of metadata; the old file is fsynced by the next `sync`."""
+        with self._lock:
+            if self.file.size == 0 or self.file.fd is None:
+                return
+            stem, ext = os.path.splitext(self.path)
+            seg = f"{stem}.{self.seq:020d}{ext}"
+            n = 0
+            while os.path.lexists(seg):  # never replace a segment (the same seq twice)
+                n += 1
+                seg = f"{stem}.{self.seq:020d}.{n}{ext}"
+            recheck_dir(os.path.dirname(self.path))
+            os.rename(self.path, seg)
+            fresh = AppendFile(self.path)
+            try:
+                fresh.open()
+            except OSError:
+                os.rename(seg, self.path)  # keep appending where we were
+                raise
+            self._closed.append(self.file)
+            self.file = fresh
+            self.appended = 0
+            self._unsynced = self._unsynced_dir = True
+
+    def drop_segments(self, upto_seq: int) -> None:
+        """Delete the segments whose records are all at or below `upto_seq` (a durable
+        snapshot that is not the newest covers them: the newest may turn out unreadable)."""
+        for last, path in self.segments():
+            if last <= upto_seq:
+                os.unlink(path)
 
     def replay(self, after_seq: int, qdir: str) -> tuple[list[JournalRecord], list[str]]:
-        """Records newer than `after_seq`. A torn or garbage line is skipped and the file copied
-        to quarantine, so nothing readable is lost and the damage stays inspectable."""
-        try:
-            with open(self.path, "rb") as f:
-                lines = f.read().split(b"\n")
-        except FileNotFoundError:
-            return [], []
-        out, bad = [], 0
-        for line in lines:
-            if not line.strip():
-                continue
+        """Records newer than `after_seq`, from the segments and the file. A torn or garbage
+        line is skipped and its file copied to quarantine, so nothing readable is lost and the
+        damage stays inspectable."""
+        out: list[JournalRecord] = []
+        quarantined: list[str] = []
+        for path in [p for _, p in self.segments()] + [self.path]:
             try:
-                rec = _record_decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                bad += 1
+                with open(path, "rb") as f:
+                    lines = f.read().split(b"\n")
+            except FileNotFoundError:
                 continue
-            self.seq = max(self.seq, rec.seq)
-            if rec.seq > after_seq:
-                out.append(rec)
+            bad = 0
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    rec = _record_decoder.decode(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    bad += 1
+                    continue
+                self.seq = max(self.seq, rec.seq)
+                if rec.seq > after_seq:
+                    out.append(rec)
+            if bad:
+                quarantined.append(quarantine(path, qdir, copy=True))
         self.seq = max(self.seq, after_seq)
-        quarantined = [quarantine(self.path, qdir, copy=True)] if bad else []
         return out, quarantined
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+class Parts:
+    """The snapshot's fields that no per-change record carries (counters, tokens, the
+    watcher's and markers' tables...), journaled as what changed since they were last written:
+    each field is flattened to its leaves (dict keys down to `DEPTH` levels) and a leaf whose
+    encoding differs from the one last written goes into a "parts" record, so a persist writes
+    the transcripts whose offsets moved, not the whole table."""
+
+    FIELDS = ("events", "jobs_done", "jobs_failed", "paused", "tokens", "watcher", "markers",
+              "project_marks", "capture", "reflections_since_curate")
+    DEPTH = 4
+
+    def __init__(self):
+        self._written: dict[tuple[str, ...], bytes] = {}
+
+    def leaves(self, state: State) -> dict[tuple[str, ...], bytes]:
+        out: dict[tuple[str, ...], bytes] = {}
+        for name in self.FIELDS:
+            _flatten(msgspec.to_builtins(getattr(state, name)), (name,), out, self.DEPTH)
+        return out
+
+    def reset(self, state: State) -> None:
+        """What `state` holds is durable (just loaded, or just snapshotted)."""
+        self._written = self.leaves(state)
+
+    def changes(self, state: State) -> tuple[list[tuple[list[str], msgspec.Raw]], list[list[str]]]:
+        """What changed since the last `changes` (or `reset`); taken as written."""
+        now = self.leaves(state)
+        old = self._written
+        put = [(list(k), msgspec.Raw(v)) for k, v in now.items() if old.get(k) != v]
+        gone = [list(k) for k in old if k not in now]
+        self._written = now
+        return put, gone
+
+    def undo(self, put: list, gone: list) -> None:
+        """The record of `changes` was not written: the next `changes` must repeat it."""
+        for k, _ in put:
+            self._written.pop(tuple(k), None)
+        for k in gone:
+            self._written[tuple(k)] = b""
 
 
-def _pread_all(path: str, start: int, end: int) -> bytes:
-    if end <= start:
-        return b""
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(end - start)
+def _flatten(value, path: tuple[str, ...], out: dict, depth: int) -> None:
+    if isinstance(value, dict) and value and len(path) < depth:
+        for k, v in value.items():
+            _flatten(v, path + (str(k),), out, depth)
+    else:
+        out[path] = _encoder.encode(value)
+
+
+def apply_parts(state: State, records: list[JournalRecord]) -> None:
+    """Apply "parts" records, in order, to `state` (each touched field converted once)."""
+    fields = {f.name: f.type for f in msgspec.structs.fields(State)}
+    work: dict[str, object] = {}
+    for rec in records:
+        for path in rec.unset:
+            name = path[0]
+            if name not in fields:
+                continue
+            if len(path) == 1:  # an empty table that now has entries: they follow
+                work[name] = {}
+                continue
+            work.setdefault(name, msgspec.to_builtins(getattr(state, name)))
+            _unset(work, path)
+        for path, raw in rec.set:
+            if path[0] not in fields:
+                continue  # a field a later version added: not ours to keep
+            work.setdefault(path[0], msgspec.to_builtins(getattr(state, path[0])))
+            _set(work, path, msgspec.json.decode(raw))
+    for name, value in work.items():
+        try:
+            setattr(state, name, msgspec.convert(value, fields[name]))
+        except msgspec.ValidationError:
+            continue  # the snapshot's value stands
+
+
+def _set(root: dict, path: list[str], value) -> None:
+    node = root
+    for key in path[:-1]:
+        nxt = node.get(key)
+        if not isinstance(nxt, dict):
+            nxt = node[key] = {}
+        node = nxt
+    node[path[-1]] = value
+
+
+def _unset(root: dict, path: list[str]) -> None:
+    node = root
+    for key in path[:-1]:
+        node = node.get(key)
+        if not isinstance(node, dict):
+            return
+    node.pop(path[-1], None)

@@ -92,6 +92,8 @@ class Config(_Section):
     persist_interval_s: float = 2.0
     fsync_interval_s: float = 1.0  # journal appends reach the disk at least this often
     idle_flush_after_s: float = 1_800.0
+    # sessions quiet this long (their count spent) are forgotten, unfinished jobs this old ended
+    session_retention_days: float = 14.0
     autostart: bool = True
     max_connections: int = 256  # open client connections; fewer if the descriptor limit is low
     watch: bool = True
@@ -111,6 +113,7 @@ class ConfigError(Exception):
 
 _POSITIVE = {
     "reflect_every", "persist_interval_s", "fsync_interval_s", "idle_flush_after_s",
+    "session_retention_days",
     "max_connections",
     "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
     "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",

@@ -161,3 +161,28 @@ def send_raw(path: str, data: bytes, read: bool = True, timeout: float = 5.0) ->
 
 def frame(body: bytes) -> bytes:
     return len(body).to_bytes(4, "big") + body
+
+
+def fill_disk_midway(monkeypatch, append, *, cut_back: bool) -> None:
+    """Run `append` (one durable append) while the disk fills up: half of what it writes
+    lands, then ENOSPC; unless `cut_back`, cutting the half off fails too. It must raise."""
+    import pytest
+
+    real_write, real_truncate = os.write, os.ftruncate
+
+    def half_then_full(fd, data):
+        monkeypatch.setattr(os, "write", full)
+        return real_write(fd, bytes(data[: len(data) // 2]))
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    if not cut_back:
+        monkeypatch.setattr(os, "ftruncate", full)
+    try:
+        with pytest.raises(OSError):
+            append()
+    finally:
+        monkeypatch.setattr(os, "write", real_write)
+        monkeypatch.setattr(os, "ftruncate", real_truncate)

@@ -255,18 +255,28 @@ def test_sigterm_persists_counters(home):
         d2.stop()
 
 
-def test_periodic_snapshot_bounds_counter_loss(home):
-    """With a short persist interval, kill -9 loses at most the last interval of counts."""
-    env = {"AUTOHARNESS_PERSIST_INTERVAL_S": "0.2"}
+def test_a_persist_journals_what_changed_and_leaves_the_snapshot(home):
+    """Persists between snapshots append the changes (the counters a hook moved) to the
+    journal instead of rewriting the snapshot; a kill -9 then loses none of them."""
+    env = {"AUTOHARNESS_PERSIST_INTERVAL_S": "0.05", "AUTOHARNESS_WATCH": "0"}
+    d = Daemon(home["home"], env=env)
+    d.stop()  # a clean stop writes a snapshot
+    snap = home["home"] / "state" / "snapshot.json"
+    journal = home["home"] / "state" / "journal.jsonl"
+    before = snap.stat()
     d = Daemon(home["home"], env=env)
     for _ in range(4):
-        hook(pre_tool("snap"))
-    snap = home["home"] / "state" / "snapshot.json"
-    wait_for(lambda: b'"activity":4' in snap.read_bytes(), what="periodic snapshot")
+        hook(pre_tool("snap"), env=env)
+    wait_for(lambda: b'["events","by_kind","PreToolUse"],4]' in journal.read_bytes(),
+             what="the counters journaled")
     d.kill9()
+    after = snap.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     d2 = Daemon(home["home"], env=env)
     try:
-        assert session(d2.status(), "snap")["activity"] == 4
+        st = d2.status()
+        assert session(st, "snap")["activity"] == 4
+        assert st["events"]["by_kind"]["PreToolUse"] == 4
     finally:
         d2.stop()
 

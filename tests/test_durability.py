@@ -18,7 +18,18 @@ from claude_autoharness.daemon.core import Daemon as Core
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
 from conftest import CORPUS
-from harness import HOOK, Daemon, ctl, event, frame, hook, pre_tool, send_raw, wait_for
+from harness import (
+    HOOK,
+    Daemon,
+    ctl,
+    event,
+    fill_disk_midway,
+    frame,
+    hook,
+    pre_tool,
+    send_raw,
+    wait_for,
+)
 
 CC = CORPUS / "claude-code"
 
@@ -369,24 +380,8 @@ def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
 
 
 def fail_an_append_midway(j: store.Journal, monkeypatch, eid: str, *, cut_back: bool) -> None:
-    """Append a record while the disk fills up: half of it is written, then ENOSPC; unless
-    `cut_back`, cutting the half off fails too."""
-    real_write, real_truncate = os.write, os.ftruncate
-
-    def half_then_full(fd, data):
-        monkeypatch.setattr(os, "write", full)
-        return real_write(fd, bytes(data[: len(data) // 2]))
-
-    def full(*args):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "write", half_then_full)
-    if not cut_back:
-        monkeypatch.setattr(os, "ftruncate", full)
-    with pytest.raises(OSError):
-        j.append("event", eid=eid, kind="PreToolUse")
-    monkeypatch.setattr(os, "write", real_write)
-    monkeypatch.setattr(os, "ftruncate", real_truncate)
+    fill_disk_midway(monkeypatch, lambda: j.append("event", eid=eid, kind="PreToolUse"),
+                     cut_back=cut_back)
 
 
 @pytest.mark.parametrize("cut_back", [True, False], ids=["cut-back", "cannot-cut-back"])
@@ -402,7 +397,7 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     j.append("event", eid="1" * 32, kind="PreToolUse")
     fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=cut_back)
     j.append("event", eid="3" * 32, kind="PreToolUse")
-    j.compact(0, b"")
+    j.rotate()
     j.close()
     records, quarantined = store.Journal(path).replay(0, str(home["tmp"] / "q"))
     assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
@@ -410,16 +405,16 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     assert bool(quarantined) is not cut_back  # a torn line left in place is kept for inspection
 
 
-def test_a_compaction_between_a_torn_append_and_the_next_keeps_the_next(home, monkeypatch):
-    """A failed append whose partial line cannot be cut off, then a compaction that keeps the
-    file's tail (the partial line with it), then an append: the next record still starts on a
-    line of its own, so replay reads it and the failed one written ahead of it."""
+def test_a_rotation_between_a_torn_append_and_the_next_keeps_the_next(home, monkeypatch):
+    """A failed append whose partial line cannot be cut off, then a rotation that closes the
+    file (the partial line in it) as a segment, then an append: the next record starts the new
+    file, so replay reads it and the failed one written ahead of it."""
     path = str(home["tmp"] / "journal.jsonl")
     j = store.Journal(path)
     j.open()
     j.append("event", eid="1" * 32, kind="PreToolUse")
     fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=False)
-    j.compact(0, b"")
+    j.rotate()
     j.append("event", eid="3" * 32, kind="PreToolUse")
     j.close()
     records, _ = store.Journal(path).replay(0, str(home["tmp"] / "q"))
@@ -587,10 +582,11 @@ async def test_long_session_read_late_from_its_transcript_counts_each_call_once(
 
 
 @pytest.mark.anyio
-async def test_kill9_around_journal_compaction_counts_nothing_twice(home, monkeypatch):
-    """kill -9 after a snapshot is written but before the journal is compacted, then right
-    after a compaction: each restart reads the snapshot and only the journal records newer than
-    it, so the turn, the job, the counts and the event counters are there once."""
+async def test_kill9_around_a_snapshot_counts_nothing_twice(home, monkeypatch):
+    """kill -9 after a snapshot is written but before the journal segments it covers are
+    dropped, then right after a whole snapshot: each restart reads the snapshot and only the
+    journal records newer than it, so the turn, the job, the counts and the event counters are
+    there once."""
     from claude_autoharness.protocol import messages as m
 
     monkeypatch.setenv("AUTOHARNESS_REFLECT_EVERY", "2")
@@ -608,14 +604,14 @@ async def test_kill9_around_journal_compaction_counts_nothing_twice(home, monkey
     core.load()
     for i, p in enumerate([pre_tool("cmp"), pre_tool("cmp"), event("Stop", "cmp")]):
         await send(core, i, p)
-    data, _, _ = core.book.snapshot_bytes()
+    data, _ = core.book.snapshot_bytes()  # the journal moves on to a new segment
     store.write_private(paths.snapshot_file(), data)  # the snapshot is on disk...
     await send(core, 3, pre_tool("cmp"))
-    core.close()  # ...and the crash comes before the compaction
+    core.close()  # ...and the crash comes before the segments it covers are dropped
     core = Core(load_config())
     core.load()
     check(core)
-    await core.book.persist()  # snapshot and compaction, then the crash
+    await core.book.persist(snapshot=True)  # a whole snapshot, then the crash
     core.close()
     core = Core(load_config())
     core.load()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import resource
 import stat
 import threading
 import time
@@ -13,6 +14,8 @@ from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.paths import intents_file
+from fake_anthropic import FakeAnthropic, tool_reply
+from harness import Daemon, ctl, fill_disk_midway, hook, wait_for
 
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 WINDOW = (
@@ -396,3 +399,93 @@ def test_concurrent_reintake_of_one_job_records_it_once(queue):
     assert len(queue.list()) == 2
     with open(intents_file(), "rb") as f:
         assert len(f.read().splitlines()) == 2
+
+
+@pytest.mark.parametrize("cut_back", [True, False], ids=["cut-back", "cannot-cut-back"])
+def test_an_intake_a_full_disk_cuts_short_loses_no_queued_intent(queue, monkeypatch, cut_back):
+    """An intake whose append the disk cuts short raises and publishes nothing; the partial
+    line is cut off, or, if even that fails, the next intake starts on a line of its own: every
+    intent reported queued is read back after a reload (the damage, if any, quarantined)."""
+    [first] = intake(queue, [good()], job="job-1")
+    fill_disk_midway(monkeypatch, lambda: intake(queue, [good(skill="b-skill")], job="job-2"),
+                     cut_back=cut_back)
+    assert [i.job_id for i in queue.list()] == ["job-1"]
+    [second] = intake(queue, [good(skill="b-skill")], job="job-2")
+    [third] = intake(queue, [good(skill="c-skill")], job="job-3")
+    again = IntentQueue()
+    report = again.load()
+    assert [i.id for i in again.list()] == [first.id, second.id, third.id]
+    assert all(i.status == "queued" for i in again.list())
+    assert (report.quarantined is None) is cut_back  # a partial line left is kept for inspection
+
+
+def test_a_full_disk_mid_intake_in_the_daemon_loses_no_intent(home, monkeypatch):
+    """Through the real daemon: the file size limit is set just past the intent file while a
+    job's intake appends to it (a disk filling up mid-append). The append fails part-way, is
+    cut back (no partial line left), the job waits and is retried once there is room, without
+    the failure counting as a model attempt; after a kill -9 every intent of every job is read
+    back and nothing was set aside."""
+    project = home["tmp"] / "proj"
+    project.mkdir()
+    slug_dir = home["claude"] / "projects" / paths.project_slug(str(project))
+    slug_dir.mkdir(parents=True)
+    quote = "always run `make lint` before committing"
+    big = "Run `make lint` first.\n" + "Then read what it says, line by line. " * 300
+
+    def reply(sid: str) -> dict:
+        return tool_reply({"proposals": [good(skill=f"{sid}-{n}-skill", evidence=quote, body=big)
+                                         for n in range(3)]})
+
+    with FakeAnthropic() as fake:
+        env = {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": fake.base_url,
+               "AUTOHARNESS_REFLECT_EVERY": "1", "AUTOHARNESS_WATCH": "0",
+               "AUTOHARNESS_PROMOTER_MODE": "review", "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.05",
+               "AUTOHARNESS_PERSIST_INTERVAL_S": "0.2"}
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        d = Daemon(home["home"])
+
+        def job(sid: str) -> None:
+            t = slug_dir / f"{sid}.jsonl"
+            t.write_text(json.dumps({"type": "user", "message": {"role": "user",
+                                                                  "content": f"no, {quote}"}}) + "\n")
+            os.utime(t, (time.time() - 10, time.time() - 10))  # settled
+            fake.default = reply(sid)
+            base = {"session_id": sid, "transcript_path": str(t), "cwd": str(project)}
+            hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash"))
+            hook(dict(base, hook_event_name="Stop"))
+
+        def done() -> int:
+            return d.status()["jobs"]["done"]
+
+        try:
+            job("s1")
+            wait_for(lambda: done() == 1, timeout=60, what="the first job")
+            size = os.path.getsize(intents_file())
+            room = size + 2000  # less than an intake: the limit bites the intents file
+            assert os.path.getsize(paths.journal_file()) < room // 2
+            resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE, (room, resource.RLIM_INFINITY))
+            job("s2")
+            wait_for(lambda: "intents" in ((d.status()["jobs"]["last_error"] or {}).get("error")
+                                           or ""), timeout=60, what="the intake refused")
+            data = open(intents_file(), "rb").read()  # cut back: no partial line left
+            assert data.endswith(b"\n") and all(json.loads(x) for x in data.splitlines())
+            assert len(data) < room
+            resource.prlimit(d.proc.pid, resource.RLIMIT_FSIZE,
+                             (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            wait_for(lambda: done() == 2, timeout=60, what="the second job, retried")
+            job("s3")
+            wait_for(lambda: done() == 3, timeout=60, what="the third job")
+        finally:
+            d.kill9()
+        d = Daemon(home["home"])
+        try:
+            st = d.status()
+            assert st["persistence"]["quarantined"] == []
+            sessions = sorted(i["session_id"] for i in json.loads(
+                ctl("queue", "list", "--json").stdout))
+            assert sessions == ["s1"] * 3 + ["s2"] * 3 + ["s3"] * 3
+        finally:
+            d.stop()
+    snap = json.loads((home["home"] / "state" / "snapshot.json").read_text())
+    assert all(j.get("attempts", 0) == 0 for j in snap["jobs"].values())

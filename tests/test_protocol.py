@@ -118,7 +118,8 @@ def test_old_snapshot_still_loads(tmp_path):
     """A snapshot written by version 1 of the schema loads into today's State."""
     snap = tmp_path / "snapshot.json"
     shutil.copyfile(FIXTURES / "snapshot_v1.json", snap)
-    state, bad = store.load_snapshot(str(snap), str(tmp_path / "q"))
+    state, bad = store.load_snapshot(str(snap), str(tmp_path / "snapshot.prev.json"),
+                                     str(tmp_path / "q"))
     assert bad == []
     s = state.sessions["c45af7b1-cb7c-4e51-93db-8cbb250a877a"]
     assert (s.activity, s.watermark) == (12, 4096)

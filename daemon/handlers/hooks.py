@@ -235,7 +235,7 @@ class Hooks:
         if "promoter" in delivered and root:
             state.project_marks[root] = now
         s.context_sent = sorted(sent | delivered)
-        self.book.mark_dirty()
+        self.book.mark_dirty(s)
         return text
 
     def promoter_summary(self, root: str) -> str:

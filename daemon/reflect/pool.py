@@ -33,23 +33,24 @@ from claude_autoharness.daemon.capture.source import (
 from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.learnings.markers import markers_in_text
 from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.persistence import describe
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request
 from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
-from claude_autoharness.daemon.sessions import Job, Session
+from claude_autoharness.daemon.sessions import Job, Session, backoff
 from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
 
-MAX_BACKOFF_S = 3600.0
 SETTLE_S = 1.0
 SETTLE_POLL_S = 0.1
 SETTLE_MAX_S = 5.0
 FINAL_WAIT_S = 10.0  # how long a Stop's job waits for the turn's final answer to be written
 FINAL_POLL_S = 0.1
 IDLE_POLL_S = 30.0
+STATE_DIR_RETRY_S = 5.0  # a job the state dir refused (a full disk) waits at least this long
 CURATOR_MAX_INTENTS = 10  # a merge is one update plus an archive per absorbed skill
 
 
@@ -59,12 +60,6 @@ class StepStuck(Exception):
 
 def today(ts: float) -> str:
     return "day:" + datetime.date.fromtimestamp(ts).isoformat()
-
-
-def backoff(attempt: int, base: float, rand: Callable[[], float]) -> float:
-    """Exponential backoff with full jitter on the upper half, capped."""
-    d = min(MAX_BACKOFF_S, base * (2 ** max(0, attempt - 1)))
-    return d * (0.5 + rand() / 2)
 
 
 def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> list[Job]:
@@ -232,8 +227,13 @@ class ReflectorPool:
                 await self.run_job(job)
             except StepStuck as e:  # its slot is free again; a retry would likely stick too
                 await self._fail(job, str(e))
+            except OSError as e:  # the state dir (a full disk): not the job's fault, no attempt
+                log.warning("job interrupted", job=job.id, reason=describe(e))
+                await self._retry_or_fail(job, describe(e), transient=True,
+                                          retry_after=STATE_DIR_RETRY_S)
             except Exception as e:  # a bug in one job must not stop the pool
                 log.exception("job crashed", job=job.id)
+                job.attempts += 1  # counted, or a job that always trips it would never end
                 await self._retry_or_fail(job, f"internal error: {type(e).__name__}",
                                           transient=True)
         except Exception:
@@ -305,23 +305,30 @@ class ReflectorPool:
         await self._finish(job, [i.id for i in intents], packet, result.usage)
 
     async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
-        """One model call for the job; None when it failed (the job is retried or failed)."""
+        """One model call for the job; None when it failed (the job is retried or failed).
+
+        `attempts` counts the calls that came back with an error (an error reply, a timeout):
+        it is recorded only then, so a call in flight when the daemon is killed costs none and
+        the job simply runs again (see `sessions.resume_interrupted`)."""
         cfg = self.live.cfg.reflector
         backend = backends.choose_backend(cfg)
-        job.attempts += 1  # model calls only: a crash while settling or cutting costs none
-        await self.book.record_jobs([job])
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
             result = await self.step("waiting for the model", backends.reflect, backend, prompt,
                                      cfg, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.TransientError as e:
+            job.attempts += 1
             self._charge(e.usage or {})
             await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
             return None
         except backends.PermanentError as e:
+            job.attempts += 1
             self._charge(e.usage or {})
             await self._fail(job, e.reason)
             return None
+        except StepStuck:
+            job.attempts += 1
+            raise
         self._charge(result.usage)
         job.usage = dict(result.usage)
         return result
