@@ -108,7 +108,12 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     if st.sync.configured:
         lines.append(sync_cli.format_info(st.sync))
     if st.sessions:
-        lines.append("sessions:")
+        shown = len(st.sessions)
+        total = max(st.sessions_total, st.sessions_offset + shown)
+        more = "" if shown == total else (
+            f" ({shown} of {total} shown, newest first from {st.sessions_offset + 1}; "
+            "`autoharnessctl status --all` lists every one)")
+        lines.append(f"sessions:{more}")
         # CALLS: tool calls counted from hook events / from the transcript (none reported);
         # SUBAGENT: its subagents' calls, which are not activity
         lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
@@ -123,10 +128,19 @@ def format_status(st: r.Status, now: float | None = None) -> str:
 
 
 def do_status(args) -> int:
-    req = m.Status()
+    limit = m.STATUS_MAX_SESSIONS if args.all else args.limit
+    req = m.Status(sessions_limit=limit, sessions_offset=args.offset)
     data = call(req)
+    if args.all:  # every live session, a page at a time: each reply stays small
+        pages = [data]
+        while (got := sum(len(p["sessions"]) for p in pages)) < pages[0].get("sessions_total", 0) \
+                and pages[-1]["sessions"]:
+            pages.append(call(m.Status(sessions_limit=m.STATUS_MAX_SESSIONS,
+                                       sessions_offset=args.offset + got)))
+        data = dict(pages[-1], sessions=[s for p in pages for s in p["sessions"]],
+                    sessions_offset=args.offset)
     if args.json:
-        _print_json(data)  # as the daemon sent it
+        _print_json(data)  # as the daemon sent it (the pages joined with --all)
     else:
         print(format_status(typed(data, r.Status, req)))
     return 0
@@ -349,6 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("status", help="show sessions, events, jobs, spool and persistence")
     s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--all", action="store_true",
+                   help="list every live session (default: the newest --limit, and a count)")
+    s.add_argument("--limit", type=_count, default=50, metavar="N",
+                   help="live sessions to list, newest first (default 50)")
+    s.add_argument("--offset", type=_count, default=0, metavar="N",
+                   help="skip the N newest sessions (page with --limit)")
     s.set_defaults(func=do_status)
 
     s = sub.add_parser("flush", help="queue a reflection job now for sessions with activity")
@@ -466,6 +486,12 @@ def _quiet_broken_pipe() -> int:
     except (OSError, ValueError):
         pass
     return 141  # what a shell reports for a command ended by SIGPIPE
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"wants a whole number >= 0, not {text!r}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:

@@ -106,9 +106,10 @@ class Book:
         self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)
         for eid in self.state.seen_ids:
             self.remember(eid)
+        parts = store.PartsReplay(self.state)
         for rec in records:
-            self.apply(rec)
-        store.apply_parts(self.state, [rec for rec in records if rec.op == "parts"])
+            self.apply(rec, parts)
+        parts.finish()
         self._last_pass = len(self.seen)
         self.capture_stats.from_state(self.state.capture)
         self.parts.reset(self.state)  # what is on disk now
@@ -121,7 +122,7 @@ class Book:
                 if job.next_attempt_at > self.clock():
                     log.warning("job parked", job=job.id, reason=job.last_error)
 
-    def apply(self, rec: store.JournalRecord) -> None:
+    def apply(self, rec: store.JournalRecord, parts: store.PartsReplay) -> None:
         """Replay one journal record. Records carry post-states: applying one twice changes
         nothing, except a turn, whose record is applied once (its seq is newer than the
         snapshot's only until a snapshot covers it)."""
@@ -142,9 +143,8 @@ class Book:
         if rec.op == "turn" or rec.turn:
             self.state.turns.add(rec.project)
         if rec.kind:  # an event record: the counters a snapshot would have carried
-            ev = self.state.events
-            ev.received += 1
-            ev.by_kind[rec.kind] = ev.by_kind.get(rec.kind, 0) + 1
+            parts.count_event(rec.kind)
+        parts.add(rec)
         self.remember(rec.eid)
 
     def remember(self, eid: str) -> None:
@@ -182,6 +182,9 @@ class Book:
     # ---- persisting ----------------------------------------------------------------------
 
     def snapshot_due(self) -> bool:
+        """A snapshot failed, there is none yet, or the journal outgrew the last one."""
+        if self._snap_size == 0 and not os.path.lexists(paths.snapshot_file()):
+            return True
         return self._snapshot_failed or self.journal.appended >= max(
             SNAPSHOT_MIN_JOURNAL_BYTES, self._snap_size)
 
@@ -231,7 +234,9 @@ class Book:
         self.last_snapshot_at = self.clock()
 
     async def persist(self, *, snapshot: bool = False) -> None:
-        """Journal what changed; write the snapshot when it is due (or asked for).
+        """Journal what changed (raises OSError if that fails); then write the snapshot when it
+        is due or asked for. A snapshot that fails raises nothing: everything is journaled, the
+        failure is in `health` (status, doctor) and the next persist retries it.
 
         One at a time: two writers finishing out of order could put an older snapshot last.
         """
@@ -241,14 +246,19 @@ class Book:
             self.dirty = False
             try:
                 self.journal_changes()
-                if snapshot or self.snapshot_due():
-                    data, seq = self.snapshot_bytes()
-                    await anyio.to_thread.run_sync(self.write_snapshot, data, seq)
             except BaseException as e:
                 self.dirty = True
                 if isinstance(e, OSError):
                     self.health.failed(e)
                 raise
+            if snapshot or self.snapshot_due():
+                try:
+                    data, seq = self.snapshot_bytes()
+                    await anyio.to_thread.run_sync(self.write_snapshot, data, seq)
+                except OSError as e:
+                    self._snapshot_failed = True
+                    self.health.failed(e)
+                    return
             self.health.ok()
 
     def persist_now(self, *, snapshot: bool = True) -> None:

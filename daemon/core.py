@@ -7,7 +7,6 @@ spool replay in `spool`, the reflector pool in `reflect/pool`. Everything here r
 event loop and must not block: fsyncs and file reads go to threads.
 """
 
-import contextlib
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -209,9 +208,7 @@ class Daemon:
     async def cmd_pause(self, req: m.Pause) -> m.Reply:
         self.book.state.paused = req.paused
         self.book.mark_dirty()
-        await self.book.persist()  # journaled: durable from here
-        with contextlib.suppress(OSError):  # a snapshot that fails is said in status, retried
-            await self.book.persist(snapshot=True)
+        await self.book.persist(snapshot=True)  # an operator's change: the state compacted too
         return m.Ok(data={"paused": self.book.state.paused})
 
     # ---- background loops ------------------------------------------------------------------

@@ -14,6 +14,7 @@ state. The previous snapshot and the journal segments since it are kept: a corru
 import os
 import threading
 import time
+from typing import Any
 
 import msgspec
 
@@ -413,30 +414,55 @@ def _flatten(value, path: tuple[str, ...], out: dict, depth: int) -> None:
         out[path] = _encoder.encode(value)
 
 
-def apply_parts(state: State, records: list[JournalRecord]) -> None:
-    """Apply "parts" records, in order, to `state` (each touched field converted once)."""
-    fields = {f.name: f.type for f in msgspec.structs.fields(State)}
-    work: dict[str, object] = {}
-    for rec in records:
+class PartsReplay:
+    """Applies "parts" records to a state being loaded, in journal order: each field a record
+    touches is worked on as plain data and converted back once, at `finish`. An event record
+    replayed after a parts record adds its counts to that same data (`count_event`), so the
+    counters come out as they were, whatever the order of the two kinds."""
+
+    def __init__(self, state: State):
+        self.state = state
+        self.fields = {f.name: f.type for f in msgspec.structs.fields(State)}
+        self.work: dict[str, Any] = {}
+
+    def _field(self, name: str) -> Any:
+        if name not in self.work:
+            self.work[name] = msgspec.to_builtins(getattr(self.state, name))
+        return self.work[name]
+
+    def add(self, rec: JournalRecord) -> None:
         for path in rec.unset:
-            name = path[0]
-            if name not in fields:
+            if path[0] not in self.fields:
                 continue
             if len(path) == 1:  # an empty table that now has entries: they follow
-                work[name] = {}
+                self.work[path[0]] = {}
                 continue
-            work.setdefault(name, msgspec.to_builtins(getattr(state, name)))
-            _unset(work, path)
+            self._field(path[0])
+            _unset(self.work, path)
         for path, raw in rec.set:
-            if path[0] not in fields:
+            if path[0] not in self.fields:
                 continue  # a field a later version added: not ours to keep
-            work.setdefault(path[0], msgspec.to_builtins(getattr(state, path[0])))
-            _set(work, path, msgspec.json.decode(raw))
-    for name, value in work.items():
-        try:
-            setattr(state, name, msgspec.convert(value, fields[name]))
-        except msgspec.ValidationError:
-            continue  # the snapshot's value stands
+            self._field(path[0])
+            _set(self.work, path, msgspec.json.decode(raw))
+
+    def count_event(self, kind: str) -> None:
+        if "events" not in self.work:
+            ev = self.state.events
+            ev.received += 1
+            ev.by_kind[kind] = ev.by_kind.get(kind, 0) + 1
+            return
+        ev_data = self.work["events"]
+        ev_data["received"] = ev_data.get("received", 0) + 1
+        by_kind = ev_data.setdefault("by_kind", {})
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+
+    def finish(self) -> None:
+        for name, value in self.work.items():
+            try:
+                setattr(self.state, name, msgspec.convert(value, self.fields[name]))
+            except msgspec.ValidationError:
+                continue  # the snapshot's value stands
+        self.work = {}
 
 
 def _set(root: dict, path: list[str], value) -> None:
@@ -452,7 +478,8 @@ def _set(root: dict, path: list[str], value) -> None:
 def _unset(root: dict, path: list[str]) -> None:
     node = root
     for key in path[:-1]:
-        node = node.get(key)
-        if not isinstance(node, dict):
+        nxt = node.get(key)
+        if not isinstance(nxt, dict):
             return
+        node = nxt
     node.pop(path[-1], None)

@@ -32,7 +32,14 @@ class Hook(_Req, tag="hook"):
 
 
 class Status(_Req, tag="status"):
-    pass
+    """Live sessions come newest first, `sessions_limit` of them (at most STATUS_MAX_SESSIONS)
+    from `sessions_offset`: the reply stays small however many sessions the daemon holds."""
+
+    sessions_limit: int = 50
+    sessions_offset: int = 0
+
+
+STATUS_MAX_SESSIONS = 1000  # sessions in one status reply, whatever the request asks
 
 
 class Flush(_Req, tag="flush"):

@@ -366,3 +366,5 @@ class Status(_Part):
     learnings: LearningsInfo
     batches: BatchesInfo = msgspec.field(default_factory=BatchesInfo)
     sync: SyncInfo = msgspec.field(default_factory=SyncInfo)
+    sessions_total: int = 0  # live sessions in all; `sessions` is one page of them, newest first
+    sessions_offset: int = 0

@@ -13,7 +13,8 @@ from harness import DAEMON, Daemon, ctl, hook, pre_tool, wait_for
 
 
 def test_a_failing_snapshot_shows_in_status_and_doctor(home, monkeypatch):
-    """With a directory where the snapshot goes, the daemon keeps serving; `status --json`
+    """With a directory where the snapshot goes, the daemon keeps serving (and a pause still
+    takes: it is journaled); `status --json`
     says `persistence.failing` with the reason and since when, the text status says it, and
     doctor fails its persistence check with the fix. Once the directory is gone, it clears."""
     monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
@@ -23,7 +24,9 @@ def test_a_failing_snapshot_shows_in_status_and_doctor(home, monkeypatch):
         assert d.status()["persistence"]["failing"] is None
         os.unlink(paths.snapshot_file())
         os.mkdir(paths.snapshot_file())
-        assert hook(pre_tool("s-persist")).returncode == 0  # makes the state dirty
+        assert hook(pre_tool("s-persist")).returncode == 0  # journaled: no snapshot needed
+        assert ctl("pause").returncode == 0  # an operator's command writes a snapshot
+        assert ctl("resume").returncode == 0
         st = wait_for(lambda: (s := d.status())["persistence"]["failing"] and s,
                       what="persistence.failing")
         failing = st["persistence"]["failing"]

@@ -195,3 +195,56 @@ def test_learn_call_is_remembered_not_counted_by_either_witness():
         {"type": "tool_use", "id": "toolu_work", "name": "Bash", "input": {"command": "ls"}}]}}
     data = json.dumps(rec).encode() + b"\n"
     assert [i for i, _ in tool_uses(data, default_time=0.0)] == ["toolu_work"]
+
+
+DAY = 86_400.0
+
+
+def test_sessions_quiet_past_the_retention_are_pruned_once_their_count_is_spent():
+    """A session quiet past the retention is dropped only when its count is spent (activity 0)
+    and no job needs it; an ended one after the shorter keep; a recent one stays."""
+    now = 100 * DAY
+    sessions = {
+        "old": sm.Session(session_id="old", last_event_at=now - 15 * DAY),
+        "old-counting": sm.Session(session_id="old-counting", activity=2,
+                                   last_event_at=now - 15 * DAY),
+        "old-busy": sm.Session(session_id="old-busy", last_event_at=now - 15 * DAY),
+        "ended": sm.Session(session_id="ended", last_event_at=now - 8 * DAY,
+                            ended_at=now - 8 * DAY),
+        "recent": sm.Session(session_id="recent", last_event_at=now - 13 * DAY),
+    }
+    gone = sm.prune_sessions(sessions, now=now, keep_ended_s=7 * DAY, retention_s=14 * DAY,
+                             busy={"old-busy"})
+    assert sorted(gone) == ["ended", "old"]
+    assert sorted(sessions) == ["old-busy", "old-counting", "recent"]
+
+
+def test_unfinished_jobs_older_than_the_bound_end_with_the_reason():
+    """A pending (or stuck running) job past the bound is failed, saying it expired and what
+    its last error was; a younger one and a finished one are left alone."""
+    now = 100 * DAY
+    jobs = [sm.Job(id="a", session_id="s", kind="idle", created_at=now - 15 * DAY,
+                   last_error="no reflector backend"),
+            sm.Job(id="b", session_id="s", kind="idle", created_at=now - DAY),
+            sm.Job(id="c", session_id="s", kind="idle", created_at=now - 30 * DAY,
+                   status="done")]
+    [ended] = sm.expire_jobs(jobs, now=now, max_age_s=14 * DAY, why="session_retention_days")
+    assert ended.id == "a" and ended.status == "failed" and ended.finished_at == now
+    assert "expired" in ended.last_error and "no reflector backend" in ended.last_error
+    assert [j.status for j in jobs] == ["failed", "pending", "done"]
+
+
+def test_an_interrupted_job_runs_again_and_is_parked_past_the_bound():
+    """Each interruption sets the job pending again without touching its attempts; past the
+    bound it waits the backoff for the times over, with the reason."""
+    job = sm.Job(id="a", session_id="s", kind="threshold", created_at=0.0, status="running",
+                 attempts=1)
+    waits = []
+    for n in range(1, 6):
+        job.status = "running"
+        sm.resume_interrupted(job, now=1000.0, park_after=3,
+                              wait=lambda k: waits.append(k) or 10.0 * k)
+        assert job.status == "pending" and job.attempts == 1 and job.interrupted == n
+        assert (job.next_attempt_at > 1000.0) is (n > 3)
+    assert waits == [1, 2] and job.next_attempt_at == 1020.0
+    assert "interrupted 5 times" in job.last_error and "parked" in job.last_error

@@ -4,6 +4,7 @@ In-memory tables are read on the event loop (they change there); what needs file
 length, per-project marker state, which reflector backend is usable) is read in a worker thread.
 """
 
+import heapq
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,11 +55,24 @@ class StatusReport:
         self.clock = clock
 
     async def cmd_status(self, req: m.Status) -> m.Reply:
-        return m.Ok(data=await self.status())
+        return m.Ok(data=await self.status(req))
 
-    async def status(self) -> r.Status:
+    async def status(self, req: m.Status | None = None) -> r.Status:
         files = await anyio.to_thread.run_sync(self._from_files)
-        return self.assemble(*files)
+        return self.assemble(*files, page=req or m.Status())
+
+    def sessions_page(self, page: m.Status) -> tuple[list[r.SessionInfo], int]:
+        """One page of the live sessions, newest first, and how many there are."""
+        live = [s for s in self.book.state.sessions.values() if s.ended_at is None]
+        limit = max(0, min(page.sessions_limit, m.STATUS_MAX_SESSIONS))
+        start = max(0, page.sessions_offset)
+        newest = heapq.nlargest(start + limit, live, key=lambda s: s.last_event_at)[start:]
+        return [r.SessionInfo(session_id=s.session_id, activity=s.activity,
+                              watermark=s.watermark, transcript_path=s.transcript_path,
+                              last_event_at=s.last_event_at,
+                              calls=r.CallCounts(hook=s.calls_hook, transcript=s.calls_transcript),
+                              subagent_calls=s.subagent_calls)
+                for s in newest], len(live)
 
     def _from_files(self) -> tuple[int, r.LearningsInfo, dict]:
         learnings = lreport.status_json(
@@ -66,21 +80,17 @@ class StatusReport:
         return (spool.pending(), r.LearningsInfo(**learnings),
                 backends.available(self.live.cfg.reflector))
 
-    def assemble(self, spool_pending: int, learnings: r.LearningsInfo, avail: dict) -> r.Status:
+    def assemble(self, spool_pending: int, learnings: r.LearningsInfo, avail: dict, *,
+                 page: m.Status) -> r.Status:
         st = self.book.state
+        sessions, total = self.sessions_page(page)
         rcfg = self.live.cfg.reflector
         ev = st.events
         return r.Status(
             version=VERSION, protocol=PROTOCOL, pid=os.getpid(),
             uptime_s=round(self.clock() - self.src.started_at, 3),
             socket=self.src.socket_path, paused=st.paused,
-            sessions=[r.SessionInfo(session_id=s.session_id, activity=s.activity,
-                                    watermark=s.watermark, transcript_path=s.transcript_path,
-                                    last_event_at=s.last_event_at,
-                                    calls=r.CallCounts(hook=s.calls_hook,
-                                                       transcript=s.calls_transcript),
-                                    subagent_calls=s.subagent_calls)
-                      for s in st.sessions.values() if s.ended_at is None],
+            sessions=sessions, sessions_total=total, sessions_offset=max(0, page.sessions_offset),
             events=r.EventCounts(received=ev.received, rejected=ev.rejected,
                                  by_kind=dict(ev.by_kind), unknown_kinds=ev.unknown_kinds,
                                  malformed_frames=ev.malformed_frames,
