@@ -13,7 +13,7 @@ import socket
 import subprocess
 import time
 
-from _common import BIN, recv_exact, start_daemon, stop, temp_home
+from _common import recv_exact, start_daemon, stop, temp_home
 
 NOW = time.time()
 

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import time
 
 import pytest
 
@@ -57,20 +58,31 @@ def test_spool_written_while_the_daemon_runs_is_picked_up(home):
 
 
 @pytest.mark.anyio
-async def test_a_job_that_keeps_crashing_the_daemon_ends_failed(home):
-    """A job found `running` at start after max_attempts attempts is failed, not retried forever."""
+async def test_a_job_that_keeps_crashing_the_daemon_is_parked_not_dropped(home):
+    """A job found `running` at start runs again with its attempts unchanged; one interrupted
+    more than the bound waits the backoff first, saying why: never failed for being
+    interrupted, never retried at once."""
+    now = time.time()
     core = Core(load_config())
     core.load()
-    core.book.state.jobs["j1"] = job(1, "s", status="running", attempts=5)
-    core.book.state.jobs["j2"] = job(2, "s", status="running", attempts=1)
+    core.book.state.jobs["j1"] = job(1, "s", created=now, status="running", attempts=2,
+                                     interrupted=3)
+    core.book.state.jobs["j2"] = job(2, "t", created=now, status="running", attempts=1)
     core.persist_now()
     core.close()
     core = Core(load_config())
     core.load()
     try:
-        assert core.book.state.jobs["j1"].status == "failed"
-        assert "interrupted" in core.book.state.jobs["j1"].last_error
-        assert core.book.state.jobs["j2"].status == "pending"
+        j1, j2 = core.book.state.jobs["j1"], core.book.state.jobs["j2"]
+        assert (j1.status, j1.attempts, j1.interrupted) == ("pending", 2, 4)
+        assert j1.next_attempt_at > now and "parked" in j1.last_error
+        assert (j2.status, j2.attempts, j2.interrupted, j2.next_attempt_at) == ("pending", 1, 1, 0)
+    finally:
+        core.close()
+    core = Core(load_config())
+    core.load()  # the resumption was journaled: a second start counts one more, not a reset
+    try:
+        assert core.book.state.jobs["j1"].interrupted == 4
     finally:
         core.close()
 
