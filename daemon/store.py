@@ -365,6 +365,10 @@ class Journal:
         return out, quarantined
 
 
+_OWN_RECORDS = frozenset({"schema", "journal_seq", "saved_at", "sessions", "jobs", "turns",
+                          "seen_ids"})
+
+
 class Parts:
     """The snapshot's fields that no per-change record carries (counters, tokens, the
     watcher's and markers' tables...), journaled as what changed since they were last written:
@@ -372,8 +376,9 @@ class Parts:
     encoding differs from the one last written goes into a "parts" record, so a persist writes
     the transcripts whose offsets moved, not the whole table."""
 
-    FIELDS = ("events", "jobs_done", "jobs_failed", "paused", "tokens", "watcher", "markers",
-              "project_marks", "capture", "reflections_since_curate")
+    # every field but those per-change records carry (or that only a snapshot means): a field
+    # added later is journaled as it changes without anyone remembering to
+    FIELDS = tuple(f for f in State.__struct_fields__ if f not in _OWN_RECORDS)
     DEPTH = 4
 
     def __init__(self):

@@ -159,3 +159,30 @@ def test_a_persist_rewrites_no_snapshot_however_large_the_state(home):
         assert os.path.getsize(paths.journal_file()) < 20 * 1024
     finally:
         d.kill9()
+
+
+@pytest.mark.anyio
+async def test_changed_and_removed_entries_replay_from_the_journal(home):
+    """A persist journals only the entries that changed, removals included: after a crash with
+    no snapshot since, the counters, a table's new entry and the entry taken out of it are as
+    they were (the tokens of a past day are dropped when a new day is charged)."""
+    core = Core(load_config())
+    core.load()
+    book = core.book
+    book.add_tokens("day:2027-01-01", 100)
+    book.state.events.rejected += 2
+    book.mark_dirty()
+    await book.persist()
+    book.add_tokens("day:2027-01-02", 50)  # drops day 1
+    book.state.project_marks["/p"] = 12.5
+    book.mark_dirty()
+    await book.persist()
+    core.close()
+    core = Core(load_config())
+    core.load()
+    try:
+        st = core.book.state
+        assert st.tokens == {"day:2027-01-02": 50, "total": 150}
+        assert st.events.rejected == 2 and st.project_marks == {"/p": 12.5}
+    finally:
+        core.close()
