@@ -58,7 +58,7 @@ def typed(data: object, kind: type[r.T], req: m.Request) -> r.T:
         who = f"the daemon ({theirs})" if isinstance(theirs, str) else "the daemon"
         raise DaemonError("protocol", f"{who} answered `{type(req).__name__.lower()}` in a shape "
                           f"this client ({VERSION}) does not read: {e}; restart the daemon "
-                          "(`autoharnessctl stop && autoharnessctl start`)") from None
+                          "(`autoharnessctl restart`)") from None
 
 
 def ask(req: m.Request, kind: type[r.T], **kw) -> r.T:

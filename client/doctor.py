@@ -27,18 +27,22 @@ from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION, paths, private, spool
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.paths import slash_command
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
-RESTART_HINT = ("restart it: `autoharnessctl stop`, then `autoharnessctl start` (`service "
+RESTART_HINT = ("restart it: `autoharnessctl restart` (`service stop`, then `service "
                 "start` under a service manager), or let the next hook start it")
 
 
 @dataclass
 class Check:
+    """One check's verdict. A `warning` passes (doctor still exits 0) but shows its fix."""
+
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False
 
 
 class Foreign(NamedTuple):
@@ -136,7 +140,7 @@ def check_version(status: r.Status | Foreign | None, version: str = VERSION,
         return Check("version", False, f"daemon {theirs} (protocol {status.head.protocol}) "
                      f"answers `status` in a shape this client {version} (protocol {protocol}) "
                      f"does not read ({status.error})", "the daemon runs another installation: "
-                     "restart it with `autoharnessctl stop && autoharnessctl start` "
+                     "restart it with `autoharnessctl restart` "
                      "(`autoharnessctl service start` under a service manager)")
     dv, dp = status.version, status.protocol
     if dv == version and dp == protocol:
@@ -256,6 +260,22 @@ def _program_problem(prog: str, path_env: str | None) -> str | None:
     return None
 
 
+def _command_problem(cmd: str, path_env: str | None) -> str | None:
+    """Why an autoharness hook command cannot run its hook, or None. `PYTHON -I -S HOOK` needs
+    both; a command that runs the script itself needs the script and its `#!` interpreter."""
+    prog = install.hook_program(cmd)
+    if not prog:
+        return None
+    python = install.hook_interpreter(cmd)
+    if python is None:
+        return _program_problem(prog, path_env)
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        return f"its interpreter {python} is gone"
+    if not os.path.isfile(prog):
+        return f"{prog} is gone"
+    return None
+
+
 def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
     """autoharness's hooks are wired (settings or plugin), complete, and runnable."""
     path_env = env.get("PATH", os.defpath)
@@ -287,11 +307,16 @@ def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
             problems.append((f"{src.path} lacks the child write guard (reflector sessions could "
                              "edit files)", fix))
         for ev, cmd in ours:
-            prog = install.hook_program(cmd)
-            why = _program_problem(prog, path_env) if prog else None
+            why = _command_problem(cmd, path_env)
             if why:
-                problems.append((f"{src.path} runs {prog} for {ev}, but {why} (autoharness "
-                                 "moved or was uninstalled?)", fix))
+                silent = ("the hook does nothing (it exits 0 in silence)"
+                          if install.is_guarded(cmd) else "Claude Code shows a hook error")
+                problems.append((f"{src.path} runs the hook for {ev}, but {why}: autoharness "
+                                 f"moved or was uninstalled, and {silent} until it is wired "
+                                 "again", f"point the hooks at this installation: {fix} (or "
+                                 f"reinstall autoharness first: `pipx install --force "
+                                 f"claude-autoharness`, then `autoharnessctl install --scope "
+                                 f"{_scope_of(src)}`)"))
                 break
     if not found:
         return Check("hooks", False, "no autoharness hooks in the user or project settings, "
@@ -303,25 +328,54 @@ def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
 
 
 def check_duplicates(sources: list[install.Source]) -> Check:
-    """Two counting hooks count every tool call twice."""
-    counting = []
+    """Duplicate hooks as Claude Code runs them: the same command at several scopes runs once
+    (Claude Code de-duplicates identical commands), different ones (the plugin's shim and a
+    settings install, two installations) all run. The daemon counts a tool call once however
+    many hooks report it, and injects the session start context once; what is left is a
+    warning: every tool call starts one hook process per command."""
+    runs: dict[str, list[str]] = {}  # counting command -> where it is wired
+    plugins = []
     for src in sources:
         if src.data is None:
             continue
-        counting += [f"plugin ({src.label})" for _ in install.enabled_plugin(src.data)]
-        counting += [f"{src.label} {src.path}" for ev, _, cmd in install.iter_entries(src.data)
-                     if ev == "PreToolUse" and install.is_counting(cmd)]
-    if len(counting) <= 1:
-        return Check("duplicates", True, "one counting PreToolUse hook" if counting
+        for key in install.enabled_plugin(src.data):
+            plugins.append(key)
+            runs.setdefault(install.PLUGIN_HOOK, []).append(f"the plugin {key} ({src.label})")
+        for ev, _, cmd in install.iter_entries(src.data):
+            if ev == "PreToolUse" and install.is_counting(cmd):
+                where = f"{src.label} {src.path}"
+                if where not in runs.setdefault(cmd, []):
+                    runs[cmd].append(where)
+    if len(runs) <= 1:
+        [wheres] = runs.values() or [[]]
+        if len(wheres) > 1:
+            return Check("duplicates", True, f"the same hook command in {' and '.join(wheres)}: "
+                         "Claude Code runs it once")
+        return Check("duplicates", True, "one counting PreToolUse hook" if wheres
                      else "no counting hook to duplicate")
-    return Check("duplicates", False, f"{len(counting)} counting PreToolUse hooks, every tool "
-                 f"call is counted {len(counting)} times: " + "; ".join(counting),
-                 "keep one: `autoharnessctl install --remove --scope project` (or `--scope "
-                 "user`), or disable the autoharness plugin with /plugin")
+    places = "; ".join(", ".join(w) + ("" if cmd == install.PLUGIN_HOOK else
+                                       f": {install.hook_program(cmd) or cmd}")
+                       for cmd, w in runs.items())
+    detail = (f"{len(runs)} different autoharness hooks run for every event ({places}): each "
+              f"tool call starts {len(runs)} hook processes (the daemon counts it once and "
+              "gives a session its start context once)")
+    if plugins:
+        scopes = sorted({_scope_of(s) for s in sources if s.data is not None and any(
+            ev == "PreToolUse" and install.is_counting(c)
+            for ev, _, c in install.iter_entries(s.data))})
+        fix = ("keep one: the plugin (`autoharnessctl install --remove --scope "
+               f"{scopes[0] if scopes else 'user'}`), or the settings install (`claude plugin "
+               f"disable {plugins[0]}`)")
+    else:
+        fix = ("keep one: `autoharnessctl install --remove --scope project` (or `--scope "
+               "user`), or run `autoharnessctl install` at both scopes from one installation "
+               "so the commands are identical")
+    return Check("duplicates", True, detail, fix, warning=True)
 
 
 def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]) -> Check:
-    """/learn and /save-learnings exist, and the `autoharnessctl` they run is on PATH."""
+    """/learn and /save-learnings exist (the plugin's are /autoharness:learn and
+    /autoharness:save-learnings), and the `autoharnessctl` they run is on PATH."""
     have = [d for d in command_dirs
             if all(os.path.isfile(os.path.join(d, n)) for n in install.COMMANDS)]
     if not have and not plugin:
@@ -332,7 +386,13 @@ def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]
         where = f"add {os.path.dirname(here)} to PATH" if here else "put autoharnessctl on PATH"
         return Check("commands", False, "the slash commands run `autoharnessctl`, which is not "
                      "on PATH", f"{where} (or `pipx install claude-autoharness`)")
-    return Check("commands", True, "installed in " + (", ".join(have) or "the plugin"))
+    names = []
+    if have:
+        names.append(f"{slash_command('learn')} and {slash_command('save-learnings')} in {', '.join(have)}")
+    if plugin:
+        names.append(f"{slash_command('learn', True)} and {slash_command('save-learnings', True)} from the "
+                     "plugin")
+    return Check("commands", True, "; ".join(names))
 
 
 def check_config(config_file: str, error: str | None) -> Check:
@@ -427,7 +487,7 @@ def check_jobs(status: r.Status | None) -> Check:
     if pending and waiting:
         return Check("jobs", False, f"{plural(pending, 'job')} pending and none can start: "
                      f"{waiting}", "see the reflector check's fix, then restart the daemon "
-                     "(`autoharnessctl stop && autoharnessctl start`)")
+                     "(`autoharnessctl restart`)")
     # recent failures only: the lifetime counter would keep doctor failing forever
     failed = jobs.failed_24h
     if not failed:
@@ -543,8 +603,9 @@ def _guarded(name: str, fn) -> Check:
 def format_human(checks: list[Check]) -> str:
     lines = []
     for c in checks:
-        lines.append(f"{'ok' if c.ok else 'FAIL':<5} {c.name}: {c.detail}")
-        if not c.ok and c.fix:
+        label = "FAIL" if not c.ok else "warn" if c.warning else "ok"
+        lines.append(f"{label:<5} {c.name}: {c.detail}")
+        if (not c.ok or c.warning) and c.fix:
             lines.append(f"      fix: {c.fix}")
     bad = sum(not c.ok for c in checks)
     lines.append("all checks passed" if not bad else f"{bad} of {len(checks)} checks failed")

@@ -61,7 +61,10 @@ def event_name(raw: bytes) -> bytes:
     return raw[i + 17 : i + 64] if i >= 0 else b""
 
 
-def envelope(raw: bytes, ts: float, eid: bytes) -> bytes:
+VIAS = (b"plugin", b"settings")  # AUTOHARNESS_VIA, set by the install that runs the hook
+
+
+def envelope(raw: bytes, ts: float, eid: bytes, via: bytes = b"") -> bytes:
     """The `hook` request of the wire protocol (protocol/messages.py), built by hand."""
     from claude_autoharness.protocol import PROTOCOL
 
@@ -69,7 +72,32 @@ def envelope(raw: bytes, ts: float, eid: bytes) -> bytes:
         raw = b"null"
     # One line per record: raw newlines in JSON are only ever whitespace.
     raw = raw.replace(b"\n", b" ").replace(b"\r", b" ")
-    return b'{"type":"hook","v":%d,"id":"%b","ts":%.6f,"payload":%b}' % (PROTOCOL, eid, ts, raw)
+    tail = b',"via":"%b"' % via if via in VIAS else b""
+    return b'{"type":"hook","v":%d,"id":"%b","ts":%.6f%b,"payload":%b}' % (
+        PROTOCOL, eid, ts, tail, raw)
+
+
+def refused(reply: bytes) -> bool:
+    """The daemon's error says the event itself is at fault (`retry` false): it was counted
+    as rejected, and a spooled copy would only be refused again."""
+    return b'"type":"error"' in reply and b'"retry":false' in reply
+
+
+def decodable(raw: bytes) -> bool:
+    """Whether the daemon could read this payload at all (JSON, not nested too deep): with
+    no daemon to ask, junk on stdin is dropped rather than spooled for a replay to refuse."""
+    import json
+
+    def no_constant(name):
+        raise ValueError(name)  # NaN and Infinity are no JSON the daemon reads
+
+    if not raw.strip():
+        return True  # sent as null: the daemon counts it as rejected
+    try:
+        json.loads(raw, parse_constant=no_constant)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def frame(body: bytes) -> bytes:
@@ -218,6 +246,7 @@ def start_daemon(paths, sock_path: str) -> None:
         return  # it came up meanwhile
     os.set_inheritable(fd, True)
     env = dict(os.environ, AUTOHARNESS_SPAWN_LOCK_FD=str(fd))
+    env.pop("AUTOHARNESS_VIA", None)  # this hook's install, not the daemon's
     log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.posix_spawn(
@@ -277,7 +306,7 @@ def main() -> None:
     # A random id per event: a spooled copy keeps it, so the daemon counts the event once
     # however many copies reach it (a reply lost after the daemon acted, a replay cut short).
     eid = os.urandom(16).hex().encode()
-    body = envelope(raw, time.time(), eid)
+    body = envelope(raw, time.time(), eid, env.get("AUTOHARNESS_VIA", "").encode())
     session_start = b"SessionStart" in event_name(raw)
     sock_path = paths.socket_path()
     reply = send(sock_path, body, LONG_WAIT if session_start else SHORT_WAIT)
@@ -285,9 +314,13 @@ def main() -> None:
     if autostart and session_start:  # the session that woke the daemon gets its context too
         start_daemon(paths, sock_path)
         reply = send_when_ready(sock_path, body, READY_WAIT, time.monotonic, time.sleep)
-    # Acknowledged means a hook reply: none in time, a short read, no daemon, or an error (e.g.
-    # the daemon could not journal it: a full disk) and the event is spooled, never lost.
+    # Acknowledged means a hook reply: none in time, a short read, no daemon, or an error that
+    # says to retry (e.g. the daemon could not journal it: a full disk) and the event is
+    # spooled, never lost. An event the daemon refused as malformed is not: it was counted as
+    # rejected, and a replay would refuse it again.
     if not reply or b'"hook_reply"' not in reply:
+        if (reply and refused(reply)) or not decodable(raw):
+            return
         from claude_autoharness.protocol.spool import record_name
 
         spool(paths.state_dir(), record_name(time.time_ns(), eid.decode()), body)

@@ -64,11 +64,14 @@ CHILD_GUARD = (f': {GUARD_MARK}; [ "$AUTOHARNESS_CHILD_SESSION" = 1 ] && '
 # a hook must never fail a tool call. Claude Code sets CLAUDE_PLUGIN_ROOT for plugin hooks.
 PLUGIN_SHIM = "hooks/run-hook"
 PLUGIN_HOOK = f'"${{CLAUDE_PLUGIN_ROOT}}/{PLUGIN_SHIM}"'
+# AUTOHARNESS_VIA tells the daemon which install ran the hook, so that what it tells the model
+# names the slash commands as they exist there (the plugin's are `/autoharness:learn`).
 PLUGIN_SHIM_TEXT = f"""#!/bin/sh
 # autoharness Claude Code plugin: run the installed `{HOOK}` (pip install claude-autoharness)
 # with the hook event on stdin. Without it, succeed at once and print nothing: a hook must
 # never fail or slow a tool call. (Generated: claude_autoharness.client.install.PLUGIN_SHIM_TEXT.)
 if command -v {HOOK} >/dev/null 2>&1; then
+    export AUTOHARNESS_VIA=plugin
     exec {HOOK}
 fi
 exit 0
@@ -176,12 +179,45 @@ def hook_path() -> str:
     return p
 
 
+def script_python(script: str) -> str | None:
+    """The interpreter a pip-installed script names on its `#!` line, when that is a plain
+    absolute path to a program that exists (pip writes a `/bin/sh` trampoline instead for paths
+    with spaces or too long for a `#!` line: then None)."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(512)
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith(b"#!") else []
+    if len(words) != 1:
+        return None
+    exe = os.fsdecode(words[0])
+    name = os.path.basename(exe)
+    ok = os.path.isabs(exe) and name.startswith("python") and os.access(exe, os.X_OK)
+    return exe if ok else None
+
+
+def settings_command(hook: str, python: str | None) -> str:
+    """The hook command the settings install writes: the script's own interpreter started with
+    `-I -S` (no `site` setup, no user paths: the fastest start measured, see
+    bench/hook_latency.py), guarded so that a vanished install (a deleted venv, a moved pipx
+    home) exits 0 in silence instead of failing every turn; `doctor` reports it."""
+    q = shlex.quote
+    if python is None:  # no interpreter to name: run the script itself, as guarded
+        return f"[ -x {q(hook)} ] && AUTOHARNESS_VIA=settings exec {q(hook)}; exit 0"
+    return (f"[ -x {q(python)} ] && [ -f {q(hook)} ] && AUTOHARNESS_VIA=settings "
+            f"exec {q(python)} -I -S {q(hook)}; exit 0")
+
+
 # ---- recognising autoharness's entries ------------------------------------------------------
 
 
 def _words(cmd: str) -> list[str]:
+    """A command's words as the shell splits them, `;` and `&&` words of their own."""
+    lex = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
     try:
-        return shlex.split(cmd)
+        return list(lex)
     except ValueError:
         return cmd.split()
 
@@ -204,6 +240,21 @@ def hook_program(cmd: str) -> str | None:
     """The `autoharness-hook` a command runs, as written (absolute path or a bare name)."""
     for w in _words(cmd):
         if os.path.basename(w) == HOOK:
+            return w
+    return None
+
+
+def is_guarded(cmd: str) -> bool:
+    """A command of the `settings_command` form: it exits 0 when its program is gone."""
+    return cmd.startswith("[ -x ") and cmd.endswith("; exit 0")
+
+
+def hook_interpreter(cmd: str) -> str | None:
+    """The interpreter a command starts the hook with (`PYTHON -I -S HOOK`), or None when it
+    runs the script itself."""
+    words = _words(cmd)
+    for i, w in enumerate(words[:-1]):
+        if words[i + 1] == "-I" and os.path.basename(w).startswith("python"):
             return w
     return None
 
@@ -496,6 +547,7 @@ class Change:
     old: bytes | None = None
     new: bytes | None = None
     note: str = ""
+    mode: int | None = None  # the mode to write `new` with (None: keep the file's)
 
 
 @dataclass
@@ -538,6 +590,9 @@ def conflicts(scope: str, settings_path: str, sources: list[Source]) -> list[str
     return out
 
 
+REPLACING = "replacing your own file"
+
+
 def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
     settings_path, commands_dir = targets(scope, project)
     raw, settings = read_settings(settings_path)  # malformed: stop before anything else
@@ -556,7 +611,7 @@ def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
     rec["created_keys"] = sorted(set(rec.get("created_keys") or []) | created_keys(settings))
     dirs = list(rec.get("created_dirs") or [])
 
-    new = wire(settings, shlex.quote(hook))
+    new = wire(settings, settings_command(hook, script_python(hook)))
     if raw is None:
         dirs += [d for d in missing_dirs(settings_path) if d not in dirs]
         plan.changes.append(Change(settings_path, "create", None, dumps(new).encode()))
@@ -584,7 +639,7 @@ def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
         elif b"autoharnessctl" in have:
             plan.changes.append(Change(p, "update", have, want, "older autoharness version"))
         elif force:
-            plan.changes.append(Change(p, "update", have, want, "replacing your own file"))
+            plan.changes.append(Change(p, "update", have, want, REPLACING))
         else:
             raise InstallError(
                 f"{p} exists and is not autoharness's; nothing was changed. Rename it to keep "
@@ -592,6 +647,23 @@ def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
     rec["created_dirs"] = dirs
     plan.record = rec
     return plan
+
+
+def replaced_original(rec: dict | None, path: str) -> tuple[bytes, int] | None:
+    """The user's own file that an install with --force replaced at `path` (its bytes and
+    mode, from the backup kept then), if that backup is still there and intact."""
+    entry = ((rec or {}).get("replaced") or {}).get(path)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        with open(entry["backup"], "rb") as f:
+            data = f.read()
+    except (OSError, KeyError, TypeError):
+        return None
+    if _sha(data) != entry.get("sha256"):
+        return None
+    mode = entry.get("mode")
+    return data, mode if isinstance(mode, int) else _default_mode()
 
 
 def plan_remove(scope: str, project: str) -> Plan:
@@ -618,7 +690,12 @@ def plan_remove(scope: str, project: str) -> Plan:
         except FileNotFoundError:
             continue
         if have == command_text(name) or b"autoharnessctl" in have:
-            plan.changes.append(Change(p, "delete", have, None))
+            original = replaced_original(rec, p)
+            if original is not None:  # the user's own file comes back, byte for byte
+                plan.changes.append(Change(p, "update", have, original[0],
+                                           "your own file put back", mode=original[1]))
+            else:
+                plan.changes.append(Change(p, "delete", have, None))
         else:
             plan.changes.append(Change(p, "kept", have, have, "not autoharness's"))
     return plan
@@ -633,6 +710,12 @@ def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
         if c.old is not None and c.old != c.new:
             if c.path == plan.settings_path or c.old != command_text(os.path.basename(c.path)):
                 backups[c.path] = backup(c.path, c.old)
+            if c.note == REPLACING and c.path not in (plan.record.get("replaced") or {}):
+                # kept so that --remove puts the user's file back as it was
+                st = os.stat(c.path)
+                plan.record.setdefault("replaced", {})[c.path] = {
+                    "backup": backups[c.path], "sha256": _sha(c.old),
+                    "mode": stat.S_IMODE(st.st_mode)}
             if (c.path == plan.settings_path and not remove
                     and plan.record.get("original_sha256") == _sha(c.old)
                     and not plan.record.get("original_backup")):
@@ -642,7 +725,7 @@ def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
         else:
             for d in missing_dirs(c.path):
                 os.makedirs(d, exist_ok=True)
-            atomic_write(c.path, c.new or b"")
+            atomic_write(c.path, c.new or b"", c.mode)
     record = load_record()
     key = os.path.realpath(plan.settings_path)
     if remove:
@@ -691,8 +774,10 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
         what = "nothing of autoharness's is installed" if remove else "already installed"
         print(f"no change: {what} ({plan.scope} scope)")
     elif remove:
+        back = [c.path for c in plan.changes if c.action == "update" and c.mode is not None]
         print(f"autoharness removed from the {plan.scope} scope; your own hooks and settings "
-              "are as they were. Restart open Claude Code sessions to drop the hooks.")
+              "are as they were" + (f", and your own {', '.join(back)} put back" if back else "")
+              + ". Restart open Claude Code sessions to drop the hooks.")
     else:
         print(f"autoharness hooks installed ({plan.scope} scope): SessionStart, PreToolUse "
               f"(async, plus a child write guard), Stop, SessionEnd -> {plan.hook}")

@@ -14,12 +14,14 @@ import sys
 import time
 
 from claude_autoharness.client import install
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask
+from claude_autoharness.client.conn import DaemonError, DaemonNotRunning, DaemonUnreachable, ask
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
 
 READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0
+NOT_RUNNING = "autoharnessd is not running: nothing to stop"
 
 
 def _status() -> r.Identity | None:
@@ -74,6 +76,53 @@ def _exited(code: int, log_file: str) -> int:
     print(f"autoharnessctl: autoharnessd did not start: {why} (log: {log_file})",
           file=sys.stderr)
     return 1
+
+
+def stop_daemon() -> r.Stopping | None:
+    """Ask the daemon to stop; None when none listens (nothing to stop is no error)."""
+    try:
+        return ask(m.Stop(), r.Stopping)
+    except DaemonNotRunning:
+        return None
+
+
+def wait_gone(timeout: float) -> bool:
+    """Wait until no daemon answers at the socket (it persists its state on the way out)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if _status() is None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def do_restart(args) -> int:
+    """Stop the daemon if one runs, wait until it is gone, start a new one (this installation's:
+    what an upgrade or a config change needs)."""
+    out = stop_daemon()
+    if out is None:
+        print("autoharnessd is not running: starting it")
+    else:
+        print(f"stopping autoharnessd (pid {out.pid})")
+        if not wait_gone(args.timeout):
+            print(f"autoharnessctl: autoharnessd (pid {out.pid}) still answers after "
+                  f"{args.timeout:.0f}s; see {paths.log_file()}, or end it (`kill {out.pid}`) "
+                  "and run `autoharnessctl start`", file=sys.stderr)
+            return 1
+    return do_start(args)
+
+
+def add_restart_parser(sub) -> None:
+    s = sub.add_parser(
+        "restart", help="stop the daemon (if it runs) and start it again",
+        description="Stop autoharnessd cleanly (its state is persisted), wait until it is gone, "
+        "then start it in the background as `autoharnessctl start` does: after an upgrade or "
+        "a config change. Under systemd or launchd use `autoharnessctl service stop` and "
+        "`service start`.")
+    s.add_argument("--timeout", type=float, default=READY_TIMEOUT_S, metavar="S",
+                   help=f"how long to wait for each of the stop and the start (default "
+                   f"{READY_TIMEOUT_S:.0f})")
+    s.set_defaults(func=do_restart)
 
 
 def add_parser(sub) -> None:

@@ -3,8 +3,9 @@
 An exception escaping one connection handler would stop `serve()` for everyone, so each
 connection is wrapped. Every malformed request gets a typed `Error` reply and is counted as
 received and rejected: an oversized or truncated frame, JSON nested too deep to decode, an
-unknown request type, or a protocol version other than this daemon's. Accepting, the connection
-cap and descriptor exhaustion live in `listener`.
+unknown request type (`retry` false: the same bytes would be refused again, so a hook does not
+spool them), or a protocol version other than this daemon's (worth retrying after a restart).
+Accepting, the connection cap and descriptor exhaustion live in `listener`.
 
 The server knows three things of the daemon: how to answer a request (`dispatch`), where to
 count what it refused (`ConnectionCounters`), and what to call once a reply is sent (`replied`,
@@ -50,13 +51,15 @@ def decode_request(body: bytes) -> m.Request | m.Error:
     try:
         req = m.request_decoder.decode(body)
     except RecursionError:
-        return m.Error(code="too_deep", message="request nested too deeply to decode")
+        return m.Error(code="too_deep", message="request nested too deeply to decode",
+                       retry=False)
     except msgspec.ValidationError as e:
         if "`$.type`" in str(e):
-            return m.Error(code="unknown_type", message=_short(f"unknown request type: {e}"))
-        return m.Error(code="malformed", message=_short(str(e)))
+            return m.Error(code="unknown_type", message=_short(f"unknown request type: {e}"),
+                           retry=False)
+        return m.Error(code="malformed", message=_short(str(e)), retry=False)
     except msgspec.DecodeError as e:
-        return m.Error(code="malformed", message=_short(str(e)))
+        return m.Error(code="malformed", message=_short(str(e)), retry=False)
     if req.v != PROTOCOL:
         return m.Error(code="protocol_version", message=version_mismatch(req.v))
     return req
@@ -115,8 +118,8 @@ class Server:
                 n = framing.frame_length(header)
                 body = await reader.receive_exactly(n)
         except framing.FrameError as e:
-            self._reject(e.code)
-            await self._reply(stream, m.Error(code=e.code, message=e.message))
+            self._reject(e.code)  # the same frame would be refused again
+            await self._reply(stream, m.Error(code=e.code, message=e.message, retry=False))
             return
         except (anyio.EndOfStream, anyio.IncompleteRead, TimeoutError):
             return  # abandoned or too slow: nothing was accepted, nothing to answer

@@ -29,6 +29,9 @@ class Hook(_Req, tag="hook"):
     id: Annotated[str, msgspec.Meta(max_length=64)] = ""  # the hook's random event id
     ts: float = 0.0
     replayed: bool = False  # `autoharnessctl replay`: counts, but is no real session's use
+    # which install ran the hook: "plugin" (the plugin's shim) or "settings"; "" unknown (an
+    # older hook). It decides how the slash commands are named to the model.
+    via: Annotated[str, msgspec.Meta(max_length=16)] = ""
 
 
 class Status(_Req, tag="status"):
@@ -134,8 +137,14 @@ class Ok(_Rep, tag="ok"):
 
 
 class Error(_Rep, tag="error"):
+    """`retry` False: the request itself is at fault (not JSON, nested too deep, no request
+    this daemon serves), so the same bytes would be refused again: a hook drops such an event
+    instead of spooling it. True (the default, also from older daemons): a failure of the
+    moment (the journal could not be written), worth spooling and replaying."""
+
     code: str
     message: str
+    retry: bool = True
 
 
 Reply = HookReply | Ok | Error

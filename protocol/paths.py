@@ -184,6 +184,15 @@ def project_commands_dir(project_root: str) -> str:
     return os.path.join(project_root, ".claude", "commands")
 
 
+PLUGIN_NAME = "autoharness"  # Claude Code namespaces a plugin's commands with its name
+
+
+def slash_command(name: str, plugin: bool = False) -> str:
+    """A slash command as it exists in the install in effect: `/learn` from the commands dir
+    the settings install fills, `/autoharness:learn` from the plugin."""
+    return f"/{PLUGIN_NAME}:{name}" if plugin else f"/{name}"
+
+
 def install_dir() -> str:
     """What `autoharnessctl install` remembers: its record of what it created, settings backups."""
     return os.path.join(state_dir(), "install")

@@ -69,7 +69,8 @@ def test_journal_as_a_directory_is_a_one_line_start_error(home):
 
 def test_stop_with_an_unwritable_state_is_one_line(home, monkeypatch):
     """Stopping while the snapshot cannot be written: the daemon still exits 0, says why in
-    its log, and prints no traceback; `autoharnessctl stop` with no daemon is one line."""
+    its log, and prints no traceback; `autoharnessctl stop` with no daemon says so in one line
+    and exits 0."""
     monkeypatch.setenv("AUTOHARNESS_WATCH", "0")
     d = Daemon(home["home"])
     os.unlink(paths.snapshot_file())
@@ -80,6 +81,6 @@ def test_stop_with_an_unwritable_state_is_one_line(home, monkeypatch):
         assert "state not saved at stop" in out and "Traceback" not in out
     finally:
         shutil.rmtree(paths.snapshot_file(), ignore_errors=True)
-    r = ctl("stop")
-    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
-    assert "not running" in r.stderr and "Traceback" not in r.stderr
+    r = ctl("stop")  # nothing to stop is no failure: `stop; start` must start
+    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
+    assert "not running" in r.stdout and not r.stderr

@@ -16,6 +16,9 @@ from conftest import REPO
 from harness import CTL, HOOK, Daemon, pre_tool, wait_for
 
 PKG_COMMANDS = REPO / "client" / "commands"
+# what install writes: the hook's own interpreter with -I -S, guarded against a vanished install
+HOOK_PYTHON = install.script_python(HOOK)
+HOOK_CMD = install.settings_command(HOOK, HOOK_PYTHON)
 
 
 def run(*args, cwd, env=None):
@@ -73,12 +76,13 @@ def test_install_without_settings_file(home):
     hooks = s["hooks"]
     assert list(hooks) == ["SessionStart", "PreToolUse", "Stop", "SessionEnd"]
     hook_cmd = hooks["SessionStart"][0]["hooks"][0]["command"]
-    assert hook_cmd == HOOK and os.path.isabs(hook_cmd) and os.access(hook_cmd, os.X_OK)
+    assert hook_cmd == HOOK_CMD and install.hook_program(hook_cmd) == HOOK
+    assert os.access(HOOK, os.X_OK) and HOOK_PYTHON and install.hook_interpreter(hook_cmd) == HOOK_PYTHON
     start = hooks["SessionStart"][0]["hooks"][0]
     assert not start.get("async") and start["timeout"] <= 10
     counting = counting_groups(s)
     assert len(counting) == 1 and "matcher" not in counting[0]
-    assert counting[0]["hooks"] == [{"type": "command", "command": HOOK, "async": True,
+    assert counting[0]["hooks"] == [{"type": "command", "command": HOOK_CMD, "async": True,
                                      "timeout": install.ASYNC_TIMEOUT}]
     guard = [g for g in hooks["PreToolUse"] if g.get("matcher")]
     assert len(guard) == 1 and guard[0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
@@ -140,7 +144,7 @@ def test_stale_entries_are_replaced(home):
     assert "Notification" not in s["hooks"]  # only autoharness was in it
     assert s["hooks"]["PostToolUse"] == USER_SETTINGS["hooks"]["PostToolUse"]
     assert s["hooks"]["PreToolUse"][:2] == USER_SETTINGS["hooks"]["PreToolUse"]
-    assert [g["hooks"][0]["command"] for g in counting_groups(s)] == [HOOK]
+    assert [g["hooks"][0]["command"] for g in counting_groups(s)] == [HOOK_CMD]
 
 
 def test_reinstall_makes_an_async_stop_synchronous(home):
@@ -153,7 +157,7 @@ def test_reinstall_makes_an_async_stop_synchronous(home):
     r = run("install", cwd=home["tmp"])
     assert r.returncode == 0, r.stderr
     stop = json.loads(settings_file(home).read_text())["hooks"]["Stop"]
-    assert stop == [{"hooks": [{"type": "command", "command": HOOK,
+    assert stop == [{"hooks": [{"type": "command", "command": HOOK_CMD,
                                 "timeout": install.STOP_TIMEOUT}]}]
 
 
@@ -211,7 +215,7 @@ def test_dry_run_writes_nothing(home):
     r = run("install", "--dry-run", cwd=home["tmp"])
     assert r.returncode == 0, r.stderr
     assert "would update" in r.stdout and "would create" in r.stdout
-    assert f"+{' ' * 12}\"command\": \"{HOOK}\"," in r.stdout  # the diff shows the hook line
+    assert f"+{' ' * 12}\"command\": {json.dumps(HOOK_CMD)}," in r.stdout  # the hook line
     assert settings_file(home).read_bytes() == raw
     assert not (home["claude"] / "commands").exists()
     assert not (home["home"] / "state" / "install").exists()

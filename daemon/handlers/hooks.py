@@ -39,6 +39,9 @@ log = structlog.get_logger("autoharness")
 _event_decoder = msgspec.json.Decoder(sm.HookEvent)
 _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 PROMOTER_SUMMARY_CHARS = 1_000
+# Two installs (the plugin and the settings) both deliver a session's start within moments of
+# each other, each with its own event id: only the first gets the context.
+CONTEXT_REPEAT_S = 10.0
 SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 # A skill use to record: ("name", skill name, project root) or ("path", SKILL.md path, root).
@@ -63,6 +66,8 @@ class Hooks:
         self.catch_up = catch_up
         self.clock = clock
         self.child_dir = paths.reflector_dir()
+        # (session id, source) -> (event id, when) of the last start given its context
+        self.context_given: dict[tuple[str, str], tuple[str, float]] = {}
 
     def rejected(self, reason: str, *, from_spool: bool = False) -> m.HookReply:
         """Count and log an event we will not act on, with why (no payload: it may hold secrets)."""
@@ -146,11 +151,28 @@ class Hooks:
         """SessionStart context for a live session; a repeated copy gets it too (e.g. the
         SessionStart that autostarted the daemon, also spooled when the reply came late)."""
         if ev.hook_event_name == "SessionStart" and counting and not from_spool \
-                and not req.replayed:
-            text = await anyio.to_thread.run_sync(self.session_start_context, ev)
+                and not req.replayed and self.first_start(req, ev):
+            text = await anyio.to_thread.run_sync(self.session_start_context, ev,
+                                                  req.via == "plugin")
             if text:
                 return m.HookReply(output=_session_start_output(text))
         return m.HookReply()
+
+    def first_start(self, req: m.Hook, ev: sm.HookEvent) -> bool:
+        """Whether this SessionStart is the first delivery of its session's start: another
+        event id for the same session and source within CONTEXT_REPEAT_S is a second hook
+        (plugin and settings installs both wired) and gets no context; the same event id
+        again is a retry whose first reply was lost, and gets it. Decided on the event loop,
+        before the context is built, so two concurrent deliveries cannot both pass."""
+        now = self.clock()
+        key = (ev.session_id, ev.source or "startup")
+        last = self.context_given.get(key)
+        if last is not None and last[0] != req.id and now - last[1] < CONTEXT_REPEAT_S:
+            return False
+        self.context_given = {k: v for k, v in self.context_given.items()
+                              if now - v[1] < CONTEXT_REPEAT_S}
+        self.context_given[key] = (req.id, now)
+        return True
 
     async def replay(self, req: m.Hook) -> None:
         """A spooled event: counted like a live one, answered to no one."""
@@ -195,11 +217,13 @@ class Hooks:
 
     # ---- SessionStart context --------------------------------------------------------------
 
-    def session_start_context(self, ev: sm.HookEvent) -> str:
+    def session_start_context(self, ev: sm.HookEvent, plugin: bool = False) -> str:
         """Marker report, promoter summary and the marker rule under one budget (worker thread).
 
         The rule and report go out on startup/clear/compact (compaction drops earlier context)
         and on resume only if this session never got them; the promoter summary once a session.
+        `plugin`: the plugin's hook delivered the start, so its commands are the plugin's
+        (`/autoharness:save-learnings`).
         """
         state = self.book.state
         s = state.sessions.get(ev.session_id)
@@ -219,7 +243,8 @@ class Hooks:
             if ev.transcript_path:  # markers the watcher has not read yet count too
                 self.catch_up(os.path.dirname(ev.transcript_path))
             processed = set(load_learning_state(slug).processed_ids)
-            report = lreport.session_start_report(self.markers.unprocessed(slug, processed))
+            report = lreport.session_start_report(self.markers.unprocessed(slug, processed),
+                                                  plugin=plugin)
             if report:
                 parts.append(("report", report))
         now = self.clock()

@@ -12,6 +12,7 @@ import msgspec
 
 from claude_autoharness.daemon.capture.source import list_transcripts, stat_transcript
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
+from claude_autoharness.protocol.paths import slash_command
 
 SAVE_COMMAND = "/save-learnings"
 NO_MARKERS = "📝 learning-capture: no unprocessed markers"
@@ -30,8 +31,9 @@ def doc_draft_count(markers: Iterable[Marker]) -> int:
     return sum(1 for m in markers if m.doc_impact != "none")
 
 
-def session_start_report(markers: list[Marker]) -> str:
-    """The SessionStart text for unprocessed markers; "" when there are none."""
+def session_start_report(markers: list[Marker], *, plugin: bool = False) -> str:
+    """The SessionStart text for unprocessed markers; "" when there are none. `plugin`: the
+    hooks came from the plugin, whose command is `/autoharness:save-learnings`."""
     markers = dedupe(markers)
     if not markers:
         return ""
@@ -43,7 +45,7 @@ def session_start_report(markers: list[Marker]) -> str:
     if drafts:
         verb = "requires" if drafts == 1 else "require"
         lines.append(f"  {_n(drafts, 'marker')} {verb} doc drafts (README / doc site)")
-    lines.append(f"→ Run: {SAVE_COMMAND}")
+    lines.append(f"→ Run: {slash_command(SAVE_COMMAND[1:], plugin)}")
     return "\n".join(lines)
 
 
@@ -51,12 +53,12 @@ def marker_line(m: Marker) -> str:
     return f"[{m.kind}] {m.topic} (doc-impact: {m.doc_impact})"
 
 
-def transcript_listing(markers: list[Marker]) -> str:
+def transcript_listing(markers: list[Marker], *, plugin: bool = False) -> str:
     """Single-transcript mode: the summary, then one `[kind] topic (doc-impact: x)` per marker."""
     markers = dedupe(markers)
     if not markers:
         return ""
-    head = session_start_report(markers).splitlines()
+    head = session_start_report(markers, plugin=plugin).splitlines()
     return "\n".join([head[0], *(f"  {marker_line(m)}" for m in markers), *head[1:]])
 
 
