@@ -439,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export: the plugin's name (default: %(default)s)")
     s.add_argument("--owner", default="autoharness", metavar="NAME",
                    help="export: the author/owner to name (default: %(default)s)")
+    s.add_argument("--license", metavar="SPDX", default="LicenseRef-Proprietary",
+                   help="export: the plugin's licence, an SPDX id such as MIT (default: "
+                   "%(default)s: no rights granted)")
     s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_skills)
 

@@ -12,7 +12,9 @@ import os
 import re
 import secrets
 import shutil
+import struct
 import sys
+import zlib
 
 from claude_autoharness.daemon import offline
 from claude_autoharness.protocol import VERSION
@@ -22,6 +24,7 @@ DEFAULT_NAME = "autoharness-skills"
 # Marks a directory as one we exported, so a later export may replace it.
 MARKER = ".autoharness-export"
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SPDX = re.compile(r"[A-Za-z0-9.+-]+(?: (?:AND|OR|WITH) [A-Za-z0-9.+-]+)*")
 _HOME = re.compile(r"(?<![\w.-])(?:/home/[^/\s\"']+|/Users/[^/\s\"']+|/root(?![\w.-])|"
                    r"[A-Za-z]:\\\\?Users\\\\?[^\\\s\"']+)")
 # Provenance keys that are about this machine, not the skill's history.
@@ -62,12 +65,18 @@ def collect(layers: list[str], project: str | None) -> list:
     return out
 
 
-def manifests(name: str, skills: list, owner: str) -> dict[str, dict]:
+DEFAULT_LICENSE = "LicenseRef-Proprietary"  # grants nothing until the owner picks a licence
+
+
+def manifests(name: str, skills: list, owner: str,
+              license: str = DEFAULT_LICENSE) -> dict[str, dict]:
     desc = (f"{len(skills)} skill(s) learned by autoharness from real sessions and kept "
             "under review: " + ", ".join(s.name for s in skills[:12])
             + (", ..." if len(skills) > 12 else ""))
     plugin = {"name": name, "version": VERSION, "description": desc,
-              "author": {"name": owner}, "keywords": ["skills", "autoharness"]}
+              "author": {"name": owner}, "license": license,
+              "keywords": ["skills", "autoharness"],
+              "network": {"hosts": []}}  # skills only: nothing reaches the network
     market = {"name": name, "owner": {"name": owner},
               "description": f"Skills learned by autoharness, shared by {owner}.",
               "plugins": [{"name": name, "source": "./", "description": desc,
@@ -75,9 +84,63 @@ def manifests(name: str, skills: list, owner: str) -> dict[str, dict]:
     return {"plugin.json": plugin, "marketplace.json": market}
 
 
+ICON = ".claude-plugin/icon.png"  # where `claude plugin validate` looks for the listing icon
+ICON_SIZE = 512  # the plugin directory takes square PNGs of 512 to 2048 px
+
+
+def icon_png(size: int = ICON_SIZE) -> bytes:
+    """autoharness's listing icon, drawn here (a ring on a dark square) so that no binary file
+    has to ship in the wheel: the same bytes every time."""
+    bg, fg = b"\x1f\x2a\x44", b"\xf0\x8c\x2e"
+    c, outer, inner = (size - 1) / 2, size * 0.36, size * 0.22
+    rows = []
+    for y in range(size):
+        row = bytearray(b"\x00")  # filter: none
+        for x in range(size):
+            d = ((x - c) ** 2 + (y - c) ** 2) ** 0.5
+            row += fg if inner <= d <= outer else bg
+        rows.append(bytes(row))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + chunk(b"IEND", b""))
+
+
+def readme(name: str, skills: list, owner: str, marketplace: bool) -> str:
+    """The plugin's README.md: what it is, what it holds, how to install it (the plugin
+    directory refuses a plugin without one)."""
+    lines = [f"# {name}", "",
+             f"Skills for Claude Code that autoharness learned from real sessions of {owner}: "
+             "each one was proposed from a session's own transcript, checked by autoharness's "
+             "promoter (well-formed, safe, quoting the session it came from) and kept under "
+             "review before it was exported here. Claude Code loads a skill when its "
+             "description matches the task at hand.", "", "## Skills", ""]
+    lines += [f"- `{s.name}` ({s.layer} layer, version {s.version})" for s in skills] or [
+        "- none yet"]
+    lines += ["", "## Install", ""]
+    if marketplace:
+        lines += ["Add this directory (or the repository that hosts it) as a marketplace, "
+                  "then install the plugin:", "", "```",
+                  "/plugin marketplace add <path or URL of this directory>",
+                  f"/plugin install {name}@{name}", "```"]
+    else:
+        lines += ["List this directory in a plugin marketplace, or try it for one session "
+                  "with `claude --plugin-dir <this directory>`."]
+    lines += ["", "Each skill's `.autoharness/provenance.json` records its landings: when, "
+              "from which proposal, and why.", ""]
+    return "\n".join(lines)
+
+
 def export(dest: str, *, layers: list[str], project: str | None, name: str, owner: str,
-           marketplace: bool) -> list:
+           marketplace: bool, license: str = DEFAULT_LICENSE) -> list:
     """Write the plugin at `dest` (replacing an earlier export); return the skills exported."""
+    if not _SPDX.fullmatch(license):
+        raise ExportError(f"licence {license!r}: give an SPDX id (e.g. --license MIT, or "
+                          "LicenseRef-Proprietary)")
     if not _NAME.fullmatch(name):
         raise ExportError(f"plugin name {name!r}: use lower-case letters, digits and hyphens "
                           "(e.g. --name team-skills)")
@@ -108,12 +171,16 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
                 os.makedirs(os.path.dirname(out), exist_ok=True)
                 with open(out, "wb") as f:
                     f.write(data)
-        for fn, obj in manifests(name, skills, owner).items():
+        for fn, obj in manifests(name, skills, owner, license).items():
             if fn == "marketplace.json" and not marketplace:
                 continue
             with open(os.path.join(tmp, ".claude-plugin", fn), "w", encoding="utf-8") as f:
                 json.dump(obj, f, indent=2)
                 f.write("\n")
+        with open(os.path.join(tmp, ICON), "wb") as f:
+            f.write(icon_png())
+        with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
+            f.write(readme(name, skills, owner, marketplace))
         with open(os.path.join(tmp, MARKER), "w", encoding="utf-8") as f:
             f.write("exported by autoharnessctl skills export; replaced by the next export\n")
         old = None
@@ -137,7 +204,8 @@ def do_export(args) -> int:
     project = os.path.abspath(args.project or os.getcwd())
     try:
         skills = export(args.plugin, layers=layers, project=project, name=args.plugin_name,
-                        owner=args.owner, marketplace=args.marketplace)
+                        owner=args.owner, marketplace=args.marketplace,
+                        license=getattr(args, "license", None) or DEFAULT_LICENSE)
     except (ExportError, OSError) as e:
         print(f"autoharnessctl skills export: {e}", file=sys.stderr)
         return 1
