@@ -107,7 +107,7 @@ class CliModel:
                                                     {"proposals": self._next_proposals()}))
             return message_reply(text_block("done"))
         prompt, turn = current_prompt(messages)
-        if "<command-name>/learn</command-name>" in prompt:
+        if re.search(r"<command-name>/(autoharness:)?learn</command-name>", prompt):
             return self._follow_learn(prompt, turn)
         for key, turns in self.scripts.items():
             if key in prompt:
@@ -205,7 +205,9 @@ class Terminal:
 class Sandbox:
     """One user's machine: fresh dirs, autoharness installed, the CLI at the scripted model."""
 
-    def __init__(self, cli: Path, model: CliModel, extra_env: dict | None = None):
+    def __init__(self, cli: Path, model: CliModel, extra_env: dict | None = None,
+                 install: bool = True):
+        """`install` False: no `autoharnessctl install` (a test installs the plugin instead)."""
         self.cli = str(cli)
         self.model = model
         self.root = Path(tempfile.mkdtemp(prefix="ah-cli-", dir="/tmp"))
@@ -228,8 +230,9 @@ class Sandbox:
             "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.05",
         }
         self.env.update(extra_env or {})
-        r = self.ctl("install", "--scope", "user")
-        assert r.returncode == 0, r.stderr
+        if install:
+            r = self.ctl("install", "--scope", "user")
+            assert r.returncode == 0, r.stderr
 
     def ctl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([str(BIN / "autoharnessctl"), *args], env=self.env, input=input,
