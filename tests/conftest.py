@@ -1,4 +1,5 @@
-"""Shared fixtures: temp homes that never touch the real ~/.claude or state dir."""
+"""Shared fixtures: temp homes that never touch the real ~/.claude or state dir. At the end of
+the run, a check that the suite left no process and no temp dir behind."""
 
 import os
 import shutil
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import leaks
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol.config import PromoterConfig
 
@@ -80,3 +82,54 @@ def env(home):
     return {"pr": pr, "proj": proj, "outside": outside, "claude": home["claude"],
             "skills": proj / ".claude" / "skills", "user_skills": home["claude"] / "skills",
             "trees": (proj, home["claude"], outside)}
+
+
+# ---- the run leaves nothing behind ---------------------------------------------------------
+
+CREATED: list[str] = []  # every temp dir made through tempfile.mkdtemp during the run
+_mkdtemp = tempfile.mkdtemp
+LEAK_PREFIX = "ah"  # the suite's own temp dirs: ah-*, ahb-* (fixtures, sandboxes, benches)
+STOPPING_S = 15.0  # a daemon told to stop at teardown may still be saving its state
+
+
+def _tracking_mkdtemp(*args, **kwargs):
+    d = _mkdtemp(*args, **kwargs)
+    CREATED.append(os.path.abspath(d))
+    return d
+
+
+def pytest_configure(config):
+    tempfile.mkdtemp = _tracking_mkdtemp
+
+
+def _roots(session) -> list[str]:
+    roots = list(CREATED)
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None) if factory is not None else None
+    if base is not None:
+        roots.append(str(base))
+    return roots
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run, naming them, if processes started under the run's temp dirs (a daemon a
+    hook autostarted, a Claude Code CLI) outlived it, or if the suite's own temp dirs are
+    still on disk; both are removed here, so the next run starts clean."""
+    left = leaks.wait_gone(_roots(session), STOPPING_S)
+    leaks.kill(left)
+    dirs = [d for d in dict.fromkeys(CREATED)
+            if os.path.basename(d).startswith(LEAK_PREFIX) and os.path.lexists(d)]
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    if not left and not dirs:
+        return
+    lines = ["the test run left things behind (now removed):"]
+    lines += [f"  process {pid}: {cmd}" for pid, cmd in left]
+    lines += [f"  temp dir {d}" for d in dirs]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines:
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,61 @@
+"""The run's own end check (tests/conftest.py): a test that leaves a process started under its
+temp dir, or the dir itself, fails the whole run with their names, and both are removed."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import leaks
+
+HERE = Path(__file__).resolve().parent
+
+LEAKY = '''
+import os, subprocess, sys, tempfile
+
+def test_leaves_a_daemon_and_its_home():
+    home = tempfile.mkdtemp(prefix="ah-", dir="/tmp")
+    open(os.path.join(os.path.dirname(__file__), "leaked-home"), "w").write(home)
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         env=dict(os.environ, AUTOHARNESS_HOME=home), start_new_session=True)
+    open(os.path.join(os.path.dirname(__file__), "leaked-pid"), "w").write(str(p.pid))
+'''
+
+CLEAN = '''
+import shutil, subprocess, sys, tempfile
+
+def test_cleans_up():
+    home = tempfile.mkdtemp(prefix="ah-", dir="/tmp")
+    subprocess.run([sys.executable, "-c", "pass"], env={"AUTOHARNESS_HOME": home}, check=True)
+    shutil.rmtree(home)
+'''
+
+
+def run_suite(short_tmp: Path, body: str) -> subprocess.CompletedProcess:
+    suite = short_tmp / "suite"
+    suite.mkdir()
+    for name in ("conftest.py", "leaks.py"):
+        shutil.copyfile(HERE / name, suite / name)
+    (suite / "test_it.py").write_text(body)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(suite)], cwd=suite, capture_output=True, text=True, timeout=300)
+
+
+def test_a_leaked_process_and_dir_fail_the_run(short_tmp):
+    """The leaking test itself passes, yet the run fails naming the process (by its command
+    line) and the temp dir; afterwards the process is dead and the dir gone."""
+    r = run_suite(short_tmp, LEAKY)
+    out = r.stdout + r.stderr
+    home = (short_tmp / "suite" / "leaked-home").read_text()
+    pid = int((short_tmp / "suite" / "leaked-pid").read_text())
+    assert r.returncode == 1 and "1 passed" in out, out
+    assert "left things behind" in out and f"process {pid}" in out and home in out, out
+    assert not os.path.exists(home)
+    assert not leaks.processes_under([home])
+
+
+def test_a_clean_run_passes(short_tmp):
+    """A run that stops what it started and removes its dirs passes."""
+    r = run_suite(short_tmp, CLEAN)
+    assert r.returncode == 0, r.stdout + r.stderr
