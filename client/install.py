@@ -557,6 +557,7 @@ class Plan:
     changes: list[Change] = field(default_factory=list)
     record: dict = field(default_factory=dict)
     hook: str | None = None
+    warnings: list[str] = field(default_factory=list)  # what --force went past
 
     @property
     def changed(self) -> bool:
@@ -596,14 +597,14 @@ REPLACING = "replacing your own file"
 def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
     settings_path, commands_dir = targets(scope, project)
     raw, settings = read_settings(settings_path)  # malformed: stop before anything else
-    if not force:
-        found = conflicts(scope, settings_path, settings_sources(project))
-        if found:
-            raise InstallError(
-                "not installing: " + "; ".join(found) + ". Two sets of autoharness hooks would "
-                "count every tool call twice. Pass --force to install anyway")
+    found = conflicts(scope, settings_path, settings_sources(project))
+    if found and not force:
+        raise InstallError(
+            "not installing: " + "; ".join(found) + ". Two sets of autoharness hooks would "
+            "both run for every event (each call is still counted once, but every tool call "
+            "starts two hooks). Pass --force to install anyway")
     hook = hook_path()
-    plan = Plan(scope, settings_path, hook=hook)
+    plan = Plan(scope, settings_path, hook=hook, warnings=found)
     key = os.path.realpath(settings_path)
     rec = dict(load_record().get(key) or {})
     rec.setdefault("scope", scope)
@@ -781,6 +782,9 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
     else:
         print(f"autoharness hooks installed ({plan.scope} scope): SessionStart, PreToolUse "
               f"(async, plus a child write guard), Stop, SessionEnd -> {plan.hook}")
+        for w in plan.warnings:
+            print(f"warning: {w}; both run for every event until you keep one "
+                  "(`autoharnessctl doctor` shows it)")
         print("Claude Code reads hooks when a session starts: restart open sessions. "
               "Check everything with `autoharnessctl doctor`.")
 

@@ -24,7 +24,21 @@ def _print_report(markers, args, *, listing: bool) -> None:
     from claude_autoharness.daemon import offline
 
     offline.print_report(markers, as_json=args.json, listing=listing,
-                         silent_if_empty=args.silent_if_empty)
+                         silent_if_empty=args.silent_if_empty, plugin=_plugin_only(args))
+
+
+def _plugin_only(args) -> bool:
+    """Whether the commands in effect are the plugin's (`/autoharness:save-learnings`): it is
+    enabled and no settings install put `/save-learnings` in a commands dir."""
+    from claude_autoharness.client import install
+    from claude_autoharness.protocol import paths
+
+    project = os.path.abspath(getattr(args, "project", None) or os.getcwd())
+    sources = install.settings_sources(project)
+    if not any(s.data is not None and install.enabled_plugin(s.data) for s in sources):
+        return False
+    dirs = (paths.user_commands_dir(), paths.project_commands_dir(project))
+    return not any(os.path.isfile(os.path.join(d, "save-learnings.md")) for d in dirs)
 
 def do_report(args) -> int:
     from claude_autoharness.daemon import offline

@@ -239,7 +239,9 @@ def project_markers(slug: str) -> list:
     return service.project_markers(slug, None, lookback_days=lookback_days())
 
 
-def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty: bool) -> None:
+def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty: bool,
+                 plugin: bool = False) -> None:
+    """`plugin`: the plugin's commands are in effect (`/autoharness:save-learnings`)."""
     from claude_autoharness.daemon.learnings import report as rp
 
     if as_json:
@@ -251,7 +253,8 @@ def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty
         if not silent_if_empty:
             print(rp.NO_MARKERS)
         return
-    print(rp.transcript_listing(markers) if listing else rp.session_start_report(markers))
+    print(rp.transcript_listing(markers, plugin=plugin) if listing
+          else rp.session_start_report(markers, plugin=plugin))
 
 
 def save_learnings(project: str, transcripts: list[str], *,

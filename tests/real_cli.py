@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+import leaks
 from fake_anthropic import FakeAnthropic, message_reply, text_block, tool_use_block
 
 BIN = Path(sys.executable).parent
@@ -322,4 +323,7 @@ class Sandbox:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+        # A daemon a late hook was still starting (not answering yet, so `status` missed it)
+        # would come up after the rmtree, recreate its home and outlive the run.
+        leaks.end_processes_under([str(self.root)])
         shutil.rmtree(self.root, ignore_errors=True)

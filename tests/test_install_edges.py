@@ -259,3 +259,27 @@ def test_remove_puts_back_the_users_own_command_file(home):
     assert not (cdir / "save-learnings.md").exists() and cdir.is_dir()
     assert "put back" in r.stdout and str(cdir / "learn.md") in r.stdout
     assert not (home["claude"] / "settings.json").exists()  # install created it: gone
+
+
+def test_the_offline_report_names_the_command_in_effect(home, project):
+    """`learnings report` from a terminal names `/autoharness:save-learnings` when only the
+    plugin is installed, and `/save-learnings` once the settings install added that command."""
+    (home["claude"] / "settings.json").write_text(json.dumps(
+        {"enabledPlugins": {"autoharness@autoharness": True}}))
+    args = ("learnings", "report", "--previous-transcripts", "--project", str(project["proj"]))
+    r = ctl(*args)
+    assert r.returncode == 0 and "→ Run: /autoharness:save-learnings" in r.stdout, r
+    assert ctl("install", "--force").returncode == 0
+    r = ctl(*args)
+    assert "→ Run: /save-learnings" in r.stdout and "autoharness:" not in r.stdout, r.stdout
+
+
+def test_install_over_the_plugin_refuses_then_warns_when_forced(home):
+    """With the plugin enabled, `install` refuses and names both ways out; `--force` installs
+    and says, as a warning, that both sets of hooks now run."""
+    (home["claude"] / "settings.json").write_text(json.dumps(
+        {"enabledPlugins": {"autoharness@market": True}}))
+    r = ctl("install")
+    assert r.returncode == 1 and "--force" in r.stderr and "autoharness@market" in r.stderr
+    r = ctl("install", "--force")
+    assert r.returncode == 0 and "warning:" in r.stdout and "autoharness@market" in r.stdout

@@ -4,7 +4,8 @@ The plugin is the repository's own layout (.claude-plugin/, hooks/, commands/, R
 LICENSE) copied into a temp dir, installed the two ways Claude Code offers: `claude plugin
 marketplace add DIR` + `claude plugin install autoharness@autoharness`, and `--plugin-dir DIR`.
 The hooks run `autoharness-hook` from PATH (the test's venv), the daemon is autostarted by the
-first hook, the model is the scripted loopback fake (tests/real_cli.py).
+first hook, the model is the scripted loopback fake (tests/real_cli.py). Also: both installs at
+once, and a settings install whose program is gone.
 """
 
 import json
@@ -155,5 +156,56 @@ def test_plugin_and_settings_install_give_the_start_context_once(claude_cli, mod
         assert box.status()["events"]["by_kind"]["SessionStart"] == 2  # both hooks ran
         rule = box.ctl("learnings", "rule").stdout.strip().splitlines()[0]
         assert first_request(model, "both installs").count(rule) == 1
+    finally:
+        box.close()
+
+
+def hook_errors(box: Sandbox, prompt: str) -> list[str]:
+    """One `claude -p` session (a Bash call, then an answer) in stream-json: every hook error
+    Claude Code reported — in its stream (a failed hook response, a hook-error notification),
+    on stderr, or in the transcript (a hook error attachment)."""
+    model = box.model
+    model.script(prompt, message_reply(bash("echo hi")), message_reply(text_block("Done.")))
+    r = subprocess.run([box.cli, "-p", prompt, "--output-format", "stream-json", "--verbose"],
+                       cwd=box.project, env=box.env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    errors = []
+    for line in r.stdout.splitlines():
+        rec = json.loads(line)
+        if rec.get("subtype") == "hook_response" and rec.get("outcome") != "success":
+            errors.append(f"{rec.get('hook_name')}: {rec.get('stderr')}")
+        if rec.get("subtype") == "notification" and "hook" in rec.get("key", ""):
+            errors.append(rec.get("text", ""))
+        if rec.get("type") == "result":
+            sid = rec["session_id"]
+    errors += [line for line in r.stderr.splitlines() if "hook" in line.lower()]
+    for line in box.transcript(sid).read_text().splitlines():
+        att = json.loads(line).get("attachment") or {}
+        if "hook" in att.get("type", "") and (att.get("exitCode") or 0) != 0:
+            errors.append(f"{att.get('hookName')}: {att.get('stderr')}")
+    return errors
+
+
+def test_a_vanished_settings_install_fails_silently(claude_cli, model):
+    """Settings wired to an installation that is gone (its venv deleted): with the command
+    `install` writes, Claude Code reports no hook error anywhere (stream, stderr, transcript);
+    `doctor` names the missing interpreter and how to wire the hooks again. The form earlier
+    versions wrote (the script's path alone) shows the error, on every event."""
+    from claude_autoharness.client import install
+
+    box = Sandbox(claude_cli, model, install=False)
+    try:
+        gone = box.root / "gone-venv" / "bin"
+        cmd = install.settings_command(str(gone / "autoharness-hook"), str(gone / "python3"))
+        (box.claude / "settings.json").write_text(json.dumps(install.wire({}, cmd)))
+        assert hook_errors(box, "vanished now") == []
+        r = box.ctl("doctor", "--json")
+        [hooks] = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "hooks"]
+        assert not hooks["ok"] and str(gone / "python3") in hooks["detail"]
+        assert "autoharnessctl install --scope user" in hooks["fix"]
+        old = install.wire({}, str(gone / "autoharness-hook"))
+        (box.claude / "settings.json").write_text(json.dumps(old))
+        errors = hook_errors(box, "vanished before")
+        assert any("not found" in e for e in errors), errors
     finally:
         box.close()
