@@ -41,7 +41,8 @@ TABLE = {
         ["aws_secret_access_key = ${AWS_SECRET}", "aws_secret_access_key is required"],
     ),
     "github_token": (
-        [GH, "github_pat_11ABCDEFG0_abcdefghijklmnopqrstuvwxyz0123", "gho_" + "x1" * 18],
+        [GH, "github_pat_11ABCDEFG0aBcDeFgHiJkLm_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7" * 2 + "x5Y8z",
+         "gho_" + "x1" * 18],
         ["ghp_short", "the ghost town", "gh_pr_list"],
     ),
     "gitlab_token": (
@@ -97,11 +98,53 @@ TABLE = {
         ["basic authentication is weak", "Basic usage: run it"],
     ),
     "secret_assignment": (
-        ["password=hunter22", '"api_key": "abc123xyz789"', "DB_PASSWORD='Tr0ub4dor&3'",
+        ["password=hunter22", '"auth_token": "abc123xyz789"', "DB_PASSWORD='Tr0ub4dor&3'",
          "client_secret: 8f7a6b5c4d3e", "export GITHUB_TOKEN=abcdef123456", "token=plainletters"],
         ["token = os.environ['GITHUB_TOKEN']", "max_tokens=4096", "password: str",
          '"input_tokens":3', "params: { _csrf_token: csrfToken }", "token: ${{ secrets.GH }}",
          "self.token = token", "password: <your-password>", "api_key=None"],
+    ),
+    "huggingface_token": (
+        ["hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3h",
+         "--token\\nhf_" + "Q8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN"],
+        ["hf_hub_download", "pkg.hf_model_name_for_the_tests_of_this_suite_x"],
+    ),
+    "sendgrid_key": (
+        ["SG.aB3dE6gH9jK2mN5pQ8sT1v.W4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0"],
+        ["SG.1", "config.SG.enabled"],
+    ),
+    "telegram_token": (
+        ["bot123456789:AAF3hJ6aB3dE6gH9jK2mN5pQ8sT1vW4yZ7b/getMe"],
+        ["12:AA", "10:30:AA batteries"],
+    ),
+    "azure_sas": (
+        ["https://a.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=aB3dE6gH9jK2mN5pQ8sT1v%3D"],
+        ["sig=x", "design=flat"],
+    ),
+    "cli_password": (
+        ["mysql -u root -pS3cretPw shop", "sshpass -p 'hunter2' ssh host", "sshpass -pHunter2 ssh h",
+         "curl -u admin:S3cretPw https://x", "docker login -u ci -p S3cretPw reg.io",
+         "tool --password S3cretPw2 --host x", "gh auth login --with-token --token abc123def456"],
+        ["mysql -u root -p shop", "mkdir -p build/out", "docker run -u 1000:1000 img",
+         "curl -u $USER:$PASS https://x", "psql -P pager=off", "tool --password $PW"],
+    ),
+    "pgpass": (
+        ["db.acme.io:5432:orders:app:S3cretPw\n", "*:*:*:postgres:hunter22"],
+        ["2026-02-10T21:11:56", "localhost:8080", "a:b:c:d:e"],
+    ),
+    "key_assignment": (
+        ["api_key: 0123456789abcdef0123456789abcdef", '"private_key_id": "' + "ab12" * 10 + '"',
+         "AccountKey=" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6" + "==;", "STRIPE_KEY=rk_x_123456",
+         "client-key-data: c2VjcmV0LWtleS1ieXRlcy1oZXJl", "maps?key=abc123xyz789&q=1",
+         '{\\"apiKey\\": \\"zz99YY88xx77\\"}'],
+        ["primary_key = True", "api_key=None", "sort_key: name_of_field", "keyboard: us",
+         "api_key = os.environ['API_KEY']", "PRIMARY_KEY=123456", "key_id: 42"],
+    ),
+    "random_token": (
+        ["the key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY ok", "x=Q8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5p"],
+        [COMMIT, "/home/user/projects/SomeProject/src/components/x",
+         "sha512-" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6" * 2,
+         "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJKLMN", "a" * 40, SESSION.replace("-", "")],
     ),
     "email": (
         ["alice.smith@corp.io", "mail bob+tag@mail.example-corp.co.uk now"],

@@ -28,6 +28,11 @@ from dataclasses import dataclass
 from functools import partial
 from importlib import resources
 
+from claude_autoharness.daemon.capture.redact_checks import CHECKS, is_placeholder, luhn_ok
+
+__all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
+           "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]
+
 MARK = "[REDACTED:{}]"
 _MAX_PASSES = 4
 ERROR_KIND = "redaction_error"
@@ -44,120 +49,30 @@ class Rule:
     kind: str
     cls: str  # "secret" | "pii"
     rx: re.Pattern
+    near: re.Pattern | None = None  # with `back`: rx after a lazy prefix of at most `back` bytes
     needles: tuple[bytes, ...] = ()
     hay: int = 0  # TEXT, LOWER (case-insensitive needles) or SHAPE (digits as '0')
+    run: int = 0  # > 0: fires at each run of at least this many base64 characters
     back: int = 0
     span: int = 512
     group: str | None = None
+    group2: str | None = None  # `<group>2`: the other alternative of the value (one takes part)
     check: Callable[[str], bool] | None = None
-
-
-# ---- validators -----------------------------------------------------------------------------
-
-def _digits(s: str) -> str:
-    return "".join(c for c in s if c.isdigit())
-
-
-def luhn_ok(number: str) -> bool:
-    """The Luhn checksum of a digit string."""
-    total = 0
-    for i, c in enumerate(reversed(number)):
-        d = ord(c) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _card_ok(s: str) -> bool:
-    seps = {c for c in s if not c.isdigit()}
-    if len(seps) > 1:
-        return False
-    d = _digits(s)
-    n = len(d)
-    if not 13 <= n <= 19 or len(set(d)) == 1:
-        return False
-    two, four = int(d[:2]), int(d[:4])
-    issuer = (
-        (d[0] == "4" and n in (13, 16, 19))
-        or (51 <= two <= 55 and n == 16)
-        or (2221 <= four <= 2720 and n == 16)
-        or (two in (34, 37) and n == 15)
-        or (two in (36, 38, 30) and n == 14)
-        or ((d.startswith("6011") or two in (62, 65) or 644 <= int(d[:3]) <= 649) and n >= 16)
-        or (3528 <= four <= 3589 and n >= 16)
-    )
-    return issuer and luhn_ok(d)
-
-
-def _ssn_ok(s: str) -> bool:
-    area, group, serial = s.split("-")
-    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
-
-
-def _phone_ok(s: str) -> bool:
-    d = _digits(s)
-    if len(set(d)) == 1:
-        return False
-    if s.startswith("+"):
-        return 8 <= len(d) <= 15
-    return len(d) == 10
-
-
-# TLDs that are really file extensions (`icon@2x.png`, `pkg@1.0.json`): not addresses.
-_FILE_TLDS = frozenset(
-    "png jpg jpeg gif svg webp ico bmp js mjs cjs ts tsx jsx py pyc rb json yaml yml toml lock "
-    "css scss less html htm txt log tmp bak swp exs heex erl ex map wasm zip gz tgz".split()
-)
-
-
-def _email_ok(s: str) -> bool:
-    return s.rsplit(".", 1)[-1].lower() not in _FILE_TLDS
-
-
-CHECKS: dict[str, Callable[[str], bool]] = {
-    "luhn_card": _card_ok,
-    "ssn": _ssn_ok,
-    "phone": _phone_ok,
-    "email": _email_ok,
-}
-
-
-# ---- placeholders (for the promoter: PII that is obviously not anybody's) --------------------
-
-_PLACEHOLDER_EMAIL = re.compile(
-    r"(?i)^(?:(?:no-?reply|do-?not-?reply|git|user|username|you|your[._-]?name|name|email|"
-    r"someone|somebody|john\.?doe|jane\.?doe|foo|bar|test|example|admin)@"
-    r"|.*@(?:[a-z0-9-]+\.)*(?:example\.(?:com|org|net)|example|test|invalid|localhost|local)$"
-    r"|.*@users\.noreply\.github\.com$|.*@(?:domain|email|host|company)\.com$)"
-)
-_PLACEHOLDER_CARDS = frozenset(
-    "4111111111111111 4242424242424242 4012888888881881 5555555555554444 5105105105105100 "
-    "378282246310005 371449635398431 6011111111111117 4000056655665556 4000000000000002".split()
-)
-
-
-def is_placeholder(kind: str, text: str) -> bool:
-    """True when a PII finding is an obvious placeholder (example.com, noreply, 555-01xx, test
-    cards…). Secrets are never placeholders."""
-    if kind == "email":
-        return bool(_PLACEHOLDER_EMAIL.match(text))
-    if kind == "phone":
-        d = _digits(text)
-        return d[-7:-4] == "555" or len(set(d[-7:])) == 1 or d.endswith("1234567")
-    if kind == "card":
-        return _digits(text) in _PLACEHOLDER_CARDS
-    if kind == "ssn":
-        return text in ("123-45-6789", "078-05-1120") or text.startswith("000-")
-    return False
 
 
 # ---- rule loading ---------------------------------------------------------------------------
 
 _KIND_OK = re.compile(r"[^a-z0-9_]")
 _LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
-_SHAPE = bytes.maketrans(b"0123456789", b"0000000000")
-TEXT, LOWER, SHAPE = 0, 1, 2  # the haystacks needles are looked for in
+# digits become '0' and the usual separators (space, dot, dash) one '-': "4012 8888" and
+# "4012-8888" are one needle, one scan
+_SHAPE = bytes.maketrans(b"0123456789 .", b"0000000000--")
+# base64 characters become 'a', everything else ' ': a run of N is one `find(b"a" * N)`
+_RUNS = bytes(0x61 if (0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A
+                       or c in b"+/") else 0x20 for c in range(256))
+TEXT, LOWER, SHAPE, RUNS = 0, 1, 2, 3  # the haystacks needles are looked for in
+_ESCAPE_LETTERS = frozenset(b"nrtbfu")
+_AT = "at_"  # the group around a `back` rule's own match
 
 
 def _flag(v) -> bool:
@@ -200,7 +115,10 @@ def compile_rule(d: dict) -> Rule:
     if group is not None and group not in rx.groupindex:
         raise ValueError(f"redaction rule {kind!r}: pattern has no group {group!r}")
     hay = SHAPE if _flag(d.get("shape")) else LOWER if _flag(d.get("ci")) else TEXT
-    raw_needles = d.get("needles", ())
+    run = int(d.get("run", 0))
+    if run and not 16 <= run <= 256:
+        raise ValueError(f"redaction rule {kind!r}: run must be between 16 and 256")
+    raw_needles = () if run else d.get("needles", ())
     if isinstance(raw_needles, str):  # config values are strings: one needle, or a,b,c
         raw_needles = raw_needles.split(",")
     needles = []
@@ -212,8 +130,16 @@ def compile_rule(d: dict) -> Rule:
             n = n.translate(_SHAPE)
         if n:
             needles.append(n)
-    return Rule(kind=kind, cls=cls, rx=rx, needles=tuple(needles), hay=hay,
-                back=int(d.get("back", 0)), span=int(d.get("span", 512)), group=group,
+    if run:
+        hay, needles = RUNS, [b"a" * run]
+    group2 = f"{group}2" if group and f"{group}2" in rx.groupindex else None
+    back = int(d.get("back", 0))
+    near = None
+    if back > 0 and needles:
+        near = re.compile(b"(?s:.{0,%d}?)(?P<%s>" % (back, _AT.encode()) + _scoped(rx.pattern) + b")")
+    return Rule(kind=kind, cls=cls, rx=rx, near=near, needles=tuple(needles), hay=hay, run=run,
+                back=back, span=int(d.get("span", 512)), group=group,
+                group2=group2,
                 check=CHECKS[check] if check else None)
 
 
@@ -306,6 +232,56 @@ def _around(marks: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
+# ---- finding needles -----------------------------------------------------------------------
+
+def _scan_groups(needles: dict[tuple[int, bytes], list[int]]) -> list[tuple]:
+    """Needles grouped per haystack and first byte, each group one compiled scan.
+
+    A scan for a literal first byte followed by a lookahead of the needles' tails runs in C
+    past every other byte, so k needles sharing a first byte cost about one `find`, not k
+    (and the zero-width match keeps overlapping occurrences). Runs are found with `find`.
+    """
+    by_first: dict[tuple[int, int], list[tuple[bytes, list[int]]]] = {}
+    for (h, needle), idxs in needles.items():
+        by_first.setdefault((h, needle[0]), []).append((needle, idxs))
+    groups = []
+    for (h, first), members in by_first.items():
+        members.sort(key=lambda m: -len(m[0]))
+        if h == RUNS:
+            for needle, idxs in members:
+                groups.append((h, None, [(needle, idxs)]))
+            continue
+        head = re.escape(bytes([first]))
+        tails = [re.escape(n[1:]) for n, _ in members if len(n) > 1]
+        if len(tails) < len(members):  # a one-byte needle: every occurrence of the byte
+            scan = re.compile(head)
+        else:
+            scan = re.compile(head + b"(?=" + b"|".join(tails) + b")")
+        groups.append((h, scan, members))
+    return groups
+
+
+def _occurrences(hay: bytes, scan, members):
+    """(offset, needle length, rule indexes) for every occurrence of a group's needles; for
+    runs, one per run of base64 characters at least as long as the needle, at its start."""
+    if scan is None:
+        needle, idxs = members[0]
+        p = hay.find(needle)
+        while p != -1:
+            yield p, len(needle), idxs
+            end = hay.find(b" ", p + len(needle))
+            if end == -1:
+                return
+            p = hay.find(needle, end)
+        return
+    one = len(members) == 1
+    for m in scan.finditer(hay):
+        p = m.start()
+        for needle, idxs in members:
+            if one or hay.startswith(needle, p):
+                yield p, len(needle), idxs
+
+
 # ---- the redactor ---------------------------------------------------------------------------
 
 class Redactor:
@@ -330,7 +306,16 @@ class Redactor:
         for i, r in enumerate(self.rules):
             for n in r.needles:
                 self._needles.setdefault((r.hay, n), []).append(i)
+        if any(h == SHAPE for h, _ in self._needles):
+            # a needle the shape copy leaves as it is (no digit, space, dot or dash: a dash
+            # there also stands for those) can be looked for there, sharing a scan with the
+            # shape needles of its first byte
+            for h, nd in list(self._needles):
+                if h == TEXT and nd.translate(_SHAPE) == nd and b"-" not in nd:
+                    self._needles.setdefault((SHAPE, nd), []).extend(
+                        self._needles.pop((TEXT, nd)))
         self._uses = {h for h, _ in self._needles}
+        self._groups = _scan_groups(self._needles)
         # Rules without needles share one scan; their groups are renamed to stay unique.
         plain = [(i, r) for i, r in enumerate(self.rules) if not r.needles]
         self._plain_rules = {f"r{i}": (i, r) for i, r in plain}
@@ -342,6 +327,17 @@ class Redactor:
 
     # -- matching --
 
+    def _haystacks(self, view: bytes) -> dict[int, bytes]:
+        """The copies of `view` needles are looked for in (same length, same offsets)."""
+        hays = {TEXT: view}
+        if LOWER in self._uses:
+            hays[LOWER] = view.lower()
+        if SHAPE in self._uses:
+            hays[SHAPE] = view.translate(_SHAPE)
+        if RUNS in self._uses:
+            hays[RUNS] = view.translate(_RUNS)
+        return hays
+
     def _hits(self, data: bytes, regions=None) -> list[tuple[int, int, int, str]]:
         """Candidate spans (start, end, rule index, kind): validated, allow-filtered, safe.
 
@@ -350,10 +346,13 @@ class Redactor:
         """
         hits = []
         n = len(data)
+        full = regions is None
         regions = [(0, n)] if regions is None else regions
 
-        def add(i: int, rule: Rule, m: re.Match, group) -> None:
+        def add(i: int, rule: Rule, m: re.Match, group, group2=None) -> None:
             s, e = m.span(group)
+            if s < 0 and group2:
+                s, e = m.span(group2)
             if e <= s:
                 return
             piece = data[s:e]
@@ -361,48 +360,48 @@ class Redactor:
                 return
             if rule.check is not None and not rule.check(piece.decode("latin-1")):
                 return
-            if self._allow is not None and self._allow.search(m.group(0)):
+            if self._allow is not None and self._allow.search(
+                    m.group(_AT) if rule.near is not None else m.group(0)):
                 return
             s, e = _safe_span(data, s, e)
             if e > s:
                 hits.append((s, e, i, rule.kind))
 
-        hays = {TEXT: data}
-        if LOWER in self._uses:
-            hays[LOWER] = data.lower()
-        if SHAPE in self._uses:
-            hays[SHAPE] = data.translate(_SHAPE)
-        for (h, needle), idxs in self._needles.items():
-            hay = hays[h]
-            for lo, hi in regions:
-                p = hay.find(needle, lo, hi)
-                if p == -1:
-                    continue
-                done = dict.fromkeys(idxs, -1)  # occurrences inside a rule's last match: skip
-                while p != -1:
+        views = [(0, data)] if full else [(lo, data[lo:hi]) for lo, hi in regions]
+        for base, view in views:
+            hays = self._haystacks(view)
+            for h, scan, members in self._groups:
+                hay = hays[h]
+                done: dict[int, int] = {}  # rule -> end of its last match: skip inside it
+                for p, needle_len, idxs in _occurrences(hay, scan, members):
+                    at = base + p
+                    if h == RUNS and at > 0 and data[at - 1] == _BS and \
+                            data[at] in _ESCAPE_LETTERS:  # a run starting with `\n…`
+                        at += 5 if data[at] == 0x75 else 1
                     for i in idxs:
-                        if p < done[i]:
+                        if at < done.get(i, -1):
                             continue
                         rule = self.rules[i]
-                        endpos = min(n, p + len(needle) + rule.span)
-                        if rule.back:
-                            m = rule.rx.search(data, max(0, p - rule.back), endpos)
-                            while m is not None and m.end() <= p:
-                                # the next leftmost match may overlap this one
-                                m = rule.rx.search(data, m.start() + 1, endpos)
-                            if m is not None and m.start() > p:
-                                m = None
+                        endpos = min(n, at + needle_len + rule.span)
+                        if rule.near is not None:
+                            # the leftmost match starting in [at - back, at] that reaches past
+                            # `at`: one anchored match, never a search running on to `endpos`
+                            start = max(0, at - rule.back)
+                            m = rule.near.match(data, start, endpos)
+                            while m is not None and m.end() <= at:
+                                start = m.start(_AT) + 1
+                                m = rule.near.match(data, start, endpos) if start <= at else None
                         else:
-                            m = rule.rx.match(data, p, endpos)
+                            m = rule.rx.match(data, at, endpos)
                         if m is not None:
-                            add(i, rule, m, rule.group or 0)
+                            add(i, rule, m, rule.group or (_AT if rule.near else 0), rule.group2)
                             done[i] = m.end()
-                    p = hay.find(needle, p + 1, hi)
         if self._plain is not None:
             for lo, hi in regions:
                 for m in self._plain.finditer(data, lo, hi):
                     i, rule = self._plain_rules[m.lastgroup or ""]
-                    add(i, rule, m, f"{rule.group}_r{i}" if rule.group else m.lastgroup)
+                    add(i, rule, m, f"{rule.group}_r{i}" if rule.group else m.lastgroup,
+                        f"{rule.group2}_r{i}" if rule.group2 else None)
         return hits
 
     def _spans(self, data: bytes, regions=None) -> list[tuple[int, int, str]]:
@@ -509,3 +508,20 @@ def redactor_for(cfg) -> Redactor:
     if not extra and not allow:
         return default_redactor()
     return _configured(extra, allow)
+
+
+def find_secrets(text: str, redactor: Redactor | None = None, *,
+                 pii: bool = False) -> list[tuple[str, int, int]]:
+    """What keeps a text from landing anywhere durable (a skill, a history entry, a commit, a
+    feedback quote, a provenance record): (kind, start, end) of every secret the redaction
+    rules find in it — and with `pii`, of PII that is not an obvious placeholder. The same
+    rules capture redacts with, so what capture would have removed is refused here too.
+    Offsets are in characters; the text itself is never in the result (findings get logged)."""
+    r = redactor if redactor is not None else default_redactor()
+    return [f for f in r.find(text, allow_placeholders=True)
+            if f[0] not in r.pii_kinds or pii]
+
+
+def has_secret(text: str, redactor: Redactor | None = None) -> bool:
+    """Whether `find_secrets` finds anything."""
+    return bool(find_secrets(text, redactor))

@@ -1,0 +1,163 @@
+"""Validators the redaction rules name (`check = "…"`), and PII placeholders for the promoter.
+
+A validator sees the text a rule would replace (latin-1 decoded bytes) and says whether it
+really is what the rule is after: a Luhn-valid card, a plausible SSN, or (for rules that have
+no literal prefix to go on) a run that looks generated rather than written — a key, not a
+path, a hash or a word.
+"""
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+
+
+def _digits(s: str) -> str:
+    return "".join(c for c in s if c.isdigit())
+
+
+def luhn_ok(number: str) -> bool:
+    """The Luhn checksum of a digit string."""
+    total = 0
+    for i, c in enumerate(reversed(number)):
+        d = ord(c) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def _card_ok(s: str) -> bool:
+    seps = {c for c in s if not c.isdigit()}
+    if len(seps) > 1:
+        return False
+    d = _digits(s)
+    n = len(d)
+    if not 13 <= n <= 19 or len(set(d)) == 1:
+        return False
+    two, four = int(d[:2]), int(d[:4])
+    issuer = (
+        (d[0] == "4" and n in (13, 16, 19))
+        or (51 <= two <= 55 and n == 16)
+        or (2221 <= four <= 2720 and n == 16)
+        or (two in (34, 37) and n == 15)
+        or (two in (36, 38, 30) and n == 14)
+        or ((d.startswith("6011") or two in (62, 65) or 644 <= int(d[:3]) <= 649) and n >= 16)
+        or (3528 <= four <= 3589 and n >= 16)
+    )
+    return issuer and luhn_ok(d)
+
+
+def _ssn_ok(s: str) -> bool:
+    area, group, serial = s.split("-")
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _phone_ok(s: str) -> bool:
+    d = _digits(s)
+    if len(set(d)) == 1:
+        return False
+    if s.startswith("+"):
+        return 8 <= len(d) <= 15
+    return len(d) == 10
+
+
+# TLDs that are really file extensions (`icon@2x.png`, `pkg@1.0.json`): not addresses.
+_FILE_TLDS = frozenset(
+    "png jpg jpeg gif svg webp ico bmp js mjs cjs ts tsx jsx py pyc rb json yaml yml toml lock "
+    "css scss less html htm txt log tmp bak swp exs heex erl ex map wasm zip gz tgz".split()
+)
+
+
+def _email_ok(s: str) -> bool:
+    return s.rsplit(".", 1)[-1].lower() not in _FILE_TLDS
+
+
+
+
+# ---- placeholders (for the promoter: PII that is obviously not anybody's) --------------------
+
+_PLACEHOLDER_EMAIL = re.compile(
+    r"(?i)^(?:(?:no-?reply|do-?not-?reply|git|user|username|you|your[._-]?name|name|email|"
+    r"someone|somebody|john\.?doe|jane\.?doe|foo|bar|test|example|admin)@"
+    r"|.*@(?:[a-z0-9-]+\.)*(?:example\.(?:com|org|net)|example|test|invalid|localhost|local)$"
+    r"|.*@users\.noreply\.github\.com$|.*@(?:domain|email|host|company)\.com$)"
+)
+_PLACEHOLDER_CARDS = frozenset(
+    "4111111111111111 4242424242424242 4012888888881881 5555555555554444 5105105105105100 "
+    "378282246310005 371449635398431 6011111111111117 4000056655665556 4000000000000002".split()
+)
+
+
+def is_placeholder(kind: str, text: str) -> bool:
+    """True when a PII finding is an obvious placeholder (example.com, noreply, 555-01xx, test
+    cards…). Secrets are never placeholders."""
+    if kind == "email":
+        return bool(_PLACEHOLDER_EMAIL.match(text))
+    if kind == "phone":
+        d = _digits(text)
+        return d[-7:-4] == "555" or len(set(d[-7:])) == 1 or d.endswith("1234567")
+    if kind == "card":
+        return _digits(text) in _PLACEHOLDER_CARDS
+    if kind == "ssn":
+        return text in ("123-45-6789", "078-05-1120") or text.startswith("000-")
+    return False
+
+
+# ---- generated-looking runs ---------------------------------------------------------------
+
+def _cls(c: str) -> int:
+    return 0 if c.isdigit() else 1 if c.isupper() else 2 if c.islower() else 3
+
+
+def looks_random(s: str) -> bool:
+    """A run that was generated, not written: upper, lower and digits all present, and the
+    character class changes often (a random base64/base62 string changes class at ~60 % of
+    positions; `CamelCase/paths/v1.2` or `EXAMPLEKEY` at far fewer). Hex (one case) is not
+    enough on its own: commit hashes and digests are hex."""
+    if len(s) < 16:
+        return False
+    classes = [_cls(c) for c in s]
+    if not {0, 1, 2} <= set(classes):
+        return False
+    changes = sum(1 for a, b in zip(classes, classes[1:], strict=False) if a != b)
+    return changes >= 0.4 * (len(s) - 1) and len(set(s)) >= min(20, len(s) // 2)
+
+
+def _b64decode(s: str) -> bytes:
+    s = re.sub(r"[^A-Za-z0-9+/]", "", s)
+    s = s[: len(s) // 4 * 4]
+    try:
+        return base64.b64decode(s[:4096])
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def b64_private_key(s: str) -> bool:
+    """Base64 of a private key: a PEM block (`LS0tLS1CRUdJTi…` = `-----BEGIN`) whose label
+    says PRIVATE, or DER whose first field is a version-0/1 INTEGER (PKCS#1, PKCS#8, SEC1
+    keys) rather than a certificate's nested SEQUENCE."""
+    raw = _b64decode(s)
+    if raw.startswith(b"-----BEGIN"):
+        return b"PRIVATE KEY" in raw[:80]
+    if len(raw) < 64 or raw[0] != 0x30:
+        return False
+    i = 2 + (raw[1] & 0x7F if raw[1] & 0x80 else 0)  # past SEQUENCE tag and length
+    return raw[i : i + 2] == b"\x02\x01" and raw[i + 2] in (0, 1)
+
+
+def pem_lines(s: str) -> bool:
+    """Base64 lines of a key body: the first line is generated-looking (not hex, not words)."""
+    first = re.split(r"[^A-Za-z0-9+/]", s, maxsplit=1)[0]
+    return looks_random(first[:64])
+
+
+CHECKS: dict[str, Callable[[str], bool]] = {
+    "luhn_card": _card_ok,
+    "ssn": _ssn_ok,
+    "phone": _phone_ok,
+    "email": _email_ok,
+    "random": looks_random,
+    "b64_private_key": b64_private_key,
+    "pem_lines": pem_lines,
+}
