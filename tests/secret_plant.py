@@ -357,6 +357,60 @@ HELD_OUT: list[Kind] = [
 ]
 
 
+# A second held-out set, written after the first had been measured and before the rules were
+# changed for what it missed; measured once, after those changes.
+HELD_OUT_2: list[Kind] = [
+    _k("okta_token", _one("OKTA_API_TOKEN={v}", lambda r: "00" + rnd(r, URLSAFE, 40))),
+    _k("atlassian_token_in_curl_u",
+       _one("curl -u me@acme.io:{v} https://acme.atlassian.net/rest/api/3/myself",
+            lambda r: "ATATT3xFfGF0" + rnd(r, URLSAFE, 180) + "=" + rnd(r, HEX, 8).upper())),
+    _k("postman_key", _one("postman collection run 123 --api-key {v}",
+                           lambda r: "PMAK-" + rnd(r, HEX, 24) + "-" + rnd(r, HEX, 34))),
+    _k("grafana_service_token", _one("GRAFANA_TOKEN: {v}",
+                                     lambda r: "glsa_" + rnd(r, ALNUM, 32) + "_" + rnd(r, HEX, 8))),
+    _k("pulumi_token", _one("export PULUMI_ACCESS_TOKEN={v}", lambda r: "pul-" + rnd(r, HEX, 40))),
+    _k("doppler_token", _one("doppler run --token {v} -- npm start",
+                             lambda r: "dp.st.prd." + rnd(r, ALNUM, 40))),
+    _k("newrelic_key", _one("NEW_RELIC_API_KEY={v}",
+                            lambda r: "NRAK-" + rnd(r, string.ascii_uppercase + string.digits, 27))),
+    _k("fastly_header", _one("curl -H 'Fastly-Key: {v}' https://api.fastly.com/service",
+                             lambda r: rnd(r, URLSAFE, 32))),
+    _k("planetscale_token", _one("pscale auth login --service-token {v}",
+                                 lambda r: "pscale_tkn_" + rnd(r, URLSAFE, 43))),
+    _k("supabase_service_role", _one("SUPABASE_SERVICE_ROLE_KEY={v}",
+                                     lambda r: "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + rnd(r, URLSAFE, 120)
+                                     + "." + rnd(r, URLSAFE, 43))),
+    _k("django_email_password", _one("EMAIL_HOST_PASSWORD = '{v}'", password)),
+    _k("spring_properties", _one("spring.datasource.url=jdbc:mysql://db:3306/app\n"
+                                 "spring.datasource.password={v}\n", password)),
+    _k("maven_settings_xml", _one("<server>\n  <id>nexus</id>\n  <username>ci</username>\n"
+                                  "  <password>{v}</password>\n</server>", password)),
+    _k("ansible_inventory", _one("web1 ansible_host=10.0.0.5 ansible_user=root ansible_ssh_pass={v}",
+                                 password)),
+    _k("tfvars", _one('db_password = "{v}"\nregion = "eu-west-1"', password)),
+    _k("php_define", _one("define('DB_PASSWORD', '{v}');", password)),
+    _k("kubectl_from_literal", _one("kubectl create secret generic db --from-literal=password={v}",
+                                    password)),
+    _k("jdbc_query_password", _one("jdbc:postgresql://db:5432/app?user=app&password={v}&ssl=true",
+                                   password)),
+    _k("octokit_ruby", _one("Octokit::Client.new(access_token: '{v}')",
+                            lambda r: "ghp_" + rnd(r, ALNUM, 36))),
+    _k("gitlab_private_token_header", _one('curl -H "PRIVATE-TOKEN: {v}" https://gitlab.com/api/v4/user',
+                                           lambda r: "glpat-" + rnd(r, URLSAFE, 20))),
+    _k("dockerfile_env", _one("FROM node:20\nENV API_TOKEN={v}\nRUN npm ci", lambda r: rnd(r, ALNUM, 32))),
+    _k("openssl_passout", _one("openssl req -new -key k.pem -passout pass:{v} -out r.csr", password)),
+    _k("putty_private_key", lambda r: (lambda body: (
+        "PuTTY-User-Key-File-3: ssh-rsa\nEncryption: none\nComment: deploy\nPublic-Lines: 2\n"
+        + rnd(r, B64, 64) + "\n" + rnd(r, B64, 40) + "\nPrivate-Lines: 3\n" + "\n".join(body)
+        + "\nPrivate-MAC: " + rnd(r, HEX, 64) + "\n", tuple(body)))(
+        [rnd(r, B64, 64), rnd(r, B64, 64), rnd(r, B64, 20)])),
+    _k("aws_cli_configure", _one("aws configure set aws_secret_access_key {v} --profile prod",
+                                 lambda r: rnd(r, B64, 40))),
+    _k("gcloud_access_token_json", _one('{{"access_token": "{v}", "expires_in": 3599}}',
+                                        lambda r: "ya29.c." + rnd(r, URLSAFE, 200))),
+]
+
+
 # ---- planting into real records ----------------------------------------------------------
 
 def _records() -> tuple[dict, dict, dict]:
