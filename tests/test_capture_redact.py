@@ -109,6 +109,10 @@ TABLE = {
          "--token\\nhf_" + "Q8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN"],
         ["hf_hub_download", "pkg.hf_model_name_for_the_tests_of_this_suite_x"],
     ),
+    "age_secret_key": (
+        ["AGE-SECRET-KEY-1" + "QYLPMN5HHHFPZAM2QYLPMN5HHHFPZAM2QYLPMN5HHHFPZAM2QYLPMN5HHH"],
+        ["AGE-SECRET-KEY-1", "age-secret-key-file.txt"],
+    ),
     "sendgrid_key": (
         ["SG.aB3dE6gH9jK2mN5pQ8sT1v.W4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0"],
         ["SG.1", "config.SG.enabled"],
@@ -141,10 +145,15 @@ TABLE = {
          "api_key = os.environ['API_KEY']", "PRIMARY_KEY=123456", "key_id: 42"],
     ),
     "random_token": (
-        ["the key is wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY ok", "x=Q8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5p"],
+        ["the key is wJa7rXUtnF3MI/K7MDiNG/bPxRfiCYz5xAm9LEkEY ok", "x=Q8sT1vW4yZ7bC0eF3hJ6aB3dE6gH9jK2mN5p"],
         [COMMIT, "/home/user/projects/SomeProject/src/components/x",
          "sha512-" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6" * 2,
          "ABCDEFGHIJKLMNOPQRSTUVWXYZABCDEFGHIJKLMN", "a" * 40, SESSION.replace("-", "")],
+    ),
+    "xml_secret": (
+        ["<password>S3cretPw1</password>", '<add key="DbPassword" value="S3cretPw1" />',
+         "<apiKey>aB3dE6gH9jK2</apiKey>"],
+        ["<password></password>", "<passwordPolicy>strict</passwordPolicy>", "<token/>"],
     ),
     "email": (
         ["alice.smith@corp.io", "mail bob+tag@mail.example-corp.co.uk now"],

@@ -50,6 +50,7 @@ class Rule:
     cls: str  # "secret" | "pii"
     rx: re.Pattern
     near: re.Pattern | None = None  # with `back`: rx after a lazy prefix of at most `back` bytes
+    back_set: frozenset[int] | None = None  # with `back_chars`: the match starts where they end
     needles: tuple[bytes, ...] = ()
     hay: int = 0  # TEXT, LOWER (case-insensitive needles) or SHAPE (digits as '0')
     run: int = 0  # > 0: fires at each run of at least this many base64 characters
@@ -134,10 +135,17 @@ def compile_rule(d: dict) -> Rule:
         hay, needles = RUNS, [b"a" * run]
     group2 = f"{group}2" if group and f"{group}2" in rx.groupindex else None
     back = int(d.get("back", 0))
-    near = None
-    if back > 0 and needles:
+    near = back_set = None
+    if d.get("back_chars"):
+        try:
+            chars = re.compile(b"[" + str(d["back_chars"]).encode() + b"]")
+        except re.error as e:
+            raise ValueError(f"redaction rule {kind!r}: bad back_chars: {e}") from None
+        back_set = frozenset(c for c in range(256) if chars.match(bytes([c])))
+    elif back > 0 and needles:
         near = re.compile(b"(?s:.{0,%d}?)(?P<%s>" % (back, _AT.encode()) + _scoped(rx.pattern) + b")")
-    return Rule(kind=kind, cls=cls, rx=rx, near=near, needles=tuple(needles), hay=hay, run=run,
+    return Rule(kind=kind, cls=cls, rx=rx, near=near, back_set=back_set, needles=tuple(needles),
+                hay=hay, run=run,
                 back=back, span=int(d.get("span", 512)), group=group,
                 group2=group2,
                 check=CHECKS[check] if check else None)
@@ -244,7 +252,7 @@ def _scan_groups(needles: dict[tuple[int, bytes], list[int]]) -> list[tuple]:
     by_first: dict[tuple[int, int], list[tuple[bytes, list[int]]]] = {}
     for (h, needle), idxs in needles.items():
         by_first.setdefault((h, needle[0]), []).append((needle, idxs))
-    groups = []
+    groups: list[tuple[int, re.Pattern[bytes] | None, list[tuple[bytes, list[int]]]]] = []
     for (h, first), members in by_first.items():
         members.sort(key=lambda m: -len(m[0]))
         if h == RUNS:
@@ -259,6 +267,23 @@ def _scan_groups(needles: dict[tuple[int, bytes], list[int]]) -> list[tuple]:
             scan = re.compile(head + b"(?=" + b"|".join(tails) + b")")
         groups.append((h, scan, members))
     return groups
+
+
+def _pool(needles: dict[tuple[int, bytes], list[int]]) -> dict[tuple[int, bytes], list[int]]:
+    """Case-sensitive needles moved to a copy where one of the same first byte is already
+    looked for, so they share its scan: to the lowercased copy when lowercasing leaves them as
+    they are (the rule's own pattern still checks case), or to the shape copy when it does (no
+    digit, space, dot or dash: a dash there also stands for those)."""
+    firsts = {(h, nd[0]) for h, nd in needles if h in (LOWER, SHAPE)}
+    out: dict[tuple[int, bytes], list[int]] = {}
+    for (h, nd), idxs in needles.items():
+        if h == TEXT:
+            if nd.lower() == nd and (LOWER, nd[0]) in firsts:
+                h = LOWER
+            elif nd.translate(_SHAPE) == nd and b"-" not in nd and (SHAPE, nd[0]) in firsts:
+                h = SHAPE
+        out.setdefault((h, nd), []).extend(idxs)
+    return out
 
 
 def _occurrences(hay: bytes, scan, members):
@@ -306,14 +331,7 @@ class Redactor:
         for i, r in enumerate(self.rules):
             for n in r.needles:
                 self._needles.setdefault((r.hay, n), []).append(i)
-        if any(h == SHAPE for h, _ in self._needles):
-            # a needle the shape copy leaves as it is (no digit, space, dot or dash: a dash
-            # there also stands for those) can be looked for there, sharing a scan with the
-            # shape needles of its first byte
-            for h, nd in list(self._needles):
-                if h == TEXT and nd.translate(_SHAPE) == nd and b"-" not in nd:
-                    self._needles.setdefault((SHAPE, nd), []).extend(
-                        self._needles.pop((TEXT, nd)))
+        self._needles = _pool(self._needles)
         self._uses = {h for h, _ in self._needles}
         self._groups = _scan_groups(self._needles)
         # Rules without needles share one scan; their groups are renamed to stay unique.
@@ -383,7 +401,16 @@ class Redactor:
                             continue
                         rule = self.rules[i]
                         endpos = min(n, at + needle_len + rule.span)
-                        if rule.near is not None:
+                        if rule.back_set is not None:
+                            # back over the characters a match may start with, then match once
+                            start, lo = at, max(0, at - rule.back)
+                            while start > lo and data[start - 1] in rule.back_set and \
+                                    not (start > 1 and data[start - 2] == _BS):  # `\n…`
+                                start -= 1
+                            m = rule.rx.match(data, start, endpos)
+                            if m is not None and m.end() <= at:
+                                m = None
+                        elif rule.near is not None:
                             # the leftmost match starting in [at - back, at] that reaches past
                             # `at`: one anchored match, never a search running on to `endpos`
                             start = max(0, at - rule.back)

@@ -110,18 +110,25 @@ def _cls(c: str) -> int:
     return 0 if c.isdigit() else 1 if c.isupper() else 2 if c.islower() else 3
 
 
-def looks_random(s: str) -> bool:
-    """A run that was generated, not written: upper, lower and digits all present, and the
-    character class changes often (a random base64/base62 string changes class at ~60 % of
-    positions; `CamelCase/paths/v1.2` or `EXAMPLEKEY` at far fewer). Hex (one case) is not
-    enough on its own: commit hashes and digests are hex."""
-    if len(s) < 16:
-        return False
-    classes = [_cls(c) for c in s]
+def _generated(s: str) -> bool:
+    """Upper, lower and digits all present, and the character class changing often (a random
+    base64/base62 string changes class at ~60 % of positions; `CamelCase`, words or
+    `EXAMPLEKEY` at far fewer). Hex (one case) is not enough: hashes and digests are hex."""
+    alnum = s.replace("/", "").replace("+", "")
+    classes = [_cls(c) for c in alnum]
     if not {0, 1, 2} <= set(classes):
         return False
     changes = sum(1 for a, b in zip(classes, classes[1:], strict=False) if a != b)
-    return changes >= 0.4 * (len(s) - 1) and len(set(s)) >= min(20, len(s) // 2)
+    return changes >= 0.4 * (len(alnum) - 1) and len(set(s)) >= min(20, len(s) // 2)
+
+
+def looks_random(s: str) -> bool:
+    """A run standing alone that was generated, not written. Not a path (a run that starts
+    with `/` or has three or more: a random key has one in 64 characters), and not an SSH
+    public key blob (`AAAA…`: base64 of a length prefix's zero bytes)."""
+    if len(s) < 16 or s.startswith(("/", "AAAA")) or s.count("/") >= 3:
+        return False
+    return _generated(s)
 
 
 def _b64decode(s: str) -> bytes:
@@ -149,7 +156,7 @@ def b64_private_key(s: str) -> bool:
 def pem_lines(s: str) -> bool:
     """Base64 lines of a key body: the first line is generated-looking (not hex, not words)."""
     first = re.split(r"[^A-Za-z0-9+/]", s, maxsplit=1)[0]
-    return looks_random(first[:64])
+    return len(first) >= 16 and _generated(first[:64])
 
 
 CHECKS: dict[str, Callable[[str], bool]] = {

@@ -160,6 +160,17 @@ def scan(files: dict[str, str], redactor) -> list[Finding]:
     return findings
 
 
+def scan_fields(fields: dict[str, str | None], redactor) -> list[Finding]:
+    """`secret`/`pii` findings for a proposal's free-text fields that land outside SKILL.md
+    (the evidence quote and the reason go into provenance and history): the same redaction
+    rules as capture, so nothing capture would have removed is written by the promoter."""
+    out = []
+    for name, text in fields.items():
+        if text:
+            out.extend(_redaction_findings(name, text, redactor))
+    return out
+
+
 def _search(text: str, unit: str, seq: tuple[re.Pattern, ...]) -> int | None:
     """Where `seq` first matches in order within one unit of `text`, or None."""
     first, rest = seq[0], seq[1:]

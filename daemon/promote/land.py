@@ -29,6 +29,7 @@ from claude_autoharness.daemon.promote import (
     duplicate,
     fileops,
     gitmode,
+    guard,
     layers,
     lifecycle,
     recovery,
@@ -116,6 +117,8 @@ class Promoter:
                 return done
             plan, findings = self._shape(p, root, anchor)
             findings += self.check(plan)
+            findings += guard.scan_fields({"evidence": p.evidence, "reason": p.reason},
+                                          self.redactor)
             findings += validate.attributable(p, window)
             if intent.source == "curator":
                 findings += _curator_findings(intent, plan, p.evidence)
