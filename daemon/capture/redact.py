@@ -432,13 +432,17 @@ class Redactor:
         return hits
 
     def _spans(self, data: bytes, regions=None) -> list[tuple[int, int, str]]:
-        """Merged, non-overlapping spans (start, end, kind), in order."""
+        """Merged, non-overlapping spans (start, end, kind), in order. Overlapping hits become
+        one wider span of the first kind — but a secret kind wins over PII (`ghp_…@github.com`
+        is a token, not an address, for the promoter too)."""
         hits = self._hits(data, regions)
         hits.sort(key=lambda h: (h[0], -h[1], h[2]))
         out: list[list] = []
         for s, e, _, kind in hits:
             if out and s < out[-1][1]:
-                out[-1][1] = max(out[-1][1], e)  # overlap: one wider redaction, first kind
+                out[-1][1] = max(out[-1][1], e)
+                if out[-1][2] in self.pii_kinds and kind not in self.pii_kinds:
+                    out[-1][2] = kind
             else:
                 out.append([s, e, kind])
         return [(s, e, k) for s, e, k in out]
