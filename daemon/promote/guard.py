@@ -161,13 +161,14 @@ def scan(files: dict[str, str], redactor) -> list[Finding]:
 
 
 def scan_fields(fields: dict[str, str | None], redactor) -> list[Finding]:
-    """`secret`/`pii` findings for a proposal's free-text fields that land outside SKILL.md
-    (the evidence quote and the reason go into provenance and history): the same redaction
-    rules as capture, so nothing capture would have removed is written by the promoter."""
+    """`secret` findings for a proposal's free-text fields that land outside SKILL.md (the
+    evidence quote and the reason go into provenance and history): the same rules as capture,
+    so no secret capture would have removed is written by the promoter. PII there is not a
+    rejection: those fields are stored redacted."""
     out = []
     for name, text in fields.items():
         if text:
-            out.extend(_redaction_findings(name, text, redactor))
+            out.extend(f for f in _redaction_findings(name, text, redactor) if f.code == "secret")
     return out
 
 
