@@ -29,6 +29,17 @@ from functools import partial
 from importlib import resources
 
 from claude_autoharness.daemon.capture.redact_checks import CHECKS, is_placeholder, luhn_ok
+from claude_autoharness.daemon.capture.redact_scan import (
+    LOWER,
+    RUNS,
+    RUNS_TABLE,
+    SHAPE,
+    SHAPE_TABLE,
+    TEXT,
+    occurrences,
+    pool,
+    scan_groups,
+)
 
 __all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
            "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]
@@ -65,13 +76,6 @@ class Rule:
 
 _KIND_OK = re.compile(r"[^a-z0-9_]")
 _LEADING_FLAGS = re.compile(rb"^\(\?([aiLmsux]+)\)")
-# digits become '0' and the usual separators (space, dot, dash) one '-': "4012 8888" and
-# "4012-8888" are one needle, one scan
-_SHAPE = bytes.maketrans(b"0123456789 .", b"0000000000--")
-# base64 characters become 'a', everything else ' ': a run of N is one `find(b"a" * N)`
-_RUNS = bytes(0x61 if (0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A
-                       or c in b"+/") else 0x20 for c in range(256))
-TEXT, LOWER, SHAPE, RUNS = 0, 1, 2, 3  # the haystacks needles are looked for in
 _ESCAPE_LETTERS = frozenset(b"nrtbfu")
 _AT = "at_"  # the group around a `back` rule's own match
 
@@ -128,7 +132,7 @@ def compile_rule(d: dict) -> Rule:
         if hay == LOWER:
             n = n.lower()
         elif hay == SHAPE:
-            n = n.translate(_SHAPE)
+            n = n.translate(SHAPE_TABLE)
         if n:
             needles.append(n)
     if run:
@@ -240,73 +244,6 @@ def _around(marks: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in out]
 
 
-# ---- finding needles -----------------------------------------------------------------------
-
-def _scan_groups(needles: dict[tuple[int, bytes], list[int]]) -> list[tuple]:
-    """Needles grouped per haystack and first byte, each group one compiled scan.
-
-    A scan for a literal first byte followed by a lookahead of the needles' tails runs in C
-    past every other byte, so k needles sharing a first byte cost about one `find`, not k
-    (and the zero-width match keeps overlapping occurrences). Runs are found with `find`.
-    """
-    by_first: dict[tuple[int, int], list[tuple[bytes, list[int]]]] = {}
-    for (h, needle), idxs in needles.items():
-        by_first.setdefault((h, needle[0]), []).append((needle, idxs))
-    groups: list[tuple[int, re.Pattern[bytes] | None, list[tuple[bytes, list[int]]]]] = []
-    for (h, first), members in by_first.items():
-        members.sort(key=lambda m: -len(m[0]))
-        if h == RUNS:
-            for needle, idxs in members:
-                groups.append((h, None, [(needle, idxs)]))
-            continue
-        head = re.escape(bytes([first]))
-        tails = [re.escape(n[1:]) for n, _ in members if len(n) > 1]
-        if len(tails) < len(members):  # a one-byte needle: every occurrence of the byte
-            scan = re.compile(head)
-        else:
-            scan = re.compile(head + b"(?=" + b"|".join(tails) + b")")
-        groups.append((h, scan, members))
-    return groups
-
-
-def _pool(needles: dict[tuple[int, bytes], list[int]]) -> dict[tuple[int, bytes], list[int]]:
-    """Case-sensitive needles moved to a copy where one of the same first byte is already
-    looked for, so they share its scan: to the lowercased copy when lowercasing leaves them as
-    they are (the rule's own pattern still checks case), or to the shape copy when it does (no
-    digit, space, dot or dash: a dash there also stands for those)."""
-    firsts = {(h, nd[0]) for h, nd in needles if h in (LOWER, SHAPE)}
-    out: dict[tuple[int, bytes], list[int]] = {}
-    for (h, nd), idxs in needles.items():
-        if h == TEXT:
-            if nd.lower() == nd and (LOWER, nd[0]) in firsts:
-                h = LOWER
-            elif nd.translate(_SHAPE) == nd and b"-" not in nd and (SHAPE, nd[0]) in firsts:
-                h = SHAPE
-        out.setdefault((h, nd), []).extend(idxs)
-    return out
-
-
-def _occurrences(hay: bytes, scan, members):
-    """(offset, needle length, rule indexes) for every occurrence of a group's needles; for
-    runs, one per run of base64 characters at least as long as the needle, at its start."""
-    if scan is None:
-        needle, idxs = members[0]
-        p = hay.find(needle)
-        while p != -1:
-            yield p, len(needle), idxs
-            end = hay.find(b" ", p + len(needle))
-            if end == -1:
-                return
-            p = hay.find(needle, end)
-        return
-    one = len(members) == 1
-    for m in scan.finditer(hay):
-        p = m.start()
-        for needle, idxs in members:
-            if one or hay.startswith(needle, p):
-                yield p, len(needle), idxs
-
-
 # ---- the redactor ---------------------------------------------------------------------------
 
 class Redactor:
@@ -331,9 +268,9 @@ class Redactor:
         for i, r in enumerate(self.rules):
             for n in r.needles:
                 self._needles.setdefault((r.hay, n), []).append(i)
-        self._needles = _pool(self._needles)
+        self._needles = pool(self._needles)
         self._uses = {h for h, _ in self._needles}
-        self._groups = _scan_groups(self._needles)
+        self._groups = scan_groups(self._needles)
         # Rules without needles share one scan; their groups are renamed to stay unique.
         plain = [(i, r) for i, r in enumerate(self.rules) if not r.needles]
         self._plain_rules = {f"r{i}": (i, r) for i, r in plain}
@@ -351,9 +288,9 @@ class Redactor:
         if LOWER in self._uses:
             hays[LOWER] = view.lower()
         if SHAPE in self._uses:
-            hays[SHAPE] = view.translate(_SHAPE)
+            hays[SHAPE] = view.translate(SHAPE_TABLE)
         if RUNS in self._uses:
-            hays[RUNS] = view.translate(_RUNS)
+            hays[RUNS] = view.translate(RUNS_TABLE)
         return hays
 
     def _hits(self, data: bytes, regions=None) -> list[tuple[int, int, int, str]]:
@@ -391,7 +328,7 @@ class Redactor:
             for h, scan, members in self._groups:
                 hay = hays[h]
                 done: dict[int, int] = {}  # rule -> end of its last match: skip inside it
-                for p, needle_len, idxs in _occurrences(hay, scan, members):
+                for p, needle_len, idxs in occurrences(hay, scan, members):
                     at = base + p
                     if h == RUNS and at > 0 and data[at - 1] == _BS and \
                             data[at] in _ESCAPE_LETTERS:  # a run starting with `\n…`

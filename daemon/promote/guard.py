@@ -165,7 +165,7 @@ def scan_fields(fields: dict[str, str | None], redactor) -> list[Finding]:
     evidence quote and the reason go into provenance and history): the same rules as capture,
     so no secret capture would have removed is written by the promoter. PII there is not a
     rejection: those fields are stored redacted."""
-    out = []
+    out: list[Finding] = []
     for name, text in fields.items():
         if text:
             out.extend(f for f in _redaction_findings(name, text, redactor) if f.code == "secret")
