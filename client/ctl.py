@@ -6,7 +6,16 @@ import os
 import sys
 import time
 
-from claude_autoharness.client import conn, doctor, install, learnings_cli, service, start, sync_cli
+from claude_autoharness.client import (
+    conn,
+    doctor,
+    install,
+    learnings_cli,
+    report,
+    service,
+    start,
+    sync_cli,
+)
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call, typed
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import PROTOCOL, VERSION
@@ -476,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_replay)
 
+    report.add_parser(sub)  # report [--json] [--html FILE] [--days N]
     learnings_cli.add_parser(sub)  # learnings report|save|rule
     sync_cli.add_parser(sub)  # sync [init REMOTE | status]: the user layer across machines
     install.add_parser(sub)  # install: hooks + slash commands

@@ -21,6 +21,7 @@ from claude_autoharness.daemon.handlers.hooks import Hooks
 from claude_autoharness.daemon.handlers.jobs import Jobs
 from claude_autoharness.daemon.handlers.learnings import Learnings
 from claude_autoharness.daemon.handlers.library import Library
+from claude_autoharness.daemon.handlers.report import Report
 from claude_autoharness.daemon.handlers.review import Review
 from claude_autoharness.daemon.handlers.skills import Skills
 from claude_autoharness.daemon.handlers.status import StatusReport, StatusSources
@@ -104,6 +105,8 @@ class Daemon:
             batches=self.batches.status, sync=self.sync.info,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock()), clock=clock)
+        self.report = Report(self.book, self.live, self.intents, clock=clock)
+        self.report.wire(self.hooks, self.review, self.pool)  # what its ledger records
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
                                    lambda reason: self.hooks.rejected(reason, from_spool=True))
         self.handlers: dict[type, Callable[[Any], Awaitable[m.Reply]]] = {
@@ -116,6 +119,7 @@ class Daemon:
             m.Skills: self.skills.cmd_skills,
             m.Learnings: self.learnings.cmd_learnings,
             m.Curate: self.library.cmd_curate,
+            m.Report: self.report.cmd_report,
             m.Batch: self.cmd_batch,
             m.Stop: self.cmd_stop,
             m.Pause: self.cmd_pause,

@@ -118,8 +118,16 @@ class Sync(_Req, tag="sync"):
     op: SyncOp = "round"
 
 
+class Report(_Req, tag="report"):
+    """What was learned and what it cost over the last `days` days; recall over `turns`
+    (0: the library's probation length)."""
+
+    days: int = 30
+    turns: int = 0
+
+
 Request = (Hook | Status | Flush | Stop | Capture | Learn | Queue | Skills | Learnings | Pause
-           | Curate | Batch | Sync)
+           | Curate | Batch | Sync | Report)
 
 
 class _Rep(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):

@@ -139,6 +139,12 @@ def quarantine_dir() -> str:
     return os.path.join(state_dir(), "quarantine")
 
 
+def report_log_file() -> str:
+    """What the report needs that nothing else keeps: model usage per call, SessionStart
+    context sizes, skill loads with their turn, sessions' tool calls."""
+    return os.path.join(state_dir(), "report.jsonl")
+
+
 def log_file() -> str:
     return os.path.join(state_dir(), "daemon.log")
 

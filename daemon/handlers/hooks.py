@@ -56,6 +56,8 @@ class Hooks:
         """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
         (already counted, with its project root); `catch_up` reads a project directory's
         transcripts now (blocking)."""
+        # (chars, parts) of each SessionStart context sent: the report's record (wired by core)
+        self.record_context: Callable[[int, list[str]], None] = lambda chars, parts: None
         self.book = book
         self.live = live
         self.projects = projects
@@ -259,6 +261,8 @@ class Hooks:
         delivered = {name for name, part in parts if part.splitlines()[0] in text}
         if "promoter" in delivered and root:
             state.project_marks[root] = now
+        if text:  # what it costs the session, recorded before it is sent
+            self.record_context(len(text), sorted(delivered))
         s.context_sent = sorted(sent | delivered)
         self.book.mark_dirty(s)
         return text

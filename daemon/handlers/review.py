@@ -33,6 +33,8 @@ class Review:
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.use_queue: list[SkillUse] = []
         self.last_landing_at: float | None = None
+        # (skill dir, project root) of each load: the report's record for recall (wired by core)
+        self.record_load: Callable[[str, str | None], None] = lambda skill_dir, root: None
         self._wake = anyio.Event()
 
     def wake(self) -> None:
@@ -64,10 +66,12 @@ class Review:
             kind, value, root = self.use_queue.pop(0)
             try:
                 if kind == "path":
-                    promoter.record_use(value)
+                    used = [promoter.record_use(value)]
                 else:
-                    for d in promoter.locate(value, root)[:1]:
-                        promoter.record_use(d)
+                    used = [promoter.record_use(d) for d in promoter.locate(value, root)[:1]]
+                for d in used:
+                    if d is not None:
+                        self.record_load(d, root)
             except Exception:
                 log.exception("skill use not recorded")
 

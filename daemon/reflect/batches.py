@@ -439,6 +439,7 @@ class BatchRunner:
         usage = usage_of(payload)
         self.j.tokens += sum(usage.values())
         self.d.pool._charge(usage)
+        await self._record_usage(item, payload, usage)
         proposals, problem = read_reply(payload)
         if problem is not None or proposals is None:
             item.status, item.error = "failed", f"unusable reply: {problem}"
@@ -451,6 +452,14 @@ class BatchRunner:
             lambda: d.intents.intake(item.id, item.session_id, "reflector", proposals, window,
                                      item.project, max_intents, d.live.redactor))
         item.status, item.intents, item.error = "done", [i.id for i in intents], None
+
+    async def _record_usage(self, item: Item, payload, usage: dict) -> None:
+        """A batch item's tokens, at the batch price in the report (keyed by item and attempt:
+        results read again after a restart count once)."""
+        model = getattr(payload, "model", "") or self.d.live.cfg.reflector.model
+        await anyio.to_thread.run_sync(lambda: self.d.pool.record_usage(
+            job=item.id, attempt=item.attempts, kind="batch", backend="anthropic",
+            model=model, usage=usage, batch=True))
 
     def _retry(self, item: Item, reason: str) -> None:
         """Errored, expired or lost: alone into a later batch, until max_attempts."""

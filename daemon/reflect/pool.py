@@ -175,6 +175,9 @@ class ReflectorPool:
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
         self.waiting_reason = ""
+        # the report's ledger (wired by core): each model call's usage, a session's calls
+        self.record_usage: Callable[..., None] = lambda **call: None
+        self.record_calls: Callable[[Session], None] = lambda session: None
 
     # ---- scheduling ----------------------------------------------------------------------
 
@@ -319,19 +322,30 @@ class ReflectorPool:
         except backends.TransientError as e:
             job.attempts += 1
             self._charge(e.usage or {})
+            await self._record_usage(job, backend, cfg.model, e.usage or {}, ok=False)
             await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
             return None
         except backends.PermanentError as e:
             job.attempts += 1
             self._charge(e.usage or {})
+            await self._record_usage(job, backend, cfg.model, e.usage or {}, ok=False)
             await self._fail(job, e.reason)
             return None
         except StepStuck:
             job.attempts += 1
             raise
         self._charge(result.usage)
+        await self._record_usage(job, backend, result.model or cfg.model, result.usage)
         job.usage = dict(result.usage)
         return result
+
+    async def _record_usage(self, job: Job, backend: str, model: str, usage: dict, *,
+                            ok: bool = True) -> None:
+        """The call's tokens, in the report's ledger before the reply is acted on: a crash
+        after the call loses no record of what it cost (and its retry is another call)."""
+        await anyio.to_thread.run_sync(lambda: self.record_usage(
+            job=job.id, attempt=job.attempts, kind=job.kind, backend=backend, model=model,
+            usage=usage, ok=ok))
 
     async def run_curator(self, job: Job) -> None:
         """The curator: one layer's autoharness skills in, merges and archives out, as
@@ -457,6 +471,9 @@ class ReflectorPool:
         if s is not None and job.window_end is not None and not (
                 job.kind == "learn" and job.window_start < s.watermark):
             s.watermark, s.wm_inode, s.wm_size = job.window_end, job.wm_inode, job.wm_size
+        if s is not None and job.kind != "curate":
+            # the session's calls so far: the book forgets sessions, the report needs them
+            await anyio.to_thread.run_sync(self.record_calls, s)
         self.counters.job_finished(ok=True)
         await self.book.record_jobs([job], session=s)
         self.queued()

@@ -1,0 +1,144 @@
+"""`autoharnessctl report`: what the library learned and what it cost (text, --json, --html).
+
+The figures are the daemon's (`report` request, `replies.Report`); the text, the JSON and the
+page all show the same reply, so the page's numbers are the --json numbers.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+
+from claude_autoharness.client.conn import call, typed
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
+
+HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
+DESCRIPTION = """The library's health over the last N days (and today): reflections run,
+proposals made, landed, rejected (by reason), held, archived (by cause), restored; the share
+of live autoharness skills loaded in the last turns (recall); the characters the skill listing
+adds to every request and the SessionStart context; the reflector's tokens and their list
+price; every skill with its uses and, when recorded, the reflector's verdicts on it."""
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("report", help=HELP, description=DESCRIPTION)
+    s.add_argument("--days", type=_days, default=30, metavar="N",
+                   help="the period: the last N days (default 30)")
+    s.add_argument("--turns", type=_turns, default=0, metavar="N",
+                   help="recall counts loads in the last N turns of each layer (default: the "
+                        "library's probation length, library.maturity_turns)")
+    s.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    s.add_argument("--html", metavar="FILE",
+                   help="write one self-contained page (inline styles and charts; opens "
+                        "offline) with the same figures")
+    s.set_defaults(func=do_report)
+
+
+def _days(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--days wants a whole number of days >= 1, not {text!r}")
+    return int(text)
+
+
+def _turns(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--turns wants a whole number >= 0, not {text!r}")
+    return int(text)
+
+
+def do_report(args) -> int:
+    req = m.Report(days=args.days, turns=args.turns)
+    data = call(req)
+    rep = typed(data, r.Report, req)
+    if args.html:
+        from claude_autoharness.client.report_html import render
+
+        path = os.path.abspath(args.html)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(render(rep, data))
+        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    elif not args.html:
+        print(format_report(rep))
+    return 0
+
+
+def _c(c: r.Count) -> str:
+    return f"{c.period} ({c.today} today)"
+
+
+def _n(v: float | None, digits: int = 0) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,.{digits}f}"
+
+
+def _usd(v: float | None) -> str:
+    return "n/a" if v is None else f"${v:,.4f}"
+
+
+def _date(ts: float | None) -> str:
+    return datetime.date.fromtimestamp(ts).isoformat() if ts else "-"
+
+
+def format_report(rep: r.Report) -> str:
+    f = rep.funnel
+    lines = [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
+             "funnel:",
+             f"  reflections run   {_c(f.reflections)}",
+             f"  proposals made    {_c(f.proposals)}",
+             f"  landed            {_c(f.landed)}",
+             f"  rejected          {_c(f.rejected)}"]
+    lines += [f"    {code:<16}{_c(c)}" for code, c in f.rejected_by_reason.items()]
+    lines += [f"  held for review   {_c(f.held)}",
+              f"  archived          {_c(f.archived)}"]
+    lines += [f"    {cause:<16}{_c(c)}" for cause, c in f.archived_by_cause.items()]
+    lines += [f"  restored          {_c(f.restored)}", "",
+              f"recall (loaded in the last {rep.recall.turns} turns of the layer):"]
+    for layer, lr in sorted(rep.recall.layers.items()):
+        share = "n/a" if lr.share is None else f"{lr.share:.0%}"
+        lines.append(f"  {layer:<8} {lr.loaded} of {lr.live} live autoharness skills ({share})")
+    if not rep.recall.layers:
+        lines.append("  no live autoharness skills")
+    cx = rep.context
+    lines += ["", "context cost (the skill listing in every request, characters):"]
+    for layer, lc in sorted(cx.layers.items()):
+        lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {lc.skills} skills "
+                     f"(autoharness: {lc.autoharness_chars:,} chars, {lc.autoharness_skills})")
+    lines.append(f"  total    {cx.total_chars:>7,} chars (autoharness {cx.total_autoharness_chars:,})")
+    ss = cx.session_start
+    lines.append(f"  SessionStart context: {ss.sent} sent, mean {ss.mean_chars:,.0f} chars, "
+                 f"max {ss.max_chars:,}")
+    c = rep.cost
+    t = c.tokens
+    lines += ["", f"reflection cost ({c.model}, list price; batch items at the batch price):",
+              f"  {c.calls} model calls for {c.jobs} jobs ({c.batch_items} batch items); "
+              f"{c.tool_calls:,} main-session tool calls",
+              f"  tokens: input {t.input_uncached:,.0f} uncached, {t.cache_write:,.0f} cache "
+              f"write, {t.cache_read:,.0f} cache read; output {t.output:,.0f}",
+              f"  money: {_usd(c.usd)} in all, {_usd(c.usd_per_job)} per job, "
+              f"{_usd(c.usd_per_100_tool_calls)} per 100 tool calls"]
+    if c.per_job is not None:
+        pj = c.per_job
+        lines.append(f"  per job: input {pj.input_uncached:,.0f} + cache write "
+                     f"{pj.cache_write:,.0f} + cache read {pj.cache_read:,.0f}, output "
+                     f"{pj.output:,.0f}")
+    lines += ["", "skills:"]
+    if not rep.skills:
+        lines.append("  none")
+    for s in rep.skills:
+        stage = f"archived ({s.reason})" if s.status == "archived" else s.stage
+        fb = ""
+        if s.feedback:
+            fb = "  " + " ".join(f"{k} {v}" for k, v in s.feedback.items() if v)
+        stale = f"  stale: {', '.join(s.stale)}" if s.stale else ""
+        lines.append(f"  {s.name:<28} {s.layer:<8} {s.owner:<11} {stage:<20} uses {s.uses:<4} "
+                     f"turns {s.turns:<4} landed {_date(s.landed_at)} updated "
+                     f"{_date(s.updated_at)}{fb}{stale}")
+    if rep.feedback:
+        lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in rep.feedback.items()))
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""`report`: what the library learned and what it cost, as a typed reply (`replies.Report`);
+and the recording of what only the report needs, into its ledger (`reportlog`).
+
+The parts that see those facts (the hooks: SessionStart context sent; the promoter loop:
+skill loads; the reflector pool and the batch runner: model usage, a session's calls) are
+handed plain callables by `wire`, so they carry no knowledge of the ledger. Every record is
+appended before the fact is acted on further (usage: fsynced); a record that cannot be written
+(a full disk) is logged and skipped — the figures are advisory and never fail the work.
+
+The daemon's in-memory tables (turns, tool calls per day, the intent queue, the projects it
+knows) are copied on the event loop; the figures are computed from them and the stored files
+(`reportdata`) in a worker thread.
+"""
+
+import os
+import time
+from collections.abc import Callable
+
+import anyio
+import msgspec
+import structlog
+
+from claude_autoharness.daemon import reportdata
+from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.reportlog import ReportLog
+from claude_autoharness.daemon.sessions import Session
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+
+log = structlog.get_logger("autoharness")
+
+MAX_DAYS = 3660
+
+
+class Report:
+    def __init__(self, book: Book, live: Live, intents: IntentQueue, *,
+                 clock: Callable[[], float] = time.time):
+        self.book = book
+        self.live = live
+        self.intents = intents
+        self.clock = clock
+        self.ledger = ReportLog(clock=clock)
+
+    async def cmd_report(self, req: m.Report) -> m.Reply:
+        if not 1 <= req.days <= MAX_DAYS:
+            return m.Error(code="bad_request",
+                           message=f"--days wants a number of days from 1 to {MAX_DAYS}")
+        if req.turns < 0:
+            return m.Error(code="bad_request", message="--turns wants a number of turns >= 0")
+        return m.Ok(data=await anyio.to_thread.run_sync(reportdata.build, self.inputs(req)))
+
+    def inputs(self, req: m.Report) -> reportdata.Inputs:
+        """Copies of what the loop owns, taken on the loop."""
+        state = self.book.state
+        turns = msgspec.structs.replace(state.turns, projects=dict(state.turns.projects))
+        intents = self.intents.list()
+        projects = set(turns.projects)
+        projects |= {i.project_root for i in intents if i.project_root}
+        cfg = self.live.cfg
+        return reportdata.Inputs(
+            promoter=self.live.promoter, intents=intents, ledger=self.ledger,
+            turns=turns.of, projects=sorted(projects),
+            sessions=[(s.session_id, s.started_at, s.calls_hook + s.calls_transcript,
+                       s.last_event_at) for s in state.sessions.values()],
+            model=cfg.reflector.model, recall_turns=req.turns or cfg.library.maturity_turns,
+            now=self.clock(), days=req.days)
+
+    # ---- recording (blocking: worker threads) ----------------------------------------------
+
+    def wire(self, hooks, review, pool) -> None:
+        """Hand the parts that see the facts the callables that record them."""
+        hooks.record_context = self.record_context
+        review.record_load = self.record_load
+        pool.record_usage = self.record_usage
+        pool.record_calls = self.record_calls
+
+    def _append(self, what: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except OSError as e:
+            log.warning(f"{what} not recorded", error=str(e))
+
+    def record_usage(self, **call) -> None:
+        """One model call's tokens (see `ReportLog.usage`)."""
+        self._append("usage", lambda: self.ledger.usage(**call))
+
+    def record_context(self, chars: int, parts: list[str]) -> None:
+        """A SessionStart context about to be sent; compacts the ledger past its bound."""
+        def write() -> None:
+            self.ledger.append("context", chars=chars, parts=parts)
+            self.ledger.compact()  # a stat, unless the ledger outgrew its bound
+        self._append("context size", write)
+
+    def record_calls(self, s: Session) -> None:
+        """A session's tool calls counted so far (its latest total counts)."""
+        self._append("call count", lambda: self.ledger.append(
+            "calls", session=s.session_id, started=s.started_at,
+            total=s.calls_hook + s.calls_transcript))
+
+    def record_load(self, skill_dir: str, root: str | None) -> None:
+        """A skill load with its layer's turn count, so recall can say which skills were
+        loaded within the last N turns."""
+        user = os.path.realpath(paths.user_skills_dir())
+        layer = "user" if os.path.dirname(skill_dir) == user else "project"
+        scope = root if layer == "project" else None
+        self._append("skill load", lambda: self.ledger.append(
+            "use", dir=skill_dir, layer=layer, scope=scope,
+            turn=self.live.promoter.turns(layer, scope)))

@@ -1,0 +1,49 @@
+"""The learning evaluation tells a good reflector from a bad one: its core, run through the
+real daemon on a small episode set against the oracle fake and the noisy fake, gives the
+figures each deserves."""
+
+import sys
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+import learning_eval as le  # noqa: E402 (after the path insert)
+
+SMALL = ["correction", "marker", "routine", "repeat"]
+
+
+def test_oracle_and_noisy_fakes_score_as_they_should(home):
+    """Oracle: both planted lessons land exactly once (the repeat does not land again), no
+    duplicate, nothing landed where nothing was planted. Noisy (paraphrased evidence,
+    duplicates, junk): fewer lessons land exactly once, a lesson lands twice, junk lands.
+    Both spend tokens, priced per episode."""
+    oracle = le.run_suite("oracle", SMALL)
+    noisy = le.run_suite("noisy", SMALL)
+    o, n = oracle["overall"], noisy["overall"]
+    assert (o["episodes"], o["planted"], o["exactly_once"], o["duplicates"], o["unplanted"]) == (
+        4, 2, 2, 0, 0)
+    assert oracle["landed_by_lesson"] == {"iex-server": 1, "read-prefixes": 1}
+    assert n["planted"] == 2 and n["exactly_once"] < o["exactly_once"]
+    assert n["duplicates"] >= 1 and n["unplanted"] >= 1
+    assert noisy["landed_by_lesson"]["iex-server"] == 0  # its evidence was no quote
+    for res in (oracle, noisy):
+        assert set(res["kinds"]) == set(SMALL)
+        for kind in res["kinds"].values():
+            assert kind["tokens"] > 0 and kind["usd"] and kind["usd"] > 0
+    assert oracle["kinds"]["routine"]["unplanted"] == 0 < noisy["kinds"]["routine"]["unplanted"]
+    table = le.table(noisy)
+    assert "overall" in table and "noisy" in table
+
+
+def test_verdict_figures_follow_the_reflector_tool(home):
+    """Verdicts are measured only when the reflector's tool takes `feedback`: then the oracle's
+    match the planted ones and the noisy fake's do not; without it they are n/a."""
+    kinds = ["followed", "ignored", "missed"]
+    oracle = le.run_suite("oracle", kinds)
+    if not le.feedback_supported():
+        assert oracle["overall"]["verdicts"] is None
+        assert "n/a" in le.table(oracle)
+        return
+    noisy = le.run_suite("noisy", kinds)
+    assert oracle["overall"]["verdicts"]["matching"] == oracle["overall"]["verdicts"]["planted"] == 3
+    assert noisy["overall"]["verdicts"]["matching"] < 3
