@@ -150,7 +150,6 @@ MARKER = ("Here it is. <!-- learning\ntopic: read-tool-line-prefixes\nkind: disc
 
 def episodes() -> list[Episode]:
     """The suite, in the order it runs (the repeat comes after the first meeting)."""
-    tests_ask = user_text("please run the tests")
     return [
         Episode("correction", SPOTTER, list(range(0, 13)), [user_text(
             "No, stop. Don't run mix phx.server in the foreground here: " + IEX.quote + ".")],
@@ -163,13 +162,13 @@ def episodes() -> list[Episode]:
         Episode("repeat", SPOTTER, list(range(0, 8)), [user_text(
             "Again: " + IEX.quote + ". Please keep that in mind.")], [IEX]),
         Episode("followed", FASTHOOKS, [1], [
-            tests_ask,
+            user_text("please run the tests"),
             *tool_call("Skill", {"skill": PROJECT_SKILL}, f"Launching skill: {PROJECT_SKILL}"),
             *tool_call("Bash", {"command": "make test"}, "make test\n12 passed in 3.1s"),
             assistant_text("All 12 tests passed with make test.")],
             verdicts=[Verdict(PROJECT_SKILL, "helped", "All 12 tests passed with make test.")]),
         Episode("ignored", FASTHOOKS, [1], [
-            copy.deepcopy(tests_ask),
+            user_text("please run the tests"),
             *tool_call("Skill", {"skill": PROJECT_SKILL}, f"Launching skill: {PROJECT_SKILL}"),
             *tool_call("Bash", {"command": "pytest -q"},
                        "E   OperationalError: no such table: users", error=True),
@@ -177,7 +176,7 @@ def episodes() -> list[Episode]:
             verdicts=[Verdict(PROJECT_SKILL, "ignored",
                               "The tests fail: the users table is missing.")]),
         Episode("missed", FASTHOOKS, [1], [
-            copy.deepcopy(tests_ask),
+            user_text("please run the tests"),
             *tool_call("Bash", {"command": "pytest -q"},
                        "E   OperationalError: no such table: users", error=True),
             assistant_text("The tests fail before they start: the database has no tables.")],
@@ -277,7 +276,7 @@ def noisy_answer(window: str, suite: list[Episode], with_feedback: bool) -> dict
                 out["proposals"].append(_proposal(
                     lesson, skill=lesson.skill + "-again",
                     description="Use whenever this comes up again: " + lesson.body[:70]))
-    asked = _first_user_text(window)
+    asked = _first_user_text(window, [lesson.quote for ep in suite for lesson in ep.lessons])
     if asked:
         out["proposals"].append({
             "action": "create", "skill": "junk-" + uuid.uuid5(uuid.NAMESPACE_URL, asked).hex[:8],
@@ -293,7 +292,9 @@ def noisy_answer(window: str, suite: list[Episode], with_feedback: bool) -> dict
     return out
 
 
-def _first_user_text(window: str) -> str:
+def _first_user_text(window: str, planted: list[str]) -> str:
+    """The first user prompt of the window that carries no planted lesson (junk is about
+    nothing that was planted)."""
     for line in window.splitlines():
         try:
             rec = json.loads(line)
@@ -302,7 +303,7 @@ def _first_user_text(window: str) -> str:
         msg = rec.get("message") if isinstance(rec, dict) else None
         if rec.get("type") == "user" and isinstance(msg, dict) and isinstance(msg.get("content"), str):
             text = msg["content"].strip()
-            if len(text) >= 12:
+            if len(text) >= 12 and not any(q in text for q in planted):
                 return text
     return ""
 
