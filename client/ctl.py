@@ -116,6 +116,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                  + (f" ({by})" if by else "") + f"; {lib.turns.user} turns")
     if st.sync.configured:
         lines.append(sync_cli.format_info(st.sync))
+    fb = lib.feedback
+    lines.append(f"evidence: {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} harmful, "
+                 f"{fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
+                 f"{lib.stale} stale")
     if st.sessions:
         shown = len(st.sessions)
         total = max(st.sessions_total, st.sessions_offset + shown)
@@ -250,7 +254,24 @@ def _intent_line(i: r.Intent) -> str:
     return f"{i.id:<20} {i.status:<9} {i.source:<9} {what}" + (f"  {why}" if why else "")
 
 
+def _verdict_line(v: r.VerdictRecord) -> str:
+    what = f"{v.verdict.verdict} {v.verdict.skill} [{v.verdict.layer}]" if v.verdict else "(malformed)"
+    why = findings_text(v.findings, limit=1)
+    return f"{v.id:<20} {v.status:<9} {v.source:<9} {what}" + (f"  {why}" if why else "")
+
+
 def do_queue(args) -> int:
+    if args.op == "feedback":
+        req = m.Queue(op="feedback")
+        data = call(req)
+        verdicts = typed(data, list[r.VerdictRecord], req)
+        if args.json:
+            _print_json(data)
+        elif not verdicts:
+            print("no verdicts")
+        for v in verdicts if not args.json else ():
+            print(_verdict_line(v))
+        return 0
     if args.op == "list":
         req = m.Queue(op="list")
         data = call(req)
@@ -315,21 +336,42 @@ def do_skills(args) -> int:
 
 
 def format_skill_line(s: r.SkillInfo) -> str:
-    """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns."""
+    """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns,
+    grounded verdicts (helped/ignored/harmful/missed), and stale paths."""
     stage = s.stage or s.status
     if s.status == "archived":
         stage = f"archived ({s.reason})" if s.reason else "archived"
     turns = f"{s.turns} turns" if s.owner == "autoharness" else "-"
-    return (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
-            f"uses {s.uses:<5} {turns:<11} changed {_ago(s.last_changed, time.time())}")
+    fb = s.feedback
+    line = (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
+            f"uses {s.uses:<5} {turns:<11} "
+            f"verdicts {fb.helped}/{fb.ignored}/{fb.harmful}/{fb.missed} "
+            f"changed {_ago(s.last_changed, time.time())}")
+    if s.stale:
+        line += "\n    stale: names missing " + ", ".join(s.stale)
+    return line
 
 
 def do_curate(args) -> int:
     project = os.path.abspath(args.project) if args.project else os.getcwd()
-    req = m.Curate(layer=args.layer, project=project)
+    req = m.Curate(layer=args.layer, project=project, dry_run=args.dry_run)
     data = call(req)
     if args.json:
         _print_json(data)
+        return 0
+    if args.dry_run:
+        plan = typed(data, r.CuratePlan, req)
+        for a in plan.archives:
+            print(f"would archive {a.name} [{a.layer}] ({a.why})")
+        if plan.held_back:
+            print(f"{plan.held_back} more archives are due but over one pass's share of a layer "
+                  "(library.max_archive_share): later passes take them")
+        for name in plan.repairs:
+            print(f"would ask the curator to repair the description of {name} (missed)")
+        for name, missing in sorted(plan.stale.items()):
+            print(f"would send stale {name} to the curator: names missing {', '.join(missing)}")
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(plan.curator_skills.items()))
+        print(f"a curator run would be shown: {shown or 'no skills'}; nothing was done")
         return 0
     out = typed(data, r.CuratorQueued, req)
     for job in out.jobs:
@@ -417,9 +459,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("queue", help="list, show, approve or reject proposed skill changes",
                        description="Proposed skill changes (intents) and what the promoter "
                        "made of them.")
-    s.add_argument("op", choices=("list", "show", "approve", "reject"), metavar="OP",
+    s.add_argument("op", choices=("list", "show", "approve", "reject", "feedback"), metavar="OP",
                    help="list: every intent; show ID: one in full; approve ID: land a held one "
-                   "(validated again first); reject ID: drop a held one")
+                   "(validated again first); reject ID: drop a held one; feedback: the "
+                   "reflector's verdicts on skills, accepted or refused (and why)")
     s.add_argument("id", nargs="?", metavar="ID", help="an intent id from `queue list`")
     s.add_argument("--status", choices=("queued", "landed", "rejected", "held"),
                    help="list: only intents in this state (default: all)")
@@ -458,6 +501,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "archive obsolete ones (as proposals the promoter checks)")
     s.add_argument("--layer", choices=("project", "user"), help="default: both")
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="say what a lifecycle pass (archives and why) and a curator run "
+                   "(repairs, stale skills) would do now; change nothing")
     s.add_argument("--json", action="store_true", help=JSON_HELP)
     s.set_defaults(func=do_curate)
 

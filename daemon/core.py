@@ -78,8 +78,10 @@ class Daemon:
         self.review = Review(self.live, self.intents, clock=clock)
         self.library = Library(self.book, self.live, project_root=self.root_of,
                                record_uses=self.review.record_uses, wake=self.review.wake,
-                               clock=clock)
+                               clock=clock, hold=self.review.hold_archive,
+                               verdicts=self.intents.verdicts)
         self.review.between_passes = self.library.run_lifecycle
+        self.review.feedback_accepted = self.library.judge_again
         self.skills = Skills(self.live, self.projects)
         self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
                            intents=self.intents, skill_used=self.review.skill_used,
@@ -93,6 +95,7 @@ class Daemon:
         self.pool = ReflectorPool(self.book, self.book, self.intents, self.live,
                                   project_root=self.root_of,
                                   skill_index=self.skills.skill_index, queued=self.review.wake,
+                                  memory_index=self.skills.memory_index,
                                   curator_skills=self.library.curator_skills,
                                   reflected=self.library.count_reflection,
                                   seen=self.reflected, clock=clock)

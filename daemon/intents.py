@@ -6,6 +6,12 @@ Storage is one append-only JSONL file in the state dir (0600). Each line is a re
 job may be marked done (and its watermark advanced) right after `intake` returns; an append a
 full disk cuts short is cut back (or ended on a line of its own), as in the daemon's journal.
 
+Feedback verdicts on skills (`helped`, `ignored`, `harmful`, `missed`) are recorded in the same
+file and the same append as the job's proposals (`{"op": "verdict", ...}`, `{"op":
+"verdict_update", ...}`), so a crash either keeps the whole answer or none of it: each verdict
+counts once. At the door a verdict is checked for shape, secrets, a verbatim quote and one per
+skill per job; the promoter grounds the rest (see `promote.feedback`).
+
 Intake judges each proposal once, at the door: malformed → rejected `schema`,
 past the per-job cap → `over_limit`, carrying a secret → `secret` (and stored redacted), evidence
 not a verbatim quote of the window → `unattributable`. Every proposal is recorded, rejected or
@@ -31,14 +37,18 @@ from claude_autoharness.daemon.atomic import append_durably, write_atomic
 from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
+    VERDICT_STATUSES,
     Finding,
     Intent,
     Proposal,
+    VerdictRecord,
     proposal_from_obj,
+    verdict_from_obj,
 )
 from claude_autoharness.protocol import paths
 
 RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
+MAX_VERDICTS = 20  # per job: more are recorded as over_limit (a window touches few skills)
 _REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
 _TEXT_FIELDS = ("skill", "layer", "reason", "evidence", "description", "body", "old", "new",
                 "path", "content", "action")
@@ -136,6 +146,40 @@ def _judge(raw, index: int, window: str, max_intents: int, scan: _Scanner) -> tu
     return stored, None, findings
 
 
+def _judge_verdict(raw, index: int, window: str, scan: _Scanner,
+                   seen: set[tuple[str, str]]) -> tuple:
+    """(verdict or None, raw text or None, findings) for one raw feedback item: the checks that
+    need only the window. The promoter grounds the rest against the tree."""
+    from claude_autoharness.daemon.promote.evidence import evidence_in_window
+
+    verdict, problems = verdict_from_obj(raw)
+    findings = [Finding(family="well_formed", code="schema", message=scan.redact(m)[:500])
+                for m in problems]
+    if index >= MAX_VERDICTS:
+        findings.append(Finding(family="limit", code="over_limit",
+                                message=f"verdict {index + 1} of a job limited to {MAX_VERDICTS}"))
+    if verdict is None:
+        return None, scan.redact(_canonical(raw))[:RAW_LIMIT], findings
+    kinds: Counter = Counter()
+    for v in (verdict.skill, verdict.evidence):
+        kinds += scan.kinds(v)
+    if kinds:
+        findings.append(Finding(family="safe", code="secret",
+                                message="the verdict carries " + ", ".join(sorted(kinds))
+                                + "; stored redacted"))
+        verdict = msgspec.structs.replace(verdict, skill=scan.redact(verdict.skill),
+                                          evidence=scan.redact(verdict.evidence))
+    if not evidence_in_window(verdict.evidence, window):
+        findings.append(Finding(family="attributable", code="unattributable",
+                                message="the evidence is not a verbatim quote from the window"))
+    who = (verdict.layer, verdict.skill)
+    if who in seen:
+        findings.append(Finding(family="grounded", code="repeated",
+                                message=f"a second verdict on {verdict.skill} for one window"))
+    seen.add(who)
+    return verdict, None, findings
+
+
 @dataclass(frozen=True)
 class _State:
     """One published, immutable view of the queue. Writers never mutate a published state: they
@@ -146,6 +190,7 @@ class _State:
     key_of: dict[str, str] = field(default_factory=dict)  # intent id -> dedupe key
     by_key: dict[str, str] = field(default_factory=dict)  # dedupe key -> intent id
     records: int = 0  # records in the file, for needs_compaction
+    verdicts: dict[str, VerdictRecord] = field(default_factory=dict)  # arrival order
 
 
 def _dedupe_key(job_id: str | None, raw) -> str:
@@ -161,10 +206,12 @@ def _updated(cur: Intent, rec: dict) -> Intent:
 
 
 def _replay(rec: dict, intents: dict, key_of: dict, by_key: dict,
-            report: LoadReport | None = None) -> None:
+            report: LoadReport | None = None, verdicts: dict | None = None) -> None:
     """Apply one file record to the (private, not yet published) dicts being built by `load`."""
     op = rec["op"]
-    if op == "add":
+    if op in ("verdict", "verdict_update") and verdicts is not None:
+        _replay_verdict(rec, verdicts, key_of, by_key, report)
+    elif op == "add":
         intent = msgspec.convert(rec["intent"], Intent)
         key = rec.get("key") or f"id:{intent.id}"
         intents[intent.id] = intent
@@ -179,6 +226,29 @@ def _replay(rec: dict, intents: dict, key_of: dict, by_key: dict,
         intents[cur.id] = _updated(cur, rec)
     else:
         raise ValueError(f"unknown op {op!r}")
+
+
+def _replay_verdict(rec: dict, verdicts: dict, key_of: dict, by_key: dict,
+                    report: LoadReport | None) -> None:
+    if rec["op"] == "verdict":
+        v = msgspec.convert(rec["verdict"], VerdictRecord)
+        verdicts[v.id] = v
+        key_of[v.id] = rec["key"]
+        by_key[rec["key"]] = v.id
+        return
+    cur = verdicts.get(rec["id"])
+    if cur is None:
+        if report is not None:
+            report.problems.append(f"update for unknown verdict {rec['id']!r} ignored")
+        return
+    verdicts[cur.id] = _verdict_updated(cur, rec)
+
+
+def _verdict_updated(cur: VerdictRecord, rec: dict) -> VerdictRecord:
+    changes = {"status": rec["status"], "updated_at": float(rec.get("updated_at") or 0)}
+    if rec.get("findings") is not None:
+        changes["findings"] = msgspec.convert(rec["findings"], list[Finding])
+    return msgspec.structs.replace(cur, **changes)
 
 
 class IntentQueue:
@@ -214,6 +284,7 @@ class IntentQueue:
                 self._loaded = True
                 return report
             intents: dict[str, Intent] = {}
+            verdicts: dict[str, VerdictRecord] = {}
             key_of: dict[str, str] = {}
             by_key: dict[str, str] = {}
             records = 0
@@ -221,13 +292,14 @@ class IntentQueue:
                 if not line.strip():
                     continue
                 try:
-                    _replay(msgspec.json.decode(line), intents, key_of, by_key, report)
+                    _replay(msgspec.json.decode(line), intents, key_of, by_key, report,
+                            verdicts)
                     records += 1
                 except (msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
                         ValueError, AttributeError) as e:
                     report.bad_lines += 1
                     report.problems.append(f"line {n}: unreadable record ({type(e).__name__})")
-            self._state = _State(intents, key_of, by_key, records)
+            self._state = _State(intents, key_of, by_key, records, verdicts)
             self._loaded = True
             if report.bad_lines:
                 report.quarantined = self._quarantine()
@@ -267,8 +339,12 @@ class IntentQueue:
         data = b"".join(
             msgspec.json.encode({"op": "add", "key": st.key_of[iid], "intent": intent}) + b"\n"
             for iid, intent in st.intents.items())
+        data += b"".join(
+            msgspec.json.encode({"op": "verdict", "key": st.key_of[vid], "verdict": v}) + b"\n"
+            for vid, v in st.verdicts.items())
         write_atomic(self.path, data, 0o600)
-        self._state = _State(st.intents, st.key_of, st.by_key, len(st.intents))
+        self._state = _State(st.intents, st.key_of, st.by_key,
+                             len(st.intents) + len(st.verdicts), st.verdicts)
 
     def compact(self) -> None:
         """Fold status updates into their intents; a crash mid-way leaves the old file intact."""
@@ -280,7 +356,7 @@ class IntentQueue:
         """Worth compacting: updates make up most of the file."""
         self._require_loaded()
         st = self._state
-        return st.records > 2 * len(st.intents) + 64
+        return st.records > 2 * (len(st.intents) + len(st.verdicts)) + 64
 
     def _require_loaded(self) -> None:
         if not self._loaded:
@@ -292,13 +368,14 @@ class IntentQueue:
 
     def intake(self, job_id: str | None, session_id: str | None, source: str,
                raw_proposals, window: str, project_root: str | None, max_intents: int,
-               redactor=None) -> list[Intent]:
+               redactor=None, raw_feedback=()) -> list[Intent]:
         """Record every proposal of one job as an intent, judged at the door. Durable on return.
 
         `window` is the redacted text the proposals must quote (for /learn: the window plus the
         user's guidance). `redactor`: capture's Redactor (default: its packaged rules) or a
         plain `str -> str` callable.
         Re-intake of the same job returns the intents already recorded instead of adding more.
+        `raw_feedback`: the job's verdicts, recorded in the same append (see `verdicts`).
         """
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES} (got {source!r})")
@@ -308,6 +385,21 @@ class IntentQueue:
         raws = list(raw_proposals or ())
         keys = [_dedupe_key(job_id, raw) for raw in raws]
         judged: dict[str, Intent] = {}  # key -> the new intent for it, judged without a lock
+        fb_raws = list(raw_feedback or ())
+        fb_keys = ["v:" + _dedupe_key(job_id, raw) for raw in fb_raws]
+        fb_new: dict[str, VerdictRecord] = {}
+        judged_skills: set[tuple[str, str]] = set()
+        for index, (key, raw) in enumerate(zip(fb_keys, fb_raws, strict=True)):
+            if key in fb_new:
+                continue
+            verdict, raw_text, findings = _judge_verdict(raw, index, window, scan,
+                                                         judged_skills)
+            fb_new[key] = VerdictRecord(
+                id="v-" + hashlib.sha256(key.encode()).hexdigest()[:16], source=source,
+                created_at=now, verdict=verdict, raw=raw_text, job_id=job_id,
+                session_id=session_id, project_root=project_root,
+                status="rejected" if findings else "queued", findings=findings,
+                updated_at=now)
 
         def judge_missing(known: dict[str, str]) -> None:
             for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):
@@ -342,15 +434,23 @@ class IntentQueue:
                     batch.add(key)
                     new.append((key, intent))
                     out.append(intent)
-                if not new:
+                fb = [(k, v) for k, v in fb_new.items() if k not in st.by_key]
+                if not new and not fb:
                     return out
-                self._append([{"op": "add", "key": k, "intent": i} for k, i in new])
+                self._append([{"op": "add", "key": k, "intent": i} for k, i in new]
+                             + [{"op": "verdict", "key": k, "verdict": v} for k, v in fb])
                 intents, key_of, by_key = dict(st.intents), dict(st.key_of), dict(st.by_key)
+                verdicts = dict(st.verdicts)
                 for k, i in new:
                     intents[i.id] = i
                     key_of[i.id] = k
                     by_key[k] = i.id
-                self._state = _State(intents, key_of, by_key, st.records + len(new))
+                for k, v in fb:
+                    verdicts[v.id] = v
+                    key_of[v.id] = k
+                    by_key[k] = v.id
+                self._state = _State(intents, key_of, by_key, st.records + len(new) + len(fb),
+                                     verdicts)
                 return out
 
     def update(self, intent_id: str, status: str, findings: list[Finding] | None = None) -> Intent:
@@ -372,8 +472,59 @@ class IntentQueue:
             intents = dict(st.intents)
             intents[intent_id] = new
             # key_of / by_key do not change on update: share them with the old state.
-            self._state = _State(intents, st.key_of, st.by_key, st.records + 1)
+            self._state = _State(intents, st.key_of, st.by_key, st.records + 1, st.verdicts)
             return new
+
+    def add_held(self, key: str, intent: Intent) -> Intent:
+        """Record an intent the daemon itself made, already `held` for the user (a lifecycle
+        archive in review mode); the same `key` again returns the one recorded."""
+        self._require_loaded()
+        with self._write_lock:
+            st = self._state
+            known = st.by_key.get(key)
+            if known is not None and known in st.intents:
+                return st.intents[known]
+            self._append([{"op": "add", "key": key, "intent": intent}])
+            intents, key_of, by_key = dict(st.intents), dict(st.key_of), dict(st.by_key)
+            intents[intent.id] = intent
+            key_of[intent.id] = key
+            by_key[key] = intent.id
+            self._state = _State(intents, key_of, by_key, st.records + 1, st.verdicts)
+            return intent
+
+    def update_verdict(self, verdict_id: str, status: str,
+                       findings: list[Finding] | None = None) -> VerdictRecord:
+        """Move a verdict to `accepted` or `rejected` (durably)."""
+        if status not in VERDICT_STATUSES:
+            raise ValueError(f"status must be one of {VERDICT_STATUSES} (got {status!r})")
+        self._require_loaded()
+        with self._write_lock:
+            st = self._state
+            cur = st.verdicts.get(verdict_id)
+            if cur is None:
+                raise KeyError(verdict_id)
+            rec = {"op": "verdict_update", "id": verdict_id, "status": status,
+                   "updated_at": self._clock()}
+            if findings is not None:
+                rec["findings"] = list(findings)
+            self._append([rec])
+            new = _verdict_updated(cur, msgspec.json.decode(msgspec.json.encode(rec)))
+            verdicts = dict(st.verdicts)
+            verdicts[verdict_id] = new
+            self._state = _State(st.intents, st.key_of, st.by_key, st.records + 1, verdicts)
+            return new
+
+    def verdicts(self, status: str | None = None) -> list[VerdictRecord]:
+        """Feedback verdicts in arrival order, optionally only those with `status`."""
+        self._require_loaded()
+        return [v for v in self._state.verdicts.values() if status is None or v.status == status]
+
+    def job_recorded(self, job_id: str) -> bool:
+        """Whether intake already recorded anything (an intent or a verdict) for this job."""
+        self._require_loaded()
+        st = self._state
+        return any(i.job_id == job_id for i in st.intents.values()) or any(
+            v.job_id == job_id for v in st.verdicts.values())
 
     # Readers: no lock. Each reads `self._state` once and works on that immutable snapshot.
 

@@ -131,6 +131,7 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
         pool = ReflectorPool(book, _NoCounters(), queue, live,
                              project_root=lambda cwd: projects.root(cwd) if cwd else None,
                              skill_index=Skills(live, projects).skill_index,
+                             memory_index=Skills(live, projects).memory_index,
                              queued=lambda: None, save_window=lambda job_id, text: None)
 
         async def run_all() -> None:

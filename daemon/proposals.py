@@ -13,6 +13,8 @@ import msgspec
 from claude_autoharness.protocol.replies import Finding as Finding
 from claude_autoharness.protocol.replies import Intent as Intent
 from claude_autoharness.protocol.replies import Proposal as Proposal
+from claude_autoharness.protocol.replies import Verdict as Verdict
+from claude_autoharness.protocol.replies import VerdictRecord as VerdictRecord
 
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")
@@ -56,7 +58,7 @@ def proposal_from_obj(obj: object) -> tuple[Proposal | None, list[str]]:
     return p, check_shape(p)
 
 
-SOURCES = ("reflector", "learn", "marker", "curator")
+SOURCES = ("reflector", "learn", "marker", "curator", "lifecycle")
 CURATOR_SESSION = "curate-"  # a curator job's session id names its layer: curate-<layer>
 
 
@@ -72,3 +74,26 @@ def curator_layer(session_id: str | None) -> str | None:
 
 
 STATUSES = ("queued", "landed", "rejected", "held")
+
+
+# ---- feedback: the reflector's verdicts on skills a window touched ------------------------------
+
+VERDICTS = ("helped", "ignored", "harmful", "missed")
+LOADED_VERDICTS = ("helped", "ignored", "harmful")  # need the window to show the skill loaded
+VERDICT_STATUSES = ("queued", "accepted", "rejected")
+
+
+def verdict_from_obj(obj: object) -> tuple[Verdict | None, list[str]]:
+    """Convert an untrusted decoded JSON object into a Verdict, or say why not."""
+    try:
+        v = msgspec.convert(obj, Verdict)
+    except msgspec.ValidationError as e:
+        return None, [f"schema: {e}"]
+    problems = []
+    if v.verdict not in VERDICTS:
+        problems.append(f"verdict must be one of {', '.join(VERDICTS)} (got {v.verdict!r})")
+    if v.layer not in LAYERS:
+        problems.append(f"layer must be project or user (got {v.layer!r})")
+    if not v.skill:
+        problems.append("skill is required")
+    return v, problems

@@ -78,6 +78,8 @@ class LibraryConfig(_Section):
     capacity_project: int = 20  # graduated autoharness skills kept per project
     capacity_user: int = 10  # graduated autoharness skills kept in the user layer
     curate_every: int = 25  # reflection jobs between curator runs; 0 = off
+    stale_after_turns: int = 20  # turns a skill naming missing paths is kept before its archive
+    max_archive_share: float = 0.25  # of a layer's autoharness skills, archived in one pass at most
 
 
 class SyncConfig(_Section):
@@ -120,7 +122,7 @@ _POSITIVE = {
     "reflector.timeout_s", "reflector.step_timeout_s", "promoter.max_body_lines",
     "library.maturity_turns", "library.capacity_project", "library.capacity_user",
     "reflector.batch_max_requests", "reflector.batch_max_bytes", "reflector.batch_poll_s",
-    "reflector.batch_poll_max_s",
+    "reflector.batch_poll_max_s", "library.stale_after_turns", "library.max_archive_share",
 }
 _NON_NEGATIVE = {"library.curate_every", "sync.every_s"}
 
@@ -219,4 +221,7 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
         obj = getattr(getattr(cfg, section), key)
         if obj < 0:
             raise ConfigError(f"{path}: invalid config: `{dotted}` must be >= 0 (got {obj})")
+    if cfg.library.max_archive_share > 1:
+        raise ConfigError(f"{path}: invalid config: `library.max_archive_share` is a share of "
+                          f"a layer, at most 1 (got {cfg.library.max_archive_share})")
     return cfg

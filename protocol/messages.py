@@ -11,7 +11,7 @@ import msgspec
 
 from claude_autoharness.protocol import PROTOCOL
 
-QueueOp = Literal["list", "show", "approve", "reject"]
+QueueOp = Literal["list", "show", "approve", "reject", "feedback"]
 SkillsOp = Literal["list", "show", "history", "revert", "restore"]
 LearningsOp = Literal["report", "save"]
 BatchOp = Literal["submit", "cancel", "status"]
@@ -110,6 +110,7 @@ class Curate(_Req, tag="curate"):
 
     layer: str | None = None
     project: str | None = None
+    dry_run: bool = False  # say what a lifecycle pass and a curator run would do; do nothing
 
 
 class Sync(_Req, tag="sync"):

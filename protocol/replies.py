@@ -65,6 +65,15 @@ class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
         return cls(status="rejected", findings=list(findings))
 
 
+class FeedbackCounts(msgspec.Struct, kw_only=True):
+    """Grounded verdicts on one skill since it landed or was restored."""
+
+    helped: int = 0
+    ignored: int = 0
+    harmful: int = 0
+    missed: int = 0
+
+
 class SkillInfo(msgspec.Struct, kw_only=True):
     """One skill of `skills list`, live or archived."""
 
@@ -79,7 +88,9 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     version: int | None = None
     turns: int = 0  # of its layer since it landed or was restored (autoharness skills)
     stage: str = ""  # probation | graduated | hand-written | archived
-    reason: str | None = None  # archived: dormant | capacity | curated | proposed
+    reason: str | None = None  # archived: dormant | capacity | harmful | stale | curated | proposed
+    feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
+    stale: list[str] = []  # repository paths it names that are gone (project skills)
 
 
 class SkillView(msgspec.Struct, kw_only=True):
@@ -90,6 +101,7 @@ class SkillView(msgspec.Struct, kw_only=True):
     files: list[str]
     landings: list[dict[str, Any]]
     sync_conflicts: list["SyncConflict"] = []  # user layer: changed on two machines at once
+    verdicts: list[dict[str, Any]] = []  # accepted feedback since landing: verdict, quote, at
 
 
 class SyncConflict(msgspec.Struct, kw_only=True):
@@ -127,6 +139,32 @@ class SyncInfo(msgspec.Struct, kw_only=True):
     merged: list[str] = []
     conflicts: list[SyncConflict] = []  # the latest, newest last
     refused: list[SyncRefusal] = []  # of the last completed round
+
+
+class Verdict(msgspec.Struct, kw_only=True):
+    """One verdict as the model gave it (checked by `verdict_from_obj`)."""
+
+    skill: str
+    layer: str
+    verdict: str
+    evidence: str = ""
+
+
+class VerdictRecord(msgspec.Struct, kw_only=True):
+    """A verdict in the durable queue: where it came from and whether the promoter grounded it
+    (`accepted`) or refused it (`rejected`, with the findings that say why)."""
+
+    id: str
+    source: str
+    created_at: float
+    verdict: Verdict | None = None  # None when the model's item was malformed
+    raw: str | None = None
+    job_id: str | None = None
+    session_id: str | None = None
+    project_root: str | None = None
+    status: str = "queued"
+    findings: list[Finding] = []
+    updated_at: float = 0.0
 
 
 class Intent(msgspec.Struct, kw_only=True):
@@ -172,6 +210,23 @@ class CuratorJob(msgspec.Struct, kw_only=True):
 
 class CuratorQueued(msgspec.Struct, kw_only=True):
     jobs: list[CuratorJob]  # empty: one for these layers is already waiting
+
+
+class PlannedArchive(msgspec.Struct, kw_only=True):
+    name: str
+    layer: str
+    reason: str  # harmful | stale | dormant | capacity
+    why: str
+
+
+class CuratePlan(msgspec.Struct, kw_only=True):
+    """`curate --dry-run`: what a lifecycle pass and a curator run would do now; nothing done."""
+
+    archives: list[PlannedArchive] = []  # what the next lifecycle pass would archive
+    held_back: int = 0  # archives due but over the pass's share of a layer
+    repairs: list[str] = []  # skills whose description the curator would be asked to repair
+    stale: dict[str, list[str]] = {}  # skill -> missing paths the curator would be sent
+    curator_skills: dict[str, int] = {}  # layer -> skills a curator run would be shown
 
 
 class Stopping(msgspec.Struct, kw_only=True):
@@ -437,6 +492,9 @@ class LibraryInfo(_Part):
     archived_by_reason: dict[str, int] = {}
     turns: LibraryTurns = msgspec.field(default_factory=LibraryTurns)
     config: dict[str, Any] = {}
+    feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)  # live skills
+    stale: int = 0  # live skills naming repository paths that are gone
+    verdicts_refused: int = 0  # verdicts the promoter (or intake) did not accept
 
 
 class BatchInFlight(_Part):

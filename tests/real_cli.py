@@ -75,6 +75,7 @@ class CliModel:
     def __init__(self):
         self.scripts: dict[str, list[dict]] = {}
         self.proposals: list[list[dict]] = []
+        self.feedback: list[list[dict]] = []
         self.lock = threading.Lock()
         self.fake = FakeAnthropic(validate=False, route=self.route)
         self.fake.default = message_reply(text_block("ok"))
@@ -88,9 +89,19 @@ class CliModel:
         with self.lock:
             self.proposals.append(list(proposals))
 
+    def give_feedback(self, *verdicts: dict) -> None:
+        """The next reflection that asks answers with these feedback verdicts too."""
+        with self.lock:
+            self.feedback.append(list(verdicts))
+
     def _next_proposals(self) -> list[dict]:
         with self.lock:
             return self.proposals.pop(0) if self.proposals else []
+
+    def _answer(self) -> dict:
+        with self.lock:
+            fb = self.feedback.pop(0) if self.feedback else []
+        return {"proposals": self._next_proposals(), "feedback": fb}
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -99,13 +110,11 @@ class CliModel:
         messages = body.get("messages") or []
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if REFLECT_TOOL in tools:  # the anthropic SDK backend
-            return message_reply(tool_use_block(REFLECT_TOOL,
-                                                {"proposals": self._next_proposals()}))
+            return message_reply(tool_use_block(REFLECT_TOOL, self._answer()))
         structured = [t for t in tools if "structured" in (t or "").lower()]
         if structured:  # the `claude` backend's child session
             if turn == 0:
-                return message_reply(tool_use_block(structured[0],
-                                                    {"proposals": self._next_proposals()}))
+                return message_reply(tool_use_block(structured[0], self._answer()))
             return message_reply(text_block("done"))
         prompt, turn = current_prompt(messages)
         if re.search(r"<command-name>/(autoharness:)?learn</command-name>", prompt):

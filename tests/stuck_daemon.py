@@ -2,6 +2,8 @@
 
     python stuck_daemon.py FIFO prune       # the persist loop's window pruning blocks
     python stuck_daemon.py FIFO cut SESSION  # the job of SESSION blocks reading its transcript
+    python stuck_daemon.py FIFO answered     # a job blocks after the model's answer, before intake
+    python stuck_daemon.py FIFO grounding    # the promoter blocks before grounding a verdict
 
 The rest is the real daemon. Nothing ever writes to the FIFO, so the worker thread stays in
 its read until the process ends: the blocking read a hung mount or a stray pipe would cause.
@@ -11,6 +13,7 @@ import sys
 
 from claude_autoharness.daemon import app
 from claude_autoharness.daemon.handlers import review
+from claude_autoharness.daemon.promote import land
 from claude_autoharness.daemon.reflect import pool
 
 
@@ -32,6 +35,10 @@ def main() -> None:
             return real_cut(self, job)
 
         pool.ReflectorPool.cut = cut
+    elif where == "answered":  # the window is saved right after the answer, before intake
+        pool.save_window_file = lambda job_id, text: _block(fifo)
+    elif where == "grounding":
+        land.Promoter.ground_feedback = lambda self, rec, window: _block(fifo)
     else:
         raise SystemExit(f"unknown step {where!r}")
     app.main([])

@@ -265,3 +265,42 @@ def test_all_since_collects_transcripts_under_the_projects_dir(home):
     os.utime(old, (past, past))
     assert collect([], True, None) == [str(new), str(old)]
     assert collect([], True, "2024-06-01") == [str(new)]
+
+
+def test_batch_feedback_is_grounded_like_a_live_reflection(setup):
+    """`replay --batch`: a reply's verdicts go through the same intake and grounding: a
+    `missed` verdict quoting the window is accepted and counted on the skill; one naming a
+    layer the skill is not in is refused as missing."""
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.daemon.proposals import Intent, Proposal
+    from claude_autoharness.daemon.store import ensure_private_dir
+    from claude_autoharness.protocol import paths
+    from claude_autoharness.protocol.config import PromoterConfig
+
+    fake, project = setup["fake"], setup["project"]
+    quote = "always run make check-0 before pushing"
+    p = Proposal(action="create", skill="pre-push-check", layer="project", reason="seeded",
+                 evidence=quote, description="Use when pushing: run the checks first.",
+                 body="Run the checks before `git push`.")
+    ensure_private_dir(paths.state_dir())
+    assert Promoter(PromoterConfig()).promote(
+        Intent(id="seed", source="reflector", created_at=0.0, proposal=p), quote,
+        str(project)).status == "landed"
+    fake.route = lambda params: tool_reply({"proposals": [], "feedback": [
+        {"skill": "pre-push-check", "layer": "project", "verdict": "missed", "evidence": quote},
+        {"skill": "pre-push-check", "layer": "user", "verdict": "helped", "evidence": quote}]})
+    setup["start"]()
+    backlog = write_backlog(setup["home"]["tmp"] / "backlog", project, 1)
+    replay_batch(str(backlog), "--project", str(project), "--wait", "60")
+
+    def grounded():
+        got = json.loads(ctl("queue", "feedback", "--json").stdout)
+        return got if got and all(v["status"] != "queued" for v in got) else None
+    got = wait_for(grounded, timeout=60, what="verdicts grounded")
+    assert sorted((v["verdict"]["layer"], v["status"]) for v in got) == [
+        ("project", "accepted"), ("user", "rejected")]
+    [refused] = [v for v in got if v["status"] == "rejected"]
+    assert [f["code"] for f in refused["findings"]] == ["missing"]  # not in the user layer
+    listed = json.loads(ctl("skills", "list", "--json", "--project", str(project)).stdout)
+    [s] = [s for s in listed if s["name"] == "pre-push-check"]
+    assert s["feedback"]["missed"] == 1

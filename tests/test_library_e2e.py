@@ -85,6 +85,8 @@ def test_turns_and_uses_drive_dormancy_and_capacity(home, project, monkeypatch):
     (hand / "SKILL.md").write_text("---\nname: by-hand\ndescription: Mine.\n---\n\nMine.\n")
     monkeypatch.setenv("AUTOHARNESS_LIBRARY_MATURITY_TURNS", "3")
     monkeypatch.setenv("AUTOHARNESS_LIBRARY_CAPACITY_PROJECT", "1")
+    # both archives in one pass: no share of the layer held back for the next one
+    monkeypatch.setenv("AUTOHARNESS_LIBRARY_MAX_ARCHIVE_SHARE", "1")
     d = Daemon(home["home"])
     try:
         s = Session(home, project, "sess-lib-1")

@@ -271,3 +271,39 @@ def test_window_on_the_transcript_the_cli_wrote(sandbox, model):
     raw = path.read_bytes().splitlines()
     bookkeeping = [ln for ln in raw if json.loads(ln).get("type") not in CONVERSATION_TYPES]
     assert packet["bookkeeping_records"] == len(bookkeeping) > 0
+
+
+def test_a_skill_the_real_cli_loads_is_judged_helped(sandbox, model):
+    """A landed skill, then a real session whose agent calls the Skill tool on it: the CLI
+    records the call in its transcript, the reflection's `helped` verdict is grounded in that
+    record and accepted (and the Skill call counted as a use); a verdict naming a layer the
+    skill is not in is refused."""
+    box = sandbox(AUTOHARNESS_REFLECT_EVERY=2, AUTOHARNESS_REFLECTOR_BACKEND="anthropic")
+    _reflection_lands(box, model)
+    model.script("use the skill",
+                 reply(tool_use_block("Skill", {"skill": "check-config-keys"})),
+                 reply(bash("echo keys-set")),
+                 reply(text_block("Following the skill: the keys are set.")))
+    model.give_feedback(
+        {"skill": "check-config-keys", "layer": "project", "verdict": "helped",
+         "evidence": "Following the skill: the keys are set."},
+        {"skill": "check-config-keys", "layer": "user", "verdict": "missed",
+         "evidence": "Following the skill"})
+    result = box.run_stream("use the skill", "--allowedTools", "Skill,Bash",
+                            before_exit=lambda _: wait_for(lambda: box.stops() == 2,
+                                                           timeout=15, what="the Stop"))
+    assert result["subtype"] == "success"
+    text = box.transcript(result["session_id"]).read_text()
+    assert '"name":"Skill"' in text.replace(" ", "")
+
+    def grounded():
+        r = box.ctl("queue", "feedback", "--json")
+        got = json.loads(r.stdout) if r.returncode == 0 else []
+        return got if len(got) == 2 and all(v["status"] != "queued" for v in got) else None
+    got = wait_for(grounded, timeout=60, what="verdicts grounded")
+    assert {(v["verdict"]["verdict"], v["status"]) for v in got} == {
+        ("helped", "accepted"), ("missed", "rejected")}
+    listed = json.loads(box.ctl("skills", "list", "--json", "--project",
+                                str(box.project)).stdout)
+    [s] = [s for s in listed if s["name"] == "check-config-keys"]
+    assert s["feedback"]["helped"] == 1 and s["uses"] == 1

@@ -240,3 +240,14 @@ def test_auto_backend_choice(home):
     assert info["backend"] == "anthropic" and info["anthropic"]["api_key"] is True
     assert info["claude"]["path"] == str(f.exe)
     assert "sk-secret-value" not in repr(info) and "pw@" not in repr(info)
+
+
+def test_feedback_is_read_from_the_structured_output(home):
+    """The `claude -p` backend returns the reply's `feedback` verdicts beside the proposals
+    (absent: none, and the proposals still count)."""
+    fb = [{"skill": "run-tests", "layer": "project", "verdict": "helped", "evidence": "ok"}]
+    f = fake(home, [{"result": result({"proposals": [PROPOSAL], "feedback": fb})},
+                    {"result": result({"proposals": []})}])
+    r = backend.reflect(prompt(), cfg(), env=env_for(f))
+    assert r.proposals == [PROPOSAL] and r.feedback == fb
+    assert backend.reflect(prompt(), cfg(), env=env_for(f)).feedback == []

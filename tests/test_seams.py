@@ -76,6 +76,9 @@ class NoIntents:
     def intake(self, *a, **kw):
         raise AssertionError("no proposal was expected")
 
+    def job_recorded(self, job_id):
+        return False
+
 
 def make_pool(book, counters, cfg: Config | None = None, queued=None):
     return ReflectorPool(book, counters, NoIntents(), Live.build(cfg or Config()),

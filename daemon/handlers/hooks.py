@@ -275,7 +275,8 @@ class Hooks:
                 and i.updated_at > since and i.proposal is not None]
         retired = self.live.promoter.archived_since(root, since)
         conflicts = [c for c in sync_rounds.load().conflicts if c.at > since]
-        if not done and not retired and not conflicts:
+        stale = self.live.promoter.stale_skills(root)
+        if not done and not retired and not conflicts and not stale:
             return ""
         lines = ["🛠 autoharness skills since your last session:"]
         for c in conflicts[-3:]:  # names were checked when the round read them
@@ -283,9 +284,14 @@ class Hooks:
                          f"live, machine {c.other}'s is in its history "
                          f"(autoharnessctl skills history {c.skill})")
         for meta in retired[-4:]:  # archive names were checked when they landed
-            lines.append(f"  archived {meta['name']} [{meta['layer']}] ({meta['reason']}: "
-                         f"{meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns); "
+            why = (meta["why"] if meta.get("reason") in ("harmful", "stale")
+                   and isinstance(meta.get("why"), str) else
+                   f"{meta['reason']}: {meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns")
+            lines.append(f"  archived {meta['name']} [{meta['layer']}] ({why}); "
                          f"undo: autoharnessctl skills restore {meta['name']}")
+        for name, missing in stale[:4]:  # names of skill dirs; paths matched a strict pattern
+            lines.append(f"  stale {name} [project]: names missing "
+                         + ", ".join(missing[:3]) + (" …" if len(missing) > 3 else ""))
         for i in done[-8:]:
             p = i.proposal
             if p is None:

@@ -1,16 +1,18 @@
 """The skill library's lifecycle: turns counted from main sessions' Stops, the lifecycle pass
-that archives what the counts call for (run by the promoter loop, in its thread), the
-curator's jobs, and the per-stage counts `status` shows."""
+that archives what the counts and the evidence call for (run by the promoter loop, in its
+thread), the curator's jobs (merges; description repairs of skills missed twice; stale skills
+with their missing paths), and the per-stage and feedback counts `status` shows."""
 
 import os
 from collections.abc import Callable
 
+import anyio
 import structlog
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.promote import lifecycle
+from claude_autoharness.daemon.promote import feedback, lifecycle
 from claude_autoharness.daemon.proposals import curator_session
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
 from claude_autoharness.protocol import messages as m
@@ -22,8 +24,10 @@ log = structlog.get_logger("autoharness")
 class Library:
     def __init__(self, book: Book, live: Live, *, project_root: Callable[[str | None], str | None],
                  record_uses: Callable[[], None], wake: Callable[[], None],
-                 clock: Callable[[], float]):
-        """`record_uses` records queued skill uses (blocking); `wake` wakes the promoter loop."""
+                 clock: Callable[[], float], hold=None, verdicts=None):
+        """`record_uses` records queued skill uses (blocking); `wake` wakes the promoter loop;
+        `hold(decision, quotes)` holds a `harmful` archive for the user (review mode);
+        `verdicts(status)` lists the queue's feedback verdicts."""
         self.book = book
         self.live = live
         self.project_root = project_root
@@ -32,10 +36,17 @@ class Library:
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
+        self.hold = hold
+        self.verdicts: Callable[..., list] = verdicts or (lambda status=None: [])
 
     def turn_counted(self, project_root: str | None) -> None:
         """A main session's Stop was counted (and journaled) as one turn of the user layer and
         of its project: the library's lifecycle is re-judged."""
+        self.due.add(project_root)
+        self.wake()
+
+    def judge_again(self, project_root: str | None) -> None:
+        """New evidence (an accepted verdict) for this project's skills: re-judge them."""
         self.due.add(project_root)
         self.wake()
 
@@ -50,7 +61,8 @@ class Library:
             root = self.due.pop()
             promoter = self.live.promoter
             try:
-                for d in promoter.lifecycle_pass(root):
+                done = promoter.lifecycle_pass(root, hold=self.hold)
+                for d in done.done:
                     log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
                              uses=d.uses, turns=d.turns)
                 infos = promoter.list_skills(root)
@@ -60,6 +72,20 @@ class Library:
             self.counts[None] = stage_counts(i for i in infos if i.layer == "user")
             if root:
                 self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
+            wanted = {layer for layer, _ in done.repairs}
+            if done.newly_stale:
+                wanted.add("project")
+            if wanted:
+                self._curate_from_thread(sorted(wanted), root)
+
+    def _curate_from_thread(self, layers: list[str], root: str | None) -> None:
+        """Queue curator jobs from the promoter loop's worker thread (the book is the event
+        loop's); outside a worker thread (a test calling the pass directly) nothing is queued."""
+        layers = [x for x in layers if x == "user" or root]
+        try:
+            anyio.from_thread.run(self.queue_curation, layers, root)
+        except RuntimeError:
+            log.info("curation not queued: not in a worker thread", layers=layers)
 
     def status(self) -> r.LibraryInfo:
         """Skills per stage (and archives per reason) over the layers judged so far."""
@@ -76,6 +102,10 @@ class Library:
                     out.archived_by_reason[k[9:]] = out.archived_by_reason.get(k[9:], 0) + v
                 else:
                     by_stage[k] = by_stage.get(k, 0) + v
+        for k in feedback.VERDICTS:
+            setattr(out.feedback, k, by_stage.get("feedback:" + k, 0))
+        out.stale = by_stage.get("stale", 0)
+        out.verdicts_refused = len(self.verdicts("rejected"))
         out.probation = by_stage.get(lifecycle.PROBATION, 0)
         out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
         out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)
@@ -93,8 +123,12 @@ class Library:
                     text = f.read(256 * 1024)
             except (OSError, ValueError):
                 continue
+            history = self.live.promoter.statedir.history(info.path)
+            missed = (feedback.missed_quotes(history)
+                      if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,
-                                    turns=info.turns))
+                                    turns=info.turns, missed=missed[-4:],
+                                    stale=list(info.stale)))
         return out
 
     async def count_reflection(self, job: sm.Job) -> None:
@@ -136,17 +170,47 @@ class Library:
                 return m.Error(code="bad_request",
                                message="the project layer needs a project: pass --project DIR")
             layers.remove("project")
+        if req.dry_run:
+            return m.Ok(data=await anyio.to_thread.run_sync(self.plan, layers, root))
         jobs = await self.queue_curation(layers, root)
         return m.Ok(data=r.CuratorQueued(jobs=[r.CuratorJob(id=j.id, layer=j.layer,
                                                             project=j.cwd) for j in jobs]))
 
 
+    def plan(self, layers: list[str], root: str | None) -> r.CuratePlan:
+        """What a lifecycle pass and a curator run of these layers would do now (blocking;
+        nothing is written)."""
+        promoter = self.live.promoter
+        found = promoter.lifecycle_pass(root, dry_run=True)
+        out = r.CuratePlan(held_back=found.held_back)
+        for d in found.planned:
+            if d.layer in layers:
+                out.archives.append(r.PlannedArchive(
+                    name=d.name, layer=d.layer, reason=d.reason,
+                    why=d.detail or f"{d.reason}: {d.uses} uses in {d.turns} turns"))
+        for layer in layers:
+            skills = self.curator_skills(layer, root)
+            out.curator_skills[layer] = len(skills)
+            for s in skills:
+                if s.missed:
+                    out.repairs.append(s.name)
+                if s.stale:
+                    out.stale[s.name] = s.stale
+        return out
+
+
 def stage_counts(infos) -> dict[str, int]:
-    """Skills per stage; archives also per reason (`archived:<reason>`)."""
+    """Skills per stage; archives also per reason (`archived:<reason>`); the live skills'
+    verdicts (`feedback:<verdict>`) and how many are stale (`stale`)."""
     out: dict[str, int] = {}
     for i in infos:
         stage = i.stage or lifecycle.HAND_WRITTEN
         out[stage] = out.get(stage, 0) + 1
+        if i.status == "live":
+            for k in feedback.VERDICTS:
+                out["feedback:" + k] = out.get("feedback:" + k, 0) + getattr(i.feedback, k)
+            if i.stale:
+                out["stale"] = out.get("stale", 0) + 1
         if stage == lifecycle.ARCHIVED:
             key = f"archived:{i.reason or 'unknown'}"
             out[key] = out.get(key, 0) + 1

@@ -1,6 +1,6 @@
 """The intent queue's way to the skill tree: the promoter loop (the single writer of skills),
-the operator's `queue` verbs, skill-use counting, and the stored job windows evidence is
-checked against.
+the operator's `queue` verbs, skill-use counting, feedback verdicts grounded into skill
+history, and the stored job windows evidence is checked against.
 
 Promotion reads and writes files, so it runs in worker threads, one intent at a time.
 """
@@ -14,7 +14,8 @@ import structlog
 from claude_autoharness.daemon.handlers.hooks import SkillUse
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.proposals import Finding, Intent
+from claude_autoharness.daemon.promote import lifecycle
+from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.replies import Outcome
@@ -28,6 +29,8 @@ class Review:
     def __init__(self, live: Live, intents: IntentQueue, *, clock: Callable[[], float]):
         self.live = live
         self.between_passes: Callable[[], None] = lambda: None  # blocking; set by the wiring
+        # a verdict was accepted for this project's skills: the lifecycle judges again
+        self.feedback_accepted: Callable[[str | None], None] = lambda root: None
         self.intents = intents
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
@@ -53,6 +56,8 @@ class Review:
                 await anyio.to_thread.run_sync(self.between_passes)
                 for intent in self.intents.list("queued"):
                     await self._promote_guarded(intent)
+                for rec in self.intents.verdicts("queued"):
+                    await self._ground_guarded(rec)
             except Exception:
                 log.exception("promoter pass failed")
                 await anyio.sleep(1.0)
@@ -84,12 +89,75 @@ class Review:
             finding = Finding(family="landing", code="internal", message=type(e).__name__)
             await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
 
+    async def _ground_guarded(self, rec: VerdictRecord) -> None:
+        """Ground one queued verdict (accepted into its skill's history, or refused with the
+        reason); one that makes the promoter raise is refused, not retried forever."""
+        def work():
+            window = window_for(rec)
+            try:
+                status, findings = self.live.promoter.ground_feedback(rec, window)
+            except Exception as e:
+                log.exception("grounding failed", verdict=rec.id)
+                status, findings = "rejected", [Finding(family="landing", code="internal",
+                                                        message=type(e).__name__)]
+            self.intents.update_verdict(rec.id, status, findings)
+            return status, findings
+
+        status, findings = await anyio.to_thread.run_sync(work)
+        v = rec.verdict
+        log.info("verdict " + status, verdict=rec.id, skill=v.skill if v else None,
+                 kind=v.verdict if v else None, findings=sorted({f"{f.family}/{f.code}"
+                                                                  for f in findings}))
+        if status == "accepted":
+            self.feedback_accepted(rec.project_root)
+
+    def hold_archive(self, d, quotes: list[str]) -> bool:
+        """Review mode: a `harmful` archive waits for the user as a held intent whose evidence
+        is a grounded harmful quote (kept as its window), instead of landing (blocking).
+        True when it is newly held (the same decision again is the intent already held)."""
+        import hashlib
+
+        from claude_autoharness.daemon.proposals import Proposal
+        from claude_autoharness.daemon.reflect.pool import save_window_file
+
+        key = f"lifecycle:{d.layer}:{d.scope}:{d.name}:{d.detail}"
+        job = "lifecycle-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        if self.intents.get("i-" + job[10:]) is not None:
+            return False
+        save_window_file(job, "\n\n".join(quotes))
+        now = self.clock()
+        p = Proposal(action="archive", skill=d.name, layer=d.layer, reason=d.detail,
+                     evidence=quotes[-1] if quotes else "")
+        held = self.intents.add_held(key, Intent(
+            id="i-" + job[10:], source="lifecycle", created_at=now, proposal=p, job_id=job,
+            project_root=d.scope, status="held", updated_at=now))
+        return held.id == "i-" + job[10:]
+
+    def over_share(self, intent: Intent) -> Finding | None:
+        """A curator archive past the share of its layer one run may archive (blocking)."""
+        p = intent.proposal
+        if intent.source != "curator" or p is None or p.action != "archive":
+            return None
+        done = sum(1 for i in self.intents.list("landed") if i.job_id == intent.job_id
+                   and i.proposal is not None and i.proposal.action == "archive")
+        live = sum(1 for i in self.live.promoter.list_skills(intent.project_root)
+                   if i.status == "live" and i.owner == "autoharness" and i.layer == p.layer)
+        cap = lifecycle.share_cap(live + done, self.live.cfg.library.max_archive_share)
+        if done < cap:
+            return None
+        return Finding(family="limit", code="archive_share",
+                       message=f"this curator run archived {done} of the {p.layer} layer's "
+                               f"{live + done} skills already: at most {cap} per run "
+                               "(library.max_archive_share)")
+
     async def promote_one(self, intent: Intent, *, approve: bool = False) -> Outcome:
         def work():
             window = window_for(intent)
             promoter = self.live.promoter
             fn = promoter.approve if approve else promoter.promote
-            out = fn(intent, window, intent.project_root)
+            # counted before the promoter takes its lock; reported only if all else passes
+            over = self.over_share(intent)
+            out = fn(intent, window, intent.project_root, gate=lambda: over)
             self.intents.update(intent.id, out.status, out.findings)
             return out
 
@@ -118,6 +186,7 @@ class Review:
         """Drop stored job windows no intent still needs (none queued or held) once they are
         older than WINDOW_KEEP_S; they exist only so the promoter can re-check evidence."""
         needed = {i.job_id for i in self.intents.list() if i.status in ("queued", "held")}
+        needed |= {v.job_id for v in self.intents.verdicts("queued")}
         d = paths.windows_dir()
         try:
             names = os.listdir(d)
@@ -143,6 +212,10 @@ Decision = Callable[[Review, Intent, m.Queue], Awaitable[Outcome]]
 
 async def _list(rv: Review, req: m.Queue) -> m.Reply:
     return m.Ok(data=rv.intents.list())
+
+
+async def _feedback(rv: Review, req: m.Queue) -> m.Reply:
+    return m.Ok(data=rv.intents.verdicts())
 
 
 async def _show(rv: Review, req: m.Queue) -> m.Reply:
@@ -183,12 +256,14 @@ QUEUE_OPS: dict[m.QueueOp, QueueHandler] = {
     "show": _show,
     "approve": _deciding(_approve),
     "reject": _deciding(_reject),
+    "feedback": _feedback,
 }
 
 
-def window_for(intent: Intent) -> str | None:
-    """The text an intent's evidence must be found in: its job's stored window, or the marker."""
-    if intent.source == "marker" and intent.proposal is not None:
+def window_for(intent: Intent | VerdictRecord) -> str | None:
+    """The text an intent's (or a verdict's) evidence must be found in: its job's stored
+    window, or the marker."""
+    if isinstance(intent, Intent) and intent.source == "marker" and intent.proposal is not None:
         return intent.proposal.evidence
     if not intent.job_id:
         return None

@@ -8,7 +8,7 @@ import anyio
 
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.promote import skillfile
+from claude_autoharness.daemon.promote import memory, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.skillsync import rounds as sync_rounds
 from claude_autoharness.protocol import messages as m
@@ -67,3 +67,10 @@ class Skills:
             out.append({"name": info.name, "layer": info.layer, "owner": info.owner,
                         "description": desc})
         return out
+
+    def memory_index(self, project_root: str | None) -> list[dict]:
+        """The lessons of the user's own memory (CLAUDE.md files, auto memory), redacted, for
+        the prompt (blocking; bounded by `promote.memory`)."""
+        redact = self.live.redactor.redact
+        return [{"source": x.source, "text": redact(x.text)[0]}
+                for x in memory.lessons(project_root)]

@@ -32,6 +32,8 @@ from claude_autoharness.daemon.promote import (
     guard,
     layers,
     lifecycle,
+    memory,
+    outcomes,
     recovery,
     skillfile,
     validate,
@@ -82,18 +84,19 @@ class Promoter:
     # -- intents ---------------------------------------------------------------------------
 
     def promote(self, intent: Intent, window: str | bytes | None,
-                project_root: str | None) -> Outcome:
-        """Land the intent, or reject it writing nothing; in review mode, hold what passes."""
+                project_root: str | None, *, gate=None) -> Outcome:
+        """Land the intent, or reject it writing nothing; in review mode, hold what passes.
+        `gate()`: a last check once everything else passed (a Finding refuses it)."""
         mode, _ = gitmode.mode_for(project_root if intent.proposal and
                                    intent.proposal.layer == "project" else None, self.cfg)
-        return self._promote(intent, window, project_root, hold=mode == "review")
+        return self._promote(intent, window, project_root, hold=mode == "review", gate=gate)
 
     def approve(self, intent: Intent, window: str | bytes | None,
-                project_root: str | None) -> Outcome:
+                project_root: str | None, *, gate=None) -> Outcome:
         """Land a held intent after re-validating it against the tree as it is now."""
-        return self._promote(intent, window, project_root, hold=False)
+        return self._promote(intent, window, project_root, hold=False, gate=gate)
 
-    def _promote(self, intent, window, project_root, *, hold: bool) -> Outcome:
+    def _promote(self, intent, window, project_root, *, hold: bool, gate=None) -> Outcome:
         p = intent.proposal
         if p is None:
             return Outcome.rejected(Finding(family="well_formed", code="schema",
@@ -115,7 +118,7 @@ class Promoter:
             done = self._landed_before(os.path.join(root, p.skill), intent.id)
             if done:
                 return done
-            plan, findings = self._shape(p, root, anchor)
+            plan, findings = self._shape(p, root, anchor, project_root)
             findings += self.check(plan)
             findings += guard.scan_fields({"evidence": p.evidence, "reason": p.reason},
                                           self.redactor)
@@ -124,19 +127,24 @@ class Promoter:
                 findings += _curator_findings(intent, plan, p.evidence)
             if findings:
                 return Outcome.rejected(*findings)
+            refused = gate() if gate is not None else None
+            if refused is not None:
+                return Outcome.rejected(refused)
             if hold:
                 return Outcome(status="held", skill_path=os.path.join(plan.skill_dir, SKILL_MD))
             origin = {"source": intent.source, "intent": intent.id, "session": intent.session_id,
                       "job": intent.job_id, "reason": p.reason}
             if plan.action == "archive":
-                reason = "curated" if intent.source == "curator" else "proposed"
+                reason = {"curator": "curated", "lifecycle": lifecycle.HARMFUL}.get(
+                    intent.source, "proposed")
                 return self.run(self.archive_record(plan, origin, reason=reason))
             out = self.run(self.write_record(plan, origin, evidence=p.evidence))
             if out.status == "landed" and plan.action == "create":
                 self.stamp(plan.skill_dir, plan.layer, project_root)  # probation starts
             return out
 
-    def _shape(self, p: Proposal, root: str, anchor: str | None) -> tuple[Plan, list[Finding]]:
+    def _shape(self, p: Proposal, root: str, anchor: str | None,
+               project_root: str | None = None) -> tuple[Plan, list[Finding]]:
         """The skill as it will be after the action, built from the live tree (read only).
 
         `p` passed `check_shape`: every field its action needs is set (`or ""` only narrows).
@@ -155,6 +163,11 @@ class Promoter:
             if plan.exists and self.owned(plan.skill_dir):
                 out.append(shape_finding("exists", f"{p.skill} exists: update or patch it"))
             out += duplicates(root, p.skill, description)
+            kept = memory.near_lesson(p.skill, description, memory.lessons(project_root))
+            if kept is not None:
+                out.append(shape_finding(
+                    "duplicate", f"{p.skill} repeats a lesson the user already keeps in "
+                                 f"{kept.source}: leave it there"))
             plan.skill_md = skillfile.render({"name": p.skill, "description": description}, new_body)
             return plan, out
         if not plan.exists:
@@ -187,32 +200,17 @@ class Promoter:
 
     # -- the library's lifecycle -------------------------------------------------------------
 
-    def lifecycle_pass(self, project_root: str | None) -> list[lifecycle.Decision]:
-        """Archive what the counts call for in the user layer (and the project's): dormant
-        skills after probation, then the lowest usage rates past a layer's capacity.
+    def lifecycle_pass(self, project_root: str | None, *, hold=None,
+                       dry_run: bool = False) -> lifecycle.Pass:
+        """Archive what the counts and the evidence call for in the user layer (and the
+        project's), at most a share of a layer per pass (see `outcomes.lifecycle_pass`)."""
+        return outcomes.lifecycle_pass(self, project_root, hold=hold, dry_run=dry_run)
 
-        An autoharness skill without a turn stamp (it predates this, or its landing was
-        recovered after a crash) starts its probation now."""
-        infos = [i for i in self.list_skills(project_root)
-                 if i.status == "live" and i.owner == "autoharness"]
-        stamps = self.statedir.stamps()
-        fresh = [i for i in infos if i.path not in stamps]
-        for i in fresh:
-            self.stamp(i.path, i.layer, project_root if i.layer == "project" else None,
-                        keep_uses=True)
-        counts = [lifecycle.SkillCounts(  # an unstamped skill was listed with 0 turns
-            name=i.name, layer=i.layer, scope=project_root if i.layer == "project" else None,
-            owned=True, uses=i.uses, turns=i.turns) for i in infos]
-        lib = self.library
-        decisions = lifecycle.decide(counts, maturity_turns=lib.maturity_turns,
-                                     capacity_project=lib.capacity_project,
-                                     capacity_user=lib.capacity_user)
-        done = []
-        for d in decisions:
-            out = self.retire(d, project_root)
-            if out.status == "landed":
-                done.append(d)
-        return done
+    def ground_feedback(self, rec, window: str | bytes | None) -> tuple[str, list[Finding]]:
+        """Accept a queued verdict into its skill's history, or say why not (`outcomes`)."""
+        if isinstance(window, bytes):
+            window = window.decode("utf-8", "replace")
+        return outcomes.ground(self, rec, window)
 
     def retire(self, d: lifecycle.Decision, project_root: str | None) -> Outcome:
         """Archive one skill for a lifecycle reason (`dormant`, `capacity`), recorded in its
@@ -238,19 +236,26 @@ class Promoter:
             findings = self.check(plan)
             if findings:
                 return Outcome.rejected(*findings)
-            why = (f"{d.reason}: {d.uses} uses in {d.turns} turns"
-                   + (" after probation" if d.reason == lifecycle.DORMANT else
-                      f", over the {d.layer} layer's capacity"))
+            why = d.detail or (f"{d.reason}: {d.uses} uses in {d.turns} turns"
+                               + (" after probation" if d.reason == lifecycle.DORMANT else
+                                  f", over the {d.layer} layer's capacity"))
             origin = {"source": "lifecycle", "reason": why}
             return self.run(self.archive_record(plan, origin, reason=d.reason,
                                                   uses=d.uses, turns=d.turns))
 
     def archived_since(self, project_root: str | None, since: float,
-                       reasons: tuple[str, ...] = (lifecycle.DORMANT, lifecycle.CAPACITY)
-                       ) -> list[dict]:
+                       reasons: tuple[str, ...] = lifecycle.URGENCY) -> list[dict]:
         """Archive metadata of skills archived after `since` for one of `reasons`, in the user
         layer or the given project's, oldest first."""
         return verbs.archived_since(self, project_root, since, reasons)
+
+    def stale_skills(self, project_root: str | None) -> list[tuple[str, list[str]]]:
+        """(name, missing paths) of the project's live skills the last pass found stale."""
+        root, _ = self.layer_root("project", project_root) if project_root else (None, None)
+        if root is None:
+            return []
+        return sorted((os.path.basename(d), m["missing"]) for d, m in self.statedir.stale().items()
+                      if os.path.dirname(d) == root and os.path.isfile(os.path.join(d, SKILL_MD)))
 
     def stamp(self, skill_dir: str, layer: str, anchor: str | None, *,
               keep_uses: bool = False) -> None:
@@ -393,7 +398,8 @@ class Promoter:
         entry["retired"] = reason
         meta = {"name": plan.name, "layer": plan.layer, "target": target, "anchor": anchor,
                 "archived_at": now, "landing": landing, "version": version, "reason": reason,
-                "uses": uses, "turns": turns}
+                "uses": uses, "turns": turns, "why": entry["reason"],
+                "feedback": outcomes.feedback.counts(history)}
         return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
                 "archive_to": dest, "meta": meta, "history": entry}
 

@@ -9,6 +9,7 @@
     uses.json                 skill dir → use count (since it landed or was restored)
     lifecycle.json            skill dir → its layer's turn count when it landed or was restored
     synced-counts.json        skill dir → uses and turns other machines counted (a sync round)
+    stale.json                skill dir → {since: turn count it was found stale at, missing: [...]}
 
 Every file is 0600 in a 0700 directory, written atomically (`fileops.write_path`).
 """
@@ -29,6 +30,7 @@ from claude_autoharness.protocol import paths
 USES = "uses.json"
 STAMPS = "lifecycle.json"
 SYNCED = "synced-counts.json"
+STALE = "stale.json"
 
 
 class StateDir:
@@ -163,6 +165,23 @@ class StateDir:
         with self._counts_lock:
             paths.make_private_dirs(self.path)
             fileops.write_path(self.p(SYNCED), json.dumps(counts, sort_keys=True).encode())
+    def stale(self) -> dict[str, dict]:
+        """Skill dir → {"since": turns, "missing": [paths]} of the skills found stale."""
+        try:
+            with open(self.p(STALE), "rb") as f:
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(v, dict)
+                and type(v.get("since")) is int and isinstance(v.get("missing"), list)
+                and all(isinstance(p, str) for p in v["missing"])}
+
+    def set_stale(self, marks: dict[str, dict]) -> None:
+        with self._counts_lock:
+            paths.make_private_dirs(self.path)
+            fileops.write_path(self.p(STALE), json.dumps(marks, sort_keys=True).encode())
 
     def _read_counts(self, name: str) -> dict[str, int]:
         """A state file mapping skill dirs to counts; unreadable or malformed reads as empty

@@ -8,7 +8,14 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from claude_autoharness.daemon.promote import fileops, layers, lifecycle, records, validate
+from claude_autoharness.daemon.promote import (
+    feedback,
+    fileops,
+    layers,
+    lifecycle,
+    records,
+    validate,
+)
 from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
 from claude_autoharness.daemon.promote.validate import (
     PROVENANCE_DIR,
@@ -17,7 +24,13 @@ from claude_autoharness.daemon.promote.validate import (
     Plan,
     read_nofollow,
 )
-from claude_autoharness.protocol.replies import Finding, Outcome, SkillInfo, SkillView
+from claude_autoharness.protocol.replies import (
+    FeedbackCounts,
+    Finding,
+    Outcome,
+    SkillInfo,
+    SkillView,
+)
 
 if TYPE_CHECKING:
     from claude_autoharness.daemon.promote.land import Promoter
@@ -32,7 +45,7 @@ def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillIn
     """Live skills of the user layer (and the project's, given its root), then archives."""
     pr.refresh_git(project_root)
     out = []
-    uses, stamps = pr.statedir.uses(), pr.statedir.stamps()
+    uses, stamps, stale = pr.statedir.uses(), pr.statedir.stamps(), pr.statedir.stale()
     for layer, root, _ in pr.roots(project_root):
         try:
             names = sorted(os.listdir(root))
@@ -42,7 +55,7 @@ def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillIn
         for name in names:
             d = os.path.join(root, name)
             if os.path.isfile(os.path.join(d, SKILL_MD)):
-                out.append(info(pr, layer, d, uses, stamps, scope))
+                out.append(info(pr, layer, d, uses, stamps, scope, stale))
     for m in sorted(pr.statedir.archives(), key=lambda m: (m["name"], m["landing"])):
         if m["layer"] == "user" or (project_root and same_dir(m["anchor"], project_root)):
             out.append(SkillInfo(name=m["name"], layer=m["layer"], path=m["path"],
@@ -51,7 +64,7 @@ def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillIn
                                  uses=_int(m.get("uses")), turns=_int(m.get("turns")),
                                  stage=lifecycle.ARCHIVED,
                                  reason=m.get("reason") if isinstance(m.get("reason"), str)
-                                 else None))
+                                 else None, feedback=_counts(m.get("feedback"))))
     return out
 
 
@@ -68,10 +81,12 @@ def show(pr: "Promoter", name: str, project_root: str | None = None,
     prov = validate.read_provenance(d) if pr.owned(d) else None
     data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
     return SkillView(info=info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
-                               project_root if layer == "project" else None),
+                               project_root if layer == "project" else None,
+                               pr.statedir.stale()),
                      skill_md=data.decode("utf-8", "replace"),
                      files=sorted(validate.scan_tree(d)[0]),
-                     landings=prov["landings"] if prov else [])
+                     landings=prov["landings"] if prov else [],
+                     verdicts=feedback.verdicts(pr.statedir.history(d)))
 
 
 def history(pr: "Promoter", name: str, project_root: str | None = None,
@@ -192,9 +207,9 @@ def archived_since(pr: "Promoter", project_root: str | None, since: float,
 
 
 def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
-         scope: str | None) -> SkillInfo:
+         scope: str | None, stale: dict[str, dict] | None = None) -> SkillInfo:
     """One live skill's listing. `scope`: the project root whose turns a project skill
-    counts (None: user layer)."""
+    counts (None: user layer); `stale`: the stale marks of the last lifecycle pass."""
     prov = validate.read_provenance(d) if pr.owned(d) else None
     landings = (prov or {}).get("landings") or []
     try:
@@ -207,8 +222,12 @@ def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[
     if prov and layer == "user":  # the user's other machines count too (sync)
         more_uses, more_turns = pr.statedir.synced_counts().get(d, (0, 0))
         used, turns = used + more_uses, turns + more_turns
+    fb = feedback.counts(pr.statedir.history(d))  # hand-written skills' too: shown, not judged
+    missing = list((stale or {}).get(d, {}).get("missing", []))
     counts = lifecycle.SkillCounts(name=os.path.basename(d), layer=layer, scope=scope,
-                                   owned=bool(prov), uses=used, turns=turns)
+                                   owned=bool(prov), uses=used, turns=turns,
+                                   helped=fb["helped"], harmful=fb["harmful"],
+                                   stale_turns=0 if missing else None)
     stage = lifecycle.stage(counts, pr.library.maturity_turns)
     if stage == lifecycle.DORMANT:  # due for archive at the next pass; still graduated
         stage = lifecycle.GRADUATED
@@ -218,8 +237,13 @@ def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[
                      last_changed=landings[-1]["at"] if landings else mtime,
                      uses=used,
                      version=landings[-1]["version"] if landings else None,
-                     turns=turns, stage=stage)
+                     turns=turns, stage=stage, feedback=FeedbackCounts(**fb), stale=missing)
 
 
 def _int(v) -> int:
     return v if type(v) is int else 0
+
+
+def _counts(v) -> FeedbackCounts:
+    v = v if isinstance(v, dict) else {}
+    return FeedbackCounts(**{k: _int(v.get(k)) for k in feedback.VERDICTS})

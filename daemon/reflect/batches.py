@@ -388,7 +388,7 @@ class BatchRunner:
             markers = fresh_markers(packet.window, queued_marker_texts(d.intents.list()))
             prompt = build_request(packet.window, packet.digest, indexes[item.project],
                                    guidance=None, max_intents=cfg.reflector.max_intents_per_job,
-                                   markers=markers)
+                                   markers=markers, memory=d.skills.memory_index(item.project))
             save_window_file(item.id, packet.window)
             out["requests"].append({"custom_id": item.id,
                                     "params": request_params(prompt, cfg.reflector)})
@@ -428,7 +428,11 @@ class BatchRunner:
         self.changed.set()
 
     async def _take(self, item: Item, kind: str, payload) -> None:
-        from claude_autoharness.daemon.reflect.backends.anthropic import read_reply, usage_of
+        from claude_autoharness.daemon.reflect.backends.anthropic import (
+            read_feedback,
+            read_reply,
+            usage_of,
+        )
 
         if kind == "canceled":
             item.status, item.error = "canceled", "the batch was canceled"
@@ -450,7 +454,8 @@ class BatchRunner:
         max_intents = d.live.cfg.reflector.max_intents_per_job
         intents = await anyio.to_thread.run_sync(
             lambda: d.intents.intake(item.id, item.session_id, "reflector", proposals, window,
-                                     item.project, max_intents, d.live.redactor))
+                                     item.project, max_intents, d.live.redactor,
+                                     raw_feedback=read_feedback(payload)))
         item.status, item.intents, item.error = "done", [i.id for i in intents], None
 
     async def _record_usage(self, item: Item, payload, usage: dict) -> None:

@@ -37,7 +37,11 @@ from claude_autoharness.daemon.persistence import describe
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request
+from claude_autoharness.daemon.reflect.curate import (
+    CuratedSkill,
+    build_curate_request,
+    wants_model,
+)
 from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
 from claude_autoharness.daemon.sessions import Job, Session, backoff
 from claude_autoharness.protocol import paths
@@ -131,7 +135,9 @@ class IntentSink(Protocol):
 
     def intake(self, job_id: str, session_id: str, source: str,
                raw_proposals: builtins.list[object], window: str, project_root: str | None,
-               max_intents: int, redactor) -> builtins.list[Intent]: ...
+               max_intents: int, redactor, raw_feedback=()) -> builtins.list[Intent]: ...
+
+    def job_recorded(self, job_id: str) -> bool: ...
 
 
 class SeenRecords(Protocol):
@@ -151,6 +157,7 @@ class ReflectorPool:
                  reflected: Callable[[Job], Awaitable[None]] | None = None,
                  save_window: Callable[[str, str], None] | None = None,
                  seen: SeenRecords | None = None,
+                 memory_index: Callable[[str | None], list[dict]] | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
         """`project_root` maps a job's cwd to its project; `skill_index` lists a project's live
@@ -159,7 +166,9 @@ class ReflectorPool:
         `reflected` is awaited after each finished reflection (not curator) job;
         `save_window(job_id, text)` keeps the evidence window for the promoter (default: in
         the state dir); `seen` knows the records already reflected, which later windows of any
-        session leave out (a forked session's copies of its parent's)."""
+        session leave out (a forked session's copies of its parent's);
+        `memory_index` lists the user's own memory lessons (CLAUDE.md, auto memory), redacted
+        (blocking)."""
         self.book = book
         self.counters = counters
         self.intents = intents
@@ -171,6 +180,7 @@ class ReflectorPool:
         self.reflected = reflected
         self._save_window = save_window or save_window_file
         self.seen = seen
+        self.memory_index = memory_index or (lambda root: [])
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
@@ -251,8 +261,8 @@ class ReflectorPool:
         book = self.book
         job.status = "running"
         await book.record_jobs([job])
-        done_before = [i for i in self.intents.list() if i.job_id == job.id]
-        if done_before:  # intake happened before a crash: don't ask the model twice
+        if self.intents.job_recorded(job.id):  # intake happened before a crash: don't ask twice
+            done_before = [i for i in self.intents.list() if i.job_id == job.id]
             await self._finish(job, [i.id for i in done_before], None, {})
             return
         if job.kind == "curate":
@@ -302,9 +312,10 @@ class ReflectorPool:
         intents = await anyio.to_thread.run_sync(
             lambda: self.intents.intake(job.id, job.session_id, source, proposals,
                                         evidence_window, project_root, cfg.max_intents_per_job,
-                                        redactor))
+                                        redactor, raw_feedback=result.feedback))
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
-                 intents=len(intents), duplicates=dups, tokens=result.tokens)
+                 intents=len(intents), feedback=len(result.feedback), duplicates=dups,
+                 tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, result.usage)
 
     async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
@@ -353,7 +364,7 @@ class ReflectorPool:
         layer = job.layer or "user"
         root = job.cwd if layer == "project" else None
         skills = await self.step("reading the skills", self.curator_skills, layer, root)
-        if len(skills) < 2:  # nothing to merge: no model call
+        if not wants_model(skills):  # nothing to merge or repair: no model call
             await self._finish(job, [], None, {})
             return
         redactor = self.live.redactor
@@ -367,7 +378,8 @@ class ReflectorPool:
         await anyio.to_thread.run_sync(self._save_window, job.id, window)
         intents = await anyio.to_thread.run_sync(
             lambda: self.intents.intake(job.id, job.session_id, "curator", result.proposals,
-                                        window, root, CURATOR_MAX_INTENTS, redactor))
+                                        window, root, CURATOR_MAX_INTENTS, redactor,
+                                        raw_feedback=result.feedback))
         log.info("curator ran", job=job.id, layer=layer, skills=len(skills) - left_out,
                  left_out=left_out, intents=len(intents), tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], None, result.usage)
@@ -422,7 +434,8 @@ class ReflectorPool:
         """The reflection request for a job's packet (blocking: reads the skill index)."""
         return reflection_prompt(packet, job.text, self.skill_index(project_root),
                                  max_intents=self.live.cfg.reflector.max_intents_per_job,
-                                 queued_markers=self.queued_marker_texts())
+                                 queued_markers=self.queued_marker_texts(),
+                                 memory=self.memory_index(project_root))
 
     def cut(self, job: Job, final_text: str | None = None) -> Packet | None:
         """The job's packet, from where the session's previous job stopped, without the records
@@ -532,13 +545,14 @@ def fresh_markers(window: str, queued_markers: list[str]) -> list[str]:
 
 
 def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: list[dict], *,
-                      max_intents: int, queued_markers: list[str]) -> Prompt:
+                      max_intents: int, queued_markers: list[str], memory=()) -> Prompt:
     """What the model is asked for one packet: its window and digest, the live skills, the
-    user's guidance (/learn) and the markers in the window not yet queued."""
+    user's own memory lessons, the user's guidance (/learn) and the markers in the window not
+    yet queued."""
     window = packet.window if packet else ""
     return build_request(window, packet.digest if packet else "", skill_index,
                          guidance=guidance, max_intents=max_intents,
-                         markers=fresh_markers(window, queued_markers))
+                         markers=fresh_markers(window, queued_markers), memory=memory)
 
 
 def save_window_file(job_id: str, text: str) -> None:

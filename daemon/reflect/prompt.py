@@ -12,12 +12,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, VERDICTS
 
 TOOL_NAME = "propose_skill_changes"
 TOOL_DESCRIPTION = (
-    "Record the skill changes this stretch of work justifies. Call exactly once; "
-    "an empty `proposals` list means nothing worth keeping."
+    "Record the skill changes this stretch of work justifies, and verdicts on the listed "
+    "skills it touched. Call exactly once; empty `proposals` and `feedback` lists are normal."
 )
 MAX_DESCRIPTION_CHARS = 1024  # the skill format's own limit; longer index entries are clipped
 
@@ -82,6 +82,17 @@ def skill_index_text(skill_index) -> str:
     return "# Existing skills\n\n" + "\n".join(line for _, _, line in lines)
 
 
+def memory_index_text(memory) -> str:
+    """The user's own memory (CLAUDE.md files, auto memory), one lesson a line; "" if none."""
+    from claude_autoharness.daemon.promote.memory import index_text
+
+    text = index_text(memory)
+    if not text:
+        return ""
+    return ("# What the user already keeps (CLAUDE.md, auto memory)\n\n"
+            "(a lesson here must not be proposed again as a skill)\n" + text)
+
+
 def tool_schema(max_intents: int) -> dict:
     """The strict JSON schema of the tool input.
 
@@ -109,6 +120,17 @@ def tool_schema(max_intents: int) -> dict:
         },
     }
     item["required"] = list(item["properties"])
+    verdict: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "skill": {"type": "string", "description": "a skill of the index, by name"},
+            "layer": {"type": "string", "enum": list(LAYERS)},
+            "verdict": {"type": "string", "enum": list(VERDICTS)},
+            "evidence": {"type": "string", "description": "verbatim quote from the window"},
+        },
+    }
+    verdict["required"] = list(verdict["properties"])
     return {
         "type": "object",
         "additionalProperties": False,
@@ -118,9 +140,15 @@ def tool_schema(max_intents: int) -> dict:
                 "description": (f"At most {max_intents} proposals; "
                                 "empty when nothing is worth keeping."),
                 "items": item,
-            }
+            },
+            "feedback": {
+                "type": "array",
+                "description": ("One verdict per listed skill the window touched; "
+                                "empty when it touched none."),
+                "items": verdict,
+            },
         },
-        "required": ["proposals"],
+        "required": ["proposals", "feedback"],
     }
 
 
@@ -153,6 +181,7 @@ def build_request(
     guidance: str | None,
     max_intents: int,
     markers=(),
+    memory=(),
 ) -> Prompt:
     """Arrange one job's packet into the static prefix and the dynamic user text."""
     max_intents = max(0, int(max_intents))
@@ -177,11 +206,15 @@ def build_request(
             f"{guidance}\n</user_guidance_{n}>"
         )
     parts.append(
-        f"Call `{TOOL_NAME}` once with at most {max_intents} proposals. "
-        "An empty list is a good answer for routine work."
+        f"Call `{TOOL_NAME}` once with at most {max_intents} proposals and a verdict for each "
+        "listed skill the window touched. Empty lists are a good answer for routine work."
     )
+    system = [instructions(), skill_index_text(skill_index)]
+    kept = memory_index_text(memory)
+    if kept:
+        system.append(kept)
     return Prompt(
-        system_blocks=[instructions(), skill_index_text(skill_index)],
+        system_blocks=system,
         user_text="\n\n".join(parts),
         max_intents=max_intents,
         schema=tool_schema(max_intents),

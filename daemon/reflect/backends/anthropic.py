@@ -18,6 +18,7 @@ from claude_autoharness.daemon.reflect.backends.base import (
     add_usage,
     check_reply,
     empty_usage,
+    feedback_of,
 )
 from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_definition
 
@@ -187,6 +188,12 @@ def read_reply(msg) -> tuple[list[object] | None, str | None]:
     return proposals, problem
 
 
+def read_feedback(msg) -> list[object]:
+    """The feedback verdicts of a usable reply (see `read_reply`)."""
+    block = _find_tool_use(msg)
+    return feedback_of(block.input) if block is not None else []
+
+
 def usage_of(msg) -> dict[str, int]:
     return _usage(msg)
 
@@ -212,7 +219,7 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> Ref
         add_usage(usage, _usage(msg))
         proposals, found = read_reply(msg)
         if found is None and proposals is not None:
-            return ReflectResult(proposals=proposals, usage=usage,
+            return ReflectResult(proposals=proposals, feedback=read_feedback(msg), usage=usage,
                                  model=getattr(msg, "model", "") or cfg.model,
                                  raw_text=_raw_text(msg))
         problem = found or "unusable reply"

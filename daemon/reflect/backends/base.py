@@ -46,9 +46,11 @@ def add_usage(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
 
 @dataclass
 class ReflectResult:
-    """A usable reply: the raw decoded proposal items (intake validates each one)."""
+    """A usable reply: the raw decoded proposal items and feedback verdicts (intake validates
+    each one)."""
 
     proposals: list[object]
+    feedback: list[object] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=empty_usage)
     model: str = ""
     raw_text: str = ""
@@ -69,6 +71,13 @@ def check_reply(obj: object) -> tuple[list[object], str | None]:
     if not isinstance(props, list):
         return [], "the tool input must have a `proposals` array"
     return props, None
+
+
+def feedback_of(obj: object) -> list[object]:
+    """The reply's `feedback` verdicts ([] when absent or not a list: a reply without them is
+    still usable, its proposals count; items are checked at intake)."""
+    fb = obj.get("feedback") if isinstance(obj, dict) else None
+    return fb if isinstance(fb, list) else []
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:

@@ -27,6 +27,7 @@ from claude_autoharness.daemon.reflect.backends.base import (
     add_usage,
     check_reply,
     empty_usage,
+    feedback_of,
     find_claude,
 )
 from claude_autoharness.daemon.reflect.prompt import Prompt
@@ -233,7 +234,8 @@ def _interpret(rc: int, out: bytes, err: bytes):
 
 
 REPAIR = ("\n\nYour previous answer was unusable: {problem}. Answer again with a JSON object "
-          "that matches the schema: {{\"proposals\": [...]}} (an empty list is fine).")
+          "that matches the schema: {{\"proposals\": [...], \"feedback\": [...]}} "
+          "(empty lists are fine).")
 
 
 def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None,
@@ -266,7 +268,8 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None,
                 so = _structured(obj)
                 proposals, problem = check_reply(so)
                 if problem is None:
-                    return ReflectResult(proposals=proposals, usage=usage,
+                    return ReflectResult(proposals=proposals, feedback=feedback_of(so),
+                                         usage=usage,
                                          model=_model(obj, cfg.model),
                                          raw_text=json.dumps(so, ensure_ascii=False))
             if attempt == 0:

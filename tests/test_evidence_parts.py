@@ -1,0 +1,219 @@
+"""The parts of evidence on their own: the tool schema, which skills a window shows loaded,
+grounding, the lifecycle's use of the counts (harmful, stale, graduation, a pass's share),
+the paths a skill names and the tree they are checked in, the user's memory lessons, and the
+intent file keeping verdicts across a compaction."""
+
+import json
+import os
+
+import msgspec
+
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.promote import feedback, memory, stale
+from claude_autoharness.daemon.promote.lifecycle import SkillCounts, bounded, decide, stage
+from claude_autoharness.daemon.proposals import Verdict, VerdictRecord
+from claude_autoharness.daemon.reflect.prompt import build_request, tool_schema
+from fake_anthropic import strict_schema_problems
+from promote_support import EVIDENCE, GH_TOKEN, WINDOW, intent
+
+
+def test_the_tool_schema_takes_feedback_and_stays_strict():
+    """`feedback` is a required list of {skill, layer, verdict, evidence}, every property
+    required, verdict one of four; strict mode finds nothing to object to."""
+    schema = tool_schema(3)
+    assert schema["required"] == ["proposals", "feedback"]
+    item = schema["properties"]["feedback"]["items"]
+    assert item["required"] == ["skill", "layer", "verdict", "evidence"]
+    assert item["additionalProperties"] is False
+    assert item["properties"]["verdict"]["enum"] == ["helped", "ignored", "harmful", "missed"]
+    assert strict_schema_problems(schema) == []
+    p = build_request("{}", "", [], guidance=None, max_intents=3,
+                      memory=[{"source": "CLAUDE.md (user)", "text": "Prefer tabs."}])
+    assert "Giving none is normal" in p.system_blocks[0]
+    assert p.system_blocks[-1].endswith("- [CLAUDE.md (user)] Prefer tabs.")
+
+
+def _tool(name, args):
+    return json.dumps({"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": "t", "name": name, "input": args}]}})
+
+
+def test_loaded_skills_are_the_agents_own_calls():
+    """A Skill call (plugin-namespaced too) or a Read of <name>/SKILL.md loads a skill, also in
+    a clipped record JSON cannot parse; a mention in text or a Read of another file does not."""
+    clipped = _tool("Skill", {"skill": "clipped-one"})
+    window = "\n".join([
+        _tool("Skill", {"skill": "run-tests"}),
+        _tool("Skill", {"skill": "tools:deploy-check"}),
+        _tool("Read", {"file_path": "/p/.claude/skills/lint-first/SKILL.md"}),
+        _tool("Read", {"file_path": "/p/docs/SKILL.txt"}),
+        json.dumps({"type": "user", "message": {"content": "use the Skill migrate-first and "
+                                                           "read migrate-first/SKILL.md"}}),
+        clipped[:clipped.index("clipped-one") + 12] + "…[clipped 400 bytes]",
+    ])
+    assert feedback.loaded_skills(window) == {"run-tests", "deploy-check", "lint-first",
+                                             "clipped-one"}
+
+
+def test_grounding_refuses_with_a_reason():
+    window = _tool("Skill", {"skill": "a"})
+    assert feedback.ground("helped", "a", "project", window, exists=True) == []
+    assert feedback.ground("missed", "b", "project", window, exists=True) == []
+    codes = [feedback.ground(v, s, "project", w, exists=e)[0].code for v, s, w, e in (
+        ("helped", "b", window, True), ("missed", "a", window, True),
+        ("helped", "a", window, False), ("helped", "a", None, True), ("liked", "a", window, True))]
+    assert codes == ["not_loaded", "loaded", "missing", "no_window", "verdict"]
+
+
+def _counts(entries):
+    return feedback.counts(entries), feedback.missed_quotes(entries), feedback.needs_repair(
+        entries)
+
+
+def test_counts_run_from_the_landing_or_restore_and_repairs_are_asked_once():
+    fb = [{"action": "feedback", "verdict": v, "quote": q} for v, q in (
+        ("helped", "h"), ("missed", "m1"), ("missed", "m2"))]
+    entries = [{"action": "create"}, *fb]
+    c, missed, due = _counts(entries)
+    assert c == {"helped": 1, "ignored": 0, "harmful": 0, "missed": 2} and due
+    assert missed == ["m1", "m2"]
+    asked = entries + [{"action": feedback.REPAIR_ASKED}]
+    assert not feedback.needs_repair(asked) and feedback.missed_quotes(asked) == ["m1", "m2"]
+    repaired = asked + [{"action": "update"}]
+    assert feedback.missed_quotes(repaired) == [] and feedback.counts(repaired)["missed"] == 2
+    restored = repaired + [{"action": "archive"}, {"action": "restore"}]
+    assert feedback.counts(restored) == dict.fromkeys(feedback.VERDICTS, 0)
+
+
+def sk(name, *, uses=1, turns=100, helped=0, harmful=0, stale_turns=None, owned=True):
+    return SkillCounts(name=name, layer="project", scope="/p", owned=owned, uses=uses,
+                       turns=turns, helped=helped, harmful=harmful, stale_turns=stale_turns)
+
+
+def test_the_lifecycle_uses_the_evidence():
+    """Two harmful and more than helped: archived `harmful`, even on probation; two harmful
+    against two helped: kept, but not graduated; stale past stale_after_turns: `stale`; a
+    stale skill never graduates; hand-written skills are never judged."""
+    def why(skills):
+        return [(d.name, d.reason) for d in decide(
+            skills, maturity_turns=50, capacity_project=20, capacity_user=10,
+            stale_after_turns=20)]
+    assert why([sk("bad", harmful=2, turns=3), sk("even", harmful=2, helped=2),
+                sk("old-paths", stale_turns=20), sk("new-stale", stale_turns=19),
+                sk("mine", harmful=5, stale_turns=99, owned=False)]) == [
+        ("bad", "harmful"), ("old-paths", "stale")]
+    assert stage(sk("even", harmful=2, helped=2), 50) == "graduated"
+    assert stage(sk("worse", harmful=1), 50) == "probation"
+    assert stage(sk("new-stale", stale_turns=0), 50) == "probation"
+    assert stage(sk("unused", uses=0), 50) == "dormant"
+
+
+def test_one_pass_archives_at_most_a_share_of_a_layer_most_urgent_first():
+    """Eight skills, four due (dormant, capacity, harmful, stale) at a share of 25 %: two
+    archives, harmful then stale; the rest wait for the next pass."""
+    skills = [sk(f"s{i}") for i in range(4)] + [
+        sk("h", harmful=3), sk("st", stale_turns=30), sk("dorm", uses=0), sk("cap")]
+    every = decide(skills, maturity_turns=50, capacity_project=20, capacity_user=10)
+    assert {d.reason for d in every} == {"harmful", "stale", "dormant"}
+    kept = bounded(every, skills, 0.25)
+    assert [d.reason for d in kept] == ["harmful", "stale"]
+    assert len(bounded(every, skills[:1] + skills[4:5], 0.25)) == 1  # at least one
+
+
+def test_named_paths_are_repository_files_only():
+    md = ("Run `scripts/migrate.sh` then read [the API](docs/api.md#auth) and "
+          "[checklist](references/checklist.md). Not `make lint`, `-k NAME`, `/etc/passwd`, "
+          "`../up.sh`, `https://x.io/a.md`, `*.py`, `setup.py`, `src/`.")
+    assert stale.named_paths(md) == ["scripts/migrate.sh", "docs/api.md",
+                                     "references/checklist.md"]
+
+
+def test_the_tree_is_the_projects_and_nothing_outside_it(tmp_path):
+    """Without git the file system under the root decides; a path through a symlink leading
+    out of the root is not checked (neither present nor missing); a skill's own supporting
+    file is the skill's."""
+    root, outside = tmp_path / "proj", tmp_path / "outside"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs/api.md").write_text("x")
+    outside.mkdir()
+    (outside / "gone.md").write_text("x")
+    os.symlink(outside, root / "out")
+    skill = tmp_path / "skill"
+    (skill / "references").mkdir(parents=True)
+    (skill / "references/checklist.md").write_text("x")
+    tree = stale.Tree(str(root))
+    assert tree.exists("docs/api.md") is True and tree.exists("docs/old.md") is False
+    assert tree.exists("out/gone.md") is None
+    md = "`docs/api.md` `docs/old.md` `out/gone.md` [c](references/checklist.md)"
+    assert stale.missing_paths(str(skill), md, tree) == ["docs/old.md"]
+
+
+def test_memory_lessons_and_the_near_test(home, tmp_path):
+    """CLAUDE.md paragraphs and list items are lessons (headings and code left out); a topic
+    file's description is one, with its name; a new skill near either is found, a different
+    one is not; a FIFO named CLAUDE.md is skipped without blocking."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "CLAUDE.md").write_text("# Rules\n\n- Always run make lint before committing.\n"
+                                    "```\nmake lint\n```\nKeep PRs small and focused on one "
+                                    "change.\n")
+    os.mkfifo(home["claude"] / "CLAUDE.md")
+    found = memory.lessons(str(proj))
+    assert [x.text for x in found] == ["Always run make lint before committing.",
+                                       "Keep PRs small and focused on one change."]
+    assert memory.near_lesson("lint", "Use when committing: run make lint before committing.",
+                              found).source == "CLAUDE.md (project)"
+    assert memory.near_lesson("db-reset", "Use when the database is stuck: reset it.",
+                              found) is None
+
+
+def test_verdicts_survive_compaction_and_reintake_adds_nothing(home, tmp_path):
+    """Verdicts are recorded with the job's intents, one per (job, verdict); intake again
+    (a crash before the job was marked done) adds nothing; a compaction keeps them, with
+    their status."""
+    path = str(tmp_path / "intents.jsonl")
+    q = IntentQueue(path)
+    q.load()
+    raw = {"skill": "s", "layer": "project", "verdict": "helped", "evidence": EVIDENCE}
+    prop = msgspec.to_builtins(intent("create", "x").proposal)
+    for _ in range(2):
+        q.intake("job-1", "s1", "reflector", [prop], WINDOW, None, 3, raw_feedback=[raw])
+    [v] = q.verdicts()
+    assert v.status == "queued" and q.job_recorded("job-1") and not q.job_recorded("job-2")
+    q.update_verdict(v.id, "accepted")
+    q.compact()
+    again = IntentQueue(path)
+    again.load()
+    assert [(x.id, x.status) for x in again.verdicts()] == [(v.id, "accepted")]
+    assert len(again.list()) == 1
+
+
+def test_grounding_twice_records_once(env):
+    """A verdict grounded again (the queue's update lost to a crash) is accepted without a
+    second history entry."""
+    pr, proj = env["pr"], env["proj"]
+    assert pr.promote(intent("create", "run-tests"), WINDOW, str(proj)).status == "landed"
+    window = _tool("Skill", {"skill": "run-tests"}) + "\n" + WINDOW
+    rec = VerdictRecord(id="v-1", source="reflector", created_at=0.0, job_id="j",
+                        project_root=str(proj),
+                        verdict=Verdict(skill="run-tests", layer="project", verdict="helped",
+                                        evidence=EVIDENCE))
+    assert pr.ground_feedback(rec, window) == ("accepted", [])
+    assert pr.ground_feedback(rec, window) == ("accepted", [])
+    [info] = [i for i in pr.list_skills(str(proj)) if i.name == "run-tests"]
+    assert info.feedback.helped == 1
+
+
+def test_a_verdict_quoting_a_secret_is_refused_and_stored_redacted(tmp_path):
+    """The secret check of proposals applies to verdict quotes: refused `safe/secret`, and the
+    secret never reaches the intent file."""
+    path = tmp_path / "intents.jsonl"
+    q = IntentQueue(str(path))
+    q.load()
+    window = f"deploy with token {GH_TOKEN} now"
+    raw = {"skill": "deploy", "layer": "project", "verdict": "harmful",
+           "evidence": f"deploy with token {GH_TOKEN}"}
+    q.intake("job-s", "s1", "reflector", [], window, None, 3, raw_feedback=[raw])
+    [v] = q.verdicts()
+    assert v.status == "rejected" and "secret" in {f.code for f in v.findings}
+    assert GH_TOKEN not in v.verdict.evidence and GH_TOKEN not in path.read_text()
