@@ -61,7 +61,7 @@ class Library:
             root = self.due.pop()
             promoter = self.live.promoter
             try:
-                done = promoter.lifecycle_pass(root, hold=self.hold)
+                done = promoter.lifecycle_run(root, hold=self.hold)
                 for d in done.done:
                     log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
                              uses=d.uses, turns=d.turns)
@@ -181,7 +181,7 @@ class Library:
         """What a lifecycle pass and a curator run of these layers would do now (blocking;
         nothing is written)."""
         promoter = self.live.promoter
-        found = promoter.lifecycle_pass(root, dry_run=True)
+        found = promoter.lifecycle_run(root, dry_run=True)
         out = r.CuratePlan(held_back=found.held_back)
         for d in found.planned:
             if d.layer in layers:

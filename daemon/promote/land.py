@@ -200,10 +200,15 @@ class Promoter:
 
     # -- the library's lifecycle -------------------------------------------------------------
 
-    def lifecycle_pass(self, project_root: str | None, *, hold=None,
-                       dry_run: bool = False) -> lifecycle.Pass:
+    def lifecycle_pass(self, project_root: str | None) -> list[lifecycle.Decision]:
         """Archive what the counts and the evidence call for in the user layer (and the
-        project's), at most a share of a layer per pass (see `outcomes.lifecycle_pass`)."""
+        project's); the archives that landed (see `lifecycle_run`)."""
+        return self.lifecycle_run(project_root).done
+
+    def lifecycle_run(self, project_root: str | None, *, hold=None,
+                      dry_run: bool = False) -> lifecycle.Pass:
+        """One lifecycle pass, at most a share of a layer, with all it decided, held for
+        review and asked for (see `outcomes.lifecycle_pass`)."""
         return outcomes.lifecycle_pass(self, project_root, hold=hold, dry_run=dry_run)
 
     def ground_feedback(self, rec, window: str | bytes | None) -> tuple[str, list[Finding]]:
