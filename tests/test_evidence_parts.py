@@ -217,3 +217,25 @@ def test_a_verdict_quoting_a_secret_is_refused_and_stored_redacted(tmp_path):
     [v] = q.verdicts()
     assert v.status == "rejected" and "secret" in {f.code for f in v.findings}
     assert GH_TOKEN not in v.verdict.evidence and GH_TOKEN not in path.read_text()
+
+
+def test_in_a_git_work_tree_the_tree_is_what_git_lists(tmp_path):
+    """Tracked files count, untracked ones too unless ignored; a tracked file deleted from the
+    work tree (a plain `rm`, not staged) is gone."""
+    import subprocess
+
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    for name in ("docs/api.md", "docs/old.md", ".gitignore"):
+        (root / name).write_text("build/\n" if name == ".gitignore" else "x")
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(root), *cmd], check=True, env=env)
+    (root / "docs/old.md").unlink()
+    (root / "docs/new.md").write_text("x")
+    (root / "build").mkdir()
+    (root / "build/out.js").write_text("x")
+    tree = stale.Tree(str(root))
+    assert [tree.exists(p) for p in ("docs/api.md", "docs/old.md", "docs/new.md",
+                                     "build/out.js", "docs")] == [True, False, True, False, True]

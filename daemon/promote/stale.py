@@ -56,18 +56,20 @@ class Tree:
         self._git: bool | None = None  # unknown until first asked
 
     def _list_git(self) -> bool:
+        # One listing, tagged: `R` deleted from the work tree, `?` untracked (not ignored),
+        # others tracked; a deleted file is listed twice (tracked, then `R`).
         try:
-            listed = subprocess.run(
-                ["git", "-C", self.root, "ls-files", "-z", "--cached", "--others",
-                 "--exclude-standard"], capture_output=True, env=gitmode._env(), timeout=60)
-            deleted = subprocess.run(["git", "-C", self.root, "ls-files", "-z", "--deleted"],
-                                     capture_output=True, env=gitmode._env(), timeout=60)
+            r = subprocess.run(
+                ["git", "-C", self.root, "ls-files", "-z", "-t", "--cached", "--deleted",
+                 "--others", "--exclude-standard"], capture_output=True, env=gitmode._env(),
+                timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return False
-        if listed.returncode != 0 or deleted.returncode != 0:
+        if r.returncode != 0:
             return False
-        gone = set(os.fsdecode(deleted.stdout).split("\0"))
-        self._files = {f for f in os.fsdecode(listed.stdout).split("\0") if f and f not in gone}
+        listed = [e for e in os.fsdecode(r.stdout).split("\0") if len(e) > 2]
+        gone = {e[2:] for e in listed if e[0] == "R"}
+        self._files = {e[2:] for e in listed if e[2:] not in gone}
         for f in self._files:
             parts = f.split("/")
             for i in range(1, len(parts)):
