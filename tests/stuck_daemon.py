@@ -29,10 +29,10 @@ def main() -> None:
     elif where == "cut":
         stuck_session, real_cut = sys.argv[3], pool.ReflectorPool.cut
 
-        def cut(self, job):
+        def cut(self, job, *rest):
             if job.session_id == stuck_session:
                 _block(fifo)
-            return real_cut(self, job)
+            return real_cut(self, job, *rest)
 
         pool.ReflectorPool.cut = cut
     elif where == "answered":  # the window is saved right after the answer, before intake
