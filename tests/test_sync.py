@@ -541,3 +541,33 @@ def test_a_conflict_is_shown_in_the_next_session_start_summary(world):
 def test_ctl_help_names_the_sync_verb():
     out = subprocess.run([CTL, "sync", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "init REMOTE" in out.stdout
+
+
+def _accept_verdict(m: Machine, skill: str, verdict: str, n: int):
+    """An accepted verdict as the promoter records it: a feedback entry in the skill's history
+    (grounding itself is tested with the evidence)."""
+    with m.on() as pr:
+        target = str(m.skill_dir(skill))
+        version = pr.statedir.history(target)[-1]["version"]
+        pr.statedir.append_history({"landing": f"fb-{m.name}-{n}", "action": "feedback",
+                                    "version": version, "files": {}, "at": time.time(),
+                                    "target": target, "layer": "user", "name": skill,
+                                    "source": "reflector", "verdict": verdict,
+                                    "quote": "q", "reason": f"{verdict}: test"})
+
+
+def test_verdicts_from_both_machines_sum_for_the_lifecycle(world):
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    _accept_verdict(a, "alpha-skill", "harmful", 1)
+    a.sync()
+    b.sync()
+    _accept_verdict(b, "alpha-skill", "harmful", 1)
+    b.sync()
+    a.sync()
+    for m in (a, b):
+        fb = m.infos()["alpha-skill"].feedback
+        assert (fb.harmful, fb.helped) == (2, 0)
+    # one harmful verdict on each machine: together they take the skill out of the library
+    with a.on() as pr:
+        assert [d.reason for d in pr.lifecycle_pass(None)] == ["harmful"]

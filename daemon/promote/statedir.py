@@ -147,9 +147,9 @@ class StateDir:
                 if uses.pop(forget_uses_at, None) is not None:
                     fileops.write_path(self.p(USES), json.dumps(uses).encode())
 
-    def synced_counts(self) -> dict[str, tuple[int, int]]:
-        """Skill dir → (uses, turns) counted on the user's other machines (read from the sync
-        repository by the last round); {} without sync."""
+    def synced_counts(self) -> dict[str, dict[str, int]]:
+        """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
+        machines, as the last sync round read them; {} without sync."""
         try:
             with open(self.p(SYNCED), "rb") as f:
                 data = json.load(f)
@@ -157,8 +157,8 @@ class StateDir:
             return {}
         out = {}
         for k, v in (data.items() if isinstance(data, dict) else ()):
-            if isinstance(v, dict) and type(v.get("uses")) is int and type(v.get("turns")) is int:
-                out[k] = (v["uses"], v["turns"])
+            if isinstance(v, dict):
+                out[k] = {n: c for n, c in v.items() if type(c) is int and c >= 0}
         return out
 
     def put_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:

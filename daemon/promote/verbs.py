@@ -219,10 +219,11 @@ def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[
     stamp = stamps.get(d)
     used = uses.get(layers.uses_key(d), 0)
     turns = 0 if stamp is None or not prov else max(0, pr.turns(layer, scope) - stamp)
-    if prov and layer == "user":  # the user's other machines count too (sync)
-        more_uses, more_turns = pr.statedir.synced_counts().get(d, (0, 0))
-        used, turns = used + more_uses, turns + more_turns
     fb = feedback.counts(pr.statedir.history(d))  # hand-written skills' too: shown, not judged
+    if prov and layer == "user":  # the user's other machines count too (sync)
+        more = pr.statedir.synced_counts().get(d, {})
+        used, turns = used + more.get("uses", 0), turns + more.get("turns", 0)
+        fb = {k: n + more.get(k, 0) for k, n in fb.items()}
     missing = list((stale or {}).get(d, {}).get("missing", []))
     counts = lifecycle.SkillCounts(name=os.path.basename(d), layer=layer, scope=scope,
                                    owned=bool(prov), uses=used, turns=turns,

@@ -33,9 +33,10 @@ from contextlib import contextmanager
 import msgspec
 
 from claude_autoharness.daemon.atomic import write_atomic
-from claude_autoharness.daemon.promote import layers, validate
+from claude_autoharness.daemon.promote import feedback, layers, validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, SKILL_MD
+from claude_autoharness.daemon.proposals import VERDICTS
 from claude_autoharness.daemon.skillsync import gitrepo, library
 from claude_autoharness.daemon.skillsync.gitrepo import GitError
 from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy, decide
@@ -47,7 +48,8 @@ ORIGIN = f"{PROVENANCE_DIR}/origin.json"
 PUSH_ATTEMPTS = 3
 MAX_CONFLICTS = 20
 BACKOFF_MAX_S = 6 * 3600.0
-SYNCED_COUNTS = "synced-counts.json"  # in the promoter's state dir: other machines' sums
+# what each machine counts per skill: its uses, its turns and the verdicts it accepted
+COUNTED = ("uses", "turns", *VERDICTS)
 
 
 class NotSetUp(Exception):
@@ -353,7 +355,8 @@ def _write_counts(pr: Promoter, repo: str, me: str, local: library.Local,
             skills[name] = {"uses": 0, "turns": 0}  # its probation starts with the take-in
             continue
         skills[name] = {"uses": uses.get(layers.uses_key(target), 0),
-                        "turns": max(0, turns_now - stamp)}
+                        "turns": max(0, turns_now - stamp),
+                        **feedback.counts(pr.statedir.history(target))}
     _write_json(repo, f"counts/{me}.json", {"machine": me, "skills": skills})
 
 
@@ -378,9 +381,9 @@ def _merge_counts(pr: Promoter, tree: dict[str, bytes], me: str) -> None:
             if not validate.name_is_contained(name) or not isinstance(c, dict):
                 continue
             target = os.path.join(root, name)
-            t = total.setdefault(target, {"uses": 0, "turns": 0})
-            for k in ("uses", "turns"):
+            t = total.setdefault(target, {})
+            for k in COUNTED:
                 v = c.get(k)
                 if type(v) is int and v > 0:
-                    t[k] += v
+                    t[k] = t.get(k, 0) + v
     pr.statedir.put_synced_counts(total)
