@@ -1,5 +1,6 @@
 """Real processes for end-to-end tests: the installed daemon, hook client and CLI."""
 
+import errno
 import json
 import os
 import resource
@@ -186,3 +187,16 @@ def fill_disk_midway(monkeypatch, append, *, cut_back: bool) -> None:
     finally:
         monkeypatch.setattr(os, "write", real_write)
         monkeypatch.setattr(os, "ftruncate", real_truncate)
+
+
+def open_fifo_writer_when_read(fifo) -> int:
+    """Wait until a reader has the FIFO open (a non-blocking writer open succeeds only then);
+    keep the writer open and silent so the reader sits in read()."""
+    def attempt():
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return None
+            raise
+    return wait_for(attempt, timeout=30, what="the worker to start reading the FIFO")

@@ -6,7 +6,6 @@ The stuck worker is real: `tests/stuck_daemon.py` runs the real daemon with one 
 FIFO that no one writes, the read a hung mount or a stray pipe causes.
 """
 
-import errno
 import json
 import os
 import shutil
@@ -20,22 +19,9 @@ import pytest
 
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, tool_reply
-from harness import Daemon, ctl, hook, wait_for
+from harness import Daemon, ctl, hook, open_fifo_writer_when_read, wait_for
 
 STUCK = str(Path(__file__).with_name("stuck_daemon.py"))
-
-
-def _open_writer_when_read(fifo: Path) -> int:
-    """Wait until a reader has the FIFO open (a non-blocking writer open succeeds only then);
-    keep the writer open and silent so the reader sits in read()."""
-    def attempt():
-        try:
-            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno == errno.ENXIO:
-                return None
-            raise
-    return wait_for(attempt, timeout=30, what="the worker to start reading the FIFO")
 
 
 def test_sigterm_ends_the_daemon_with_a_worker_stuck_on_a_read(home, monkeypatch):
@@ -46,7 +32,7 @@ def test_sigterm_ends_the_daemon_with_a_worker_stuck_on_a_read(home, monkeypatch
     fifo = home["tmp"] / "never-written"
     os.mkfifo(fifo)
     d = Daemon(home["home"], argv=[sys.executable, STUCK, str(fifo), "prune"])
-    writer = _open_writer_when_read(fifo)
+    writer = open_fifo_writer_when_read(fifo)
     try:
         assert d.status()["pid"] == d.proc.pid  # still serving around the stuck thread
         d.proc.send_signal(signal.SIGTERM)
@@ -91,7 +77,7 @@ def test_a_stuck_job_fails_with_a_reason_and_frees_its_slot(home, monkeypatch):
                           tool_input={"command": "ls"}))
                 hook(dict(ev, hook_event_name="Stop"))
                 if sid == "s-stuck":
-                    writer = _open_writer_when_read(fifo)  # its job now holds the only slot
+                    writer = open_fifo_writer_when_read(fifo)  # its job now holds the only slot
             st = wait_for(lambda: (s := d.status())["jobs"]["done"] == 1 and s,
                           timeout=60, what="the second session's job")
             assert st["jobs"]["failed"] == 1 and st["jobs"]["running"] == 0

@@ -21,8 +21,7 @@ from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from claude_autoharness.protocol.paths import project_slug
 from fake_anthropic import FakeAnthropic, tool_reply
-from harness import Daemon, ctl, hook, wait_for
-from test_contain_stuck import _open_writer_when_read
+from harness import Daemon, ctl, hook, open_fifo_writer_when_read, wait_for
 
 STUCK = str(Path(__file__).with_name("stuck_daemon.py"))
 SEED_QUOTE = "the user said: run the focused test first"
@@ -418,7 +417,7 @@ def test_kill9_between_answer_and_intake_counts_each_verdict_once(home, project,
         for _ in range(2):
             hook(w.ev("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}))
         hook(w.ev("Stop"))
-        writer = _open_writer_when_read(fifo)
+        writer = open_fifo_writer_when_read(fifo)
         assert len(api.messages_requests) == 1
         d.kill9()
         os.close(writer)
@@ -438,7 +437,7 @@ def test_kill9_between_answer_and_intake_counts_each_verdict_once(home, project,
         for _ in range(2):
             hook(w.ev("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}))
         hook(w.ev("Stop"))
-        writer = _open_writer_when_read(fifo)
+        writer = open_fifo_writer_when_read(fifo)
         d.kill9()
         os.close(writer)
         writer = None

@@ -9,8 +9,8 @@ import pytest
 from claude_autoharness.protocol.paths import log_file
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import ctl, wait_for
+from pipeline_support import Env, proposal
 from secret_plant import FORMS, ISSUE_KINDS, leaked, plant
-from test_pipeline import Env, proposal
 
 
 @pytest.fixture
