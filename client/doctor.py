@@ -113,7 +113,8 @@ def last_log_error(log_file: str) -> str:
 
 
 def check_daemon(status: r.Status | Foreign | None, error: str | None,
-                 log_file: str | None = None) -> Check:
+                 log_file: str | None = None, tries_file: str | None = None,
+                 now: float | None = None) -> Check:
     if status is None:
         detail = (error or "not reachable").replace(f": {START_HINT}", "")
         fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl service "
@@ -123,12 +124,26 @@ def check_daemon(status: r.Status | Foreign | None, error: str | None,
         if last:
             detail += f"; last error in {log_file}: {last}"
             fix = f"fix what that error says, then {fix}"
+        detail += _autostart_note(tries_file, time.time() if now is None else now)
         return Check("daemon", False, detail, fix)
     if isinstance(status, Foreign):
         return Check("daemon", True, f"running, pid {status.head.pid}, "
                      f"socket {status.head.socket}")
     return Check("daemon", True, f"running, pid {status.pid}, "
                  f"up {status.uptime_s:.0f}s, socket {status.socket}")
+
+
+def _autostart_note(tries_file: str | None, now: float) -> str:
+    """The hooks' autostart back-off, in words ("" when no spawn is outstanding)."""
+    from claude_autoharness.client import hook
+
+    tries, last = hook.autostart_tries(tries_file) if tries_file else (0, 0.0)
+    if not tries:
+        return ""
+    left = last + hook.autostart_wait(tries) - now
+    when = f"the next hook tries again in {left:.0f}s" if left > 0 else "the next hook tries again"
+    return (f"; the hooks started it {plural(tries, 'time')} without it coming up (the last "
+            f"{max(0.0, now - last):.0f}s ago), so they back off: {when}")
 
 
 def check_version(status: r.Status | Foreign | None, version: str = VERSION,
@@ -395,10 +410,12 @@ def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]
     return Check("commands", True, "; ".join(names))
 
 
-def check_config(config_file: str, error: str | None) -> Check:
+def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
+    """The same validation the daemon runs at start; `fix` is the error's own (the key's file
+    line or variable, what it accepts)."""
     if error:
-        return Check("config", False, error, f"fix that key in {config_file}; the daemon "
-                     "refuses to start until it is valid")
+        return Check("config", False, error, (fix or f"fix it in {config_file}")
+                     + "; the daemon refuses to start until it is valid")
     where = config_file if os.path.exists(config_file) else f"defaults ({config_file} absent)"
     return Check("config", True, where)
 
@@ -551,13 +568,13 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         error = str(e)
     status = answer if isinstance(answer, r.Status) else None
     cfg_file = paths.config_file()
-    cfg, cfg_error = None, None
+    cfg, cfg_error, cfg_fix = None, None, ""
     try:
         from claude_autoharness.protocol.config import ConfigError, load
 
         cfg = load(cfg_file, dict(env))
     except ConfigError as e:
-        cfg_error = str(e)
+        cfg_error, cfg_fix = e.what, e.fix
     if cfg is None:
         from claude_autoharness.protocol.config import Config
 
@@ -568,11 +585,12 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     if project:
         command_dirs.append(paths.project_commands_dir(project))
     checks: list[tuple[str, Callable[[], Check]]] = [
-        ("daemon", lambda: check_daemon(answer, error, paths.log_file())),
+        ("daemon", lambda: check_daemon(answer, error, paths.log_file(),
+                                        paths.autostart_tries_file())),
         ("version", lambda: check_version(answer)),
         ("state", lambda: check_state(paths.state_dir())),
         ("socket", lambda: check_socket(paths.socket_path())),
-        ("config", lambda: check_config(cfg_file, cfg_error)),
+        ("config", lambda: check_config(cfg_file, cfg_error, cfg_fix)),
         ("hooks", lambda: check_hooks(sources, env)),
         ("duplicates", lambda: check_duplicates(sources)),
         ("commands", lambda: check_commands(command_dirs, plugin, env)),

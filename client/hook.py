@@ -217,9 +217,38 @@ def autostart_enabled(paths) -> bool:
         return True
 
 
+# A daemon that does not come up (a bad config, a broken install) is not respawned by every
+# hook: after each spawn that did not reach `ready` the next waits twice as long.
+AUTOSTART_BACKOFF_S = 10.0
+AUTOSTART_BACKOFF_MAX_S = 300.0
+
+
+def autostart_tries(path: str) -> tuple[int, float]:
+    """(spawns since the daemon was last ready, when the last was) from `<state>/autostart.tries`
+    ("COUNT UNIX_TIME"; the daemon removes it once it is ready). (0, 0.0) when absent or odd."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            words = os.read(fd, 64).split()
+        finally:
+            os.close(fd)
+        return max(0, int(words[0])), float(words[1])
+    except (OSError, ValueError, IndexError):
+        return 0, 0.0
+
+
+def autostart_wait(tries: int) -> float:
+    """Seconds after the last of `tries` unanswered spawns before the next: 0, 10, 20, 40 ... 300."""
+    if tries <= 0:
+        return 0.0
+    return min(AUTOSTART_BACKOFF_S * 2.0 ** min(tries - 1, 30), AUTOSTART_BACKOFF_MAX_S)
+
+
 def start_daemon(paths, sock_path: str) -> None:
-    """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock)."""
+    """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock), and
+    none while the last spawns' back-off runs."""
     import fcntl
+    import time
 
     from claude_autoharness.protocol import PROTOCOL
 
@@ -233,9 +262,23 @@ def start_daemon(paths, sock_path: str) -> None:
     except OSError:
         os.close(fd)
         return  # another hook is starting it
+    tries_file = paths.autostart_tries_file()
+    tries, last = autostart_tries(tries_file)
+    now = time.time()
+    if last <= now < last + autostart_wait(tries):
+        os.close(fd)
+        return  # the last spawn did not come up: wait (`autoharnessctl doctor` says why)
     if send(sock_path, b'{"type":"status","v":%d}' % PROTOCOL, 0.5) is not None:
         os.close(fd)
         return  # it came up meanwhile
+    try:  # counted before the spawn: a daemon that dies at once has counted too
+        tfd = os.open(tries_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(tfd, b"%d %.3f\n" % (tries + 1, now))
+        finally:
+            os.close(tfd)
+    except OSError:
+        pass
     os.set_inheritable(fd, True)
     env = dict(os.environ, AUTOHARNESS_SPAWN_LOCK_FD=str(fd))
     env.pop("AUTOHARNESS_VIA", None)  # this hook's install, not the daemon's

@@ -156,7 +156,12 @@ def notify_ready() -> None:
 
 
 def release_spawn_lock() -> None:
-    """The hook that started us handed over its spawn lock; drop it now that we listen."""
+    """The hook that started us handed over its spawn lock; drop it now that we listen, with
+    the hook's count of spawns that did not come up (its autostart back-off)."""
+    try:
+        os.unlink(paths.autostart_tries_file())
+    except OSError:
+        pass
     fd = os.environ.pop("AUTOHARNESS_SPAWN_LOCK_FD", None)
     if fd and fd.isdigit():
         try:

@@ -4,10 +4,14 @@ Nested keys take the section as prefix: `reflector.backend` ↔ `AUTOHARNESS_REF
 Invalid values are an error naming the key, never a silent default.
 """
 
+import difflib
 import errno
+import math
 import os
+import re
 import stat
 import tomllib
+import typing
 from typing import Any, Literal
 
 import msgspec
@@ -110,25 +114,122 @@ class Config(_Section):
 
 
 class ConfigError(Exception):
-    pass
+    """An invalid config: `str(e)` says what is wrong and where (the file and line, or the
+    variable) and ends with the fix; `key` is the dotted key at fault ("" for a syntax error),
+    `what` the message and `fix` the fix alone."""
+
+    def __init__(self, message: str, *, key: str = "", fix: str = "") -> None:
+        super().__init__(f"{message}; {fix}" if fix else message)
+        self.what, self.key, self.fix = message, key, fix
 
 
-_POSITIVE = {
-    "reflect_every", "persist_interval_s", "fsync_interval_s", "idle_flush_after_s",
-    "session_retention_days",
-    "max_connections",
-    "capture.max_record_bytes", "capture.max_window_bytes", "capture.digest_max_bytes",
-    "reflector.concurrency", "reflector.max_attempts", "reflector.max_tokens",
-    "reflector.timeout_s", "reflector.step_timeout_s", "promoter.max_body_lines",
-    "library.maturity_turns", "library.capacity_project", "library.capacity_user",
-    "reflector.batch_max_requests", "reflector.batch_max_bytes", "reflector.batch_poll_s",
-    "reflector.batch_poll_max_s", "library.stale_after_turns", "library.max_archive_share",
+MiB = 1024 * 1024
+DAY = 86_400.0
+# Every number's allowed range, inclusive (a test checks each numeric key has one). Lower bounds
+# above 0 keep a typo from pinning a core (`1e-9` s) or turning a feature off (`nan`); upper
+# bounds keep `inf` and absurd values out. Floats must also be finite.
+RANGES: dict[str, tuple[float, float]] = {
+    "reflect_every": (1, 1_000_000),
+    "persist_interval_s": (0.01, 3_600),
+    "fsync_interval_s": (0.01, 3_600),
+    "idle_flush_after_s": (1, 30 * DAY),
+    "session_retention_days": (0.001, 3_650),
+    "max_connections": (1, 65_536),
+    "capture.max_record_bytes": (1, 64 * MiB),
+    "capture.max_window_bytes": (1, 64 * MiB),
+    "capture.digest_exchanges": (0, 10_000),
+    "capture.digest_max_chars": (1, 1 * MiB),
+    "capture.digest_max_bytes": (1, 64 * MiB),
+    "capture.digest_max_scan_bytes": (1, 1024 * MiB),
+    "reflector.concurrency": (1, 64),
+    "reflector.max_attempts": (1, 1_000),
+    "reflector.max_tokens": (1, 1_000_000),
+    "reflector.timeout_s": (0.01, DAY),
+    "reflector.step_timeout_s": (0.01, DAY),
+    "reflector.daily_token_budget": (0, 10**12),
+    "reflector.max_intents_per_job": (1, 1_000),
+    "reflector.backoff_base_s": (0.001, 3_600),
+    "reflector.batch_max_requests": (1, 100_000),
+    "reflector.batch_max_bytes": (1, 256 * MiB),
+    "reflector.batch_poll_s": (0.01, DAY),
+    "reflector.batch_poll_max_s": (0.01, DAY),
+    "promoter.max_body_lines": (1, 10_000),
+    "learnings.lookback_days": (0, 3_650),
+    "library.maturity_turns": (1, 1_000_000),
+    "library.capacity_project": (1, 10_000),
+    "library.capacity_user": (1, 10_000),
+    "library.curate_every": (0, 1_000_000),
+    "library.stale_after_turns": (1, 1_000_000),
+    "library.max_archive_share": (0.001, 1),  # a share of a layer's autoharness skills
+    "sync.every_s": (0, 30 * DAY),  # 0 = only `autoharnessctl sync`
 }
-_NON_NEGATIVE = {"library.curate_every", "sync.every_s"}
+# A numeric key missing from RANGES (added without one) must at least be finite and >= 0.
+DEFAULT_RANGE = (0, float("inf"))
 
 
-def _env_overrides(env: dict[str, str]) -> dict:
-    """Map AUTOHARNESS_<NAME> / AUTOHARNESS_<SECTION>_<NAME> onto the config tree."""
+def _fields() -> dict[str, Any]:
+    """Every dotted key of Config with its type."""
+    out: dict[str, Any] = {}
+    for name, tp in typing.get_type_hints(Config).items():
+        if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+            for sub, stp in typing.get_type_hints(tp).items():
+                out[f"{name}.{sub}"] = stp
+        else:
+            out[name] = tp
+    return out
+
+
+def _num(v: float) -> str:
+    return f"{v:g}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}".replace(",", "_")
+
+
+def allowed(dotted: str) -> str:
+    """What `dotted` accepts, in words: `an integer from 1 to 1_000_000`, `one of ...`."""
+    tp = _fields().get(dotted)
+    if typing.get_origin(tp) is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in typing.get_args(tp))
+    if tp is bool:
+        return "`true` or `false` (in a variable: 1/true/yes/on or 0/false/no/off)"
+    if tp in (int, float):
+        lo, hi = RANGES.get(dotted, DEFAULT_RANGE)
+        kind = "an integer" if tp is int else "a finite number"
+        return f"{kind} from {_num(lo)} to {_num(hi)}" if hi != float("inf") else \
+            f"{kind} >= {_num(lo)}"
+    if tp is str:
+        return "a string"
+    return "a list" if typing.get_origin(tp) is list else "a value of the documented type"
+
+
+def _blame(dotted: str, path: str, env_vars: dict[str, str], env: dict[str, str]) -> tuple[str, str]:
+    """(where the bad value came from, the fix): the variable if it set `dotted`, else the file."""
+    var = env_vars.get(dotted)
+    if var:
+        return (f"{var}={env[var]!r}", f"fix or unset {var} in the environment the daemon starts "
+                "from (your shell, Claude Code's, or the service's)")
+    default = repr(_default(dotted.split(".")))
+    return path, f"fix it in {path}, or remove that line for the default ({default})"
+
+
+def _default(parts: list[str]) -> Any:
+    obj: Any = Config()
+    for part in parts:
+        obj = getattr(obj, part)
+    return obj
+
+
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+               "array": "a list", "object": "a table"}
+
+
+def _unknown(dotted: str) -> str:
+    close = difflib.get_close_matches(dotted, list(_fields()), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _env_overrides(env: dict[str, str], names: dict[str, str] | None = None) -> dict:
+    """Map AUTOHARNESS_<NAME> / AUTOHARNESS_<SECTION>_<NAME> onto the config tree; `names`
+    collects which variable set which dotted key (for messages)."""
+    names = {} if names is None else names
     out: dict = {}
     for field in Config.__struct_fields__:
         default = getattr(Config(), field)
@@ -137,10 +238,12 @@ def _env_overrides(env: dict[str, str]) -> dict:
                 key = f"AUTOHARNESS_{field}_{sub}".upper()
                 if key in env and f"{field}.{sub}" not in FILE_ONLY:
                     out.setdefault(field, {})[sub] = _env_value(env[key], getattr(default, sub))
+                    names[f"{field}.{sub}"] = key
         else:
             key = f"AUTOHARNESS_{field}".upper()
             if key in env:
                 out[field] = _env_value(env[key], default)
+                names[field] = key
     return out
 
 
@@ -192,7 +295,9 @@ def _open_regular(path: str) -> int:
 
 
 def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
-    """Read the config file (missing is fine) and the environment; raise ConfigError if invalid."""
+    """Read the config file (missing is fine) and the environment; raise ConfigError if invalid,
+    naming the key, where its value came from (the file and line, or the variable), what it
+    accepts, and the fix."""
     path = path or paths.config_file()
     env = dict(os.environ) if env is None else env
     data: dict = {}
@@ -201,27 +306,56 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
             data = tomllib.load(f)
     except FileNotFoundError:
         pass
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        at = re.search(r"line (\d+)", str(e))
+        where = f" on line {at.group(1)}" if at else ""
+        raise ConfigError(f"{path}: not valid TOML{where}: {e}",
+                          fix=f"fix the syntax{where} of {path} (TOML: `key = value`, strings "
+                          "in quotes, `[section]` headers)") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})",
+                          fix=f"save {path} as UTF-8") from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
-    data = _merge(data, _env_overrides(env))
+        raise ConfigError(f"{path}: cannot read: {e}",
+                          fix=f"make {path} a readable regular file, or remove it") from None
+    names: dict[str, str] = {}
+    data = _merge(data, _env_overrides(env, names))
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{path} (or an AUTOHARNESS_* variable): invalid config: {e}") from None
-    for dotted in sorted(_POSITIVE):
+        raise _decode_error(str(e), path, names, env) from None
+    for dotted, tp in _fields().items():
+        if tp not in (int, float):
+            continue
         obj: Any = cfg
         for part in dotted.split("."):
             obj = getattr(obj, part)
-        if obj <= 0:
-            raise ConfigError(f"{path}: invalid config: `{dotted}` must be > 0 (got {obj})")
-    for dotted in sorted(_NON_NEGATIVE):
-        section, key = dotted.split(".")
-        obj = getattr(getattr(cfg, section), key)
-        if obj < 0:
-            raise ConfigError(f"{path}: invalid config: `{dotted}` must be >= 0 (got {obj})")
-    if cfg.library.max_archive_share > 1:
-        raise ConfigError(f"{path}: invalid config: `library.max_archive_share` is a share of "
-                          f"a layer, at most 1 (got {cfg.library.max_archive_share})")
+        lo, hi = RANGES.get(dotted, DEFAULT_RANGE)
+        if not (math.isfinite(obj) and lo <= obj <= hi):
+            where, fix = _blame(dotted, path, names, env)
+            raise ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)} "
+                              f"(got {obj!r})", key=dotted, fix=fix)
     return cfg
+
+
+def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, str]) -> ConfigError:
+    """msgspec's `Expected int, got str - at $.a.b` as a ConfigError naming the key's source."""
+    at = re.search(r"at `\$\.([\w.]+)`", text)
+    dotted = at.group(1) if at else ""
+    unknown = re.search(r"unknown field `([^`]+)`", text)
+    if unknown:
+        key = f"{dotted}.{unknown.group(1)}" if dotted else unknown.group(1)
+        return ConfigError(f"{path}: invalid config: unknown key `{key}`{_unknown(key)}", key=key,
+                           fix=f"remove or correct it in {path} (docs/configuration.md lists "
+                           "every key)")
+    if dotted in _fields():
+        where, fix = _blame(dotted, path, names, env)
+        got = re.search(r"got `(\w+)`|value (.+) - at", text)
+        seen = ""
+        if got:
+            seen = f" (got {_TYPE_WORDS.get(got.group(1), got.group(1)) if got.group(1) else got.group(2)})"
+        return ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)}{seen}",
+                           key=dotted, fix=fix)
+    return ConfigError(f"{path}: invalid config: {text}", key=dotted,
+                       fix=f"`[{dotted}]` is a section: give it `key = value` lines"
+                       if dotted else f"correct it in {path}")

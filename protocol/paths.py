@@ -94,6 +94,11 @@ def spawn_lock_file() -> str:
     return os.path.join(state_dir(), "spawn.lock")
 
 
+def autostart_tries_file() -> str:
+    """The hook's record of daemon spawns that have not reached `ready` (its back-off)."""
+    return os.path.join(state_dir(), "autostart.tries")
+
+
 def snapshot_file() -> str:
     return os.path.join(state_dir(), "snapshot.json")
 
