@@ -229,8 +229,9 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
             "daemon and the CLI")
     blocker = _file_on_the_way(state_dir)
     if blocker:
-        return Check("state", False, f"{blocker} is a file, so the state directory {state_dir} "
-                     "cannot exist; the daemon cannot start",
+        what = private.unusable_dir(state_dir).split(" where a directory belongs")[0]
+        return Check("state", False, f"{what or blocker + ' is a file'}, so the state directory "
+                     f"{state_dir} cannot exist; the daemon cannot start",
                      f"move it away (`mv {blocker} {blocker}.old`), {move}")
     try:
         bad = private.private_problem(state_dir, uid=uid, fixes={
@@ -244,6 +245,11 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
     if bad:
         return Check("state", False, bad.what + ("; the daemon refuses to start"
                                                  if bad.kind == "open" else ""), bad.fix)
+    locked = private.unusable_dir(state_dir)
+    if locked:  # mode 000: private, but not even its owner can use it
+        what, _, fix = locked.partition(": its owner (you) cannot list or write it: ")
+        return Check("state", False, f"{what}: you cannot list or write it, so the daemon "
+                     "cannot start", fix or locked)
     why = writable(state_dir)
     if why:
         return Check("state", False, f"{state_dir} is not writable ({why}); the daemon cannot "
@@ -418,6 +424,22 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
                      + "; the daemon refuses to start until it is valid")
     where = config_file if os.path.exists(config_file) else f"defaults ({config_file} absent)"
     return Check("config", True, where)
+
+
+def check_project(project: str) -> Check:
+    """The project's off switch (`.claude/autoharness.toml`) is well formed; the daemon takes
+    a malformed one as off, so it is a failure with the exact fix."""
+    from claude_autoharness.daemon.projects import SWITCH_FILE, SWITCH_FIX, read_switch
+
+    path = os.path.join(project, SWITCH_FILE)
+    enabled, problem = read_switch(path)
+    if problem:
+        return Check("project", False, f"{problem}; autoharness counts nothing in {project}",
+                     f"{SWITCH_FIX.split('; until')[0]} ({path})")
+    if not enabled:
+        return Check("project", True, f"off in {project} (`enabled = false` in {path})")
+    return Check("project", True, f"on in {project}" + (f" (`enabled = true` in {path})"
+                                                        if os.path.exists(path) else ""))
 
 
 def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
@@ -602,6 +624,8 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("disk", lambda: check_disk(paths.state_dir())),
         ("sync", lambda: check_sync(status, sync_info)),
     ]
+    if project:
+        checks.append(("project", lambda: check_project(project)))
     if isinstance(answer, Foreign):
         checks = [(name, partial(_skipped, name, UNREADABLE) if name in NEEDS_STATUS else fn)
                   for name, fn in checks]

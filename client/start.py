@@ -16,7 +16,7 @@ import time
 from claude_autoharness.client import install
 from claude_autoharness.client.conn import DaemonError, DaemonNotRunning, DaemonUnreachable, ask
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import paths, private
 from claude_autoharness.protocol import replies as r
 
 READY_TIMEOUT_S = 30.0
@@ -41,7 +41,9 @@ def do_start(args) -> int:
         install.private_dir(os.path.dirname(log_file))
         log = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as e:
-        print(f"autoharnessctl: cannot write {e.filename or log_file}: {e.strerror}; "
+        why = private.unusable_dir(paths.state_dir())
+        print(f"autoharnessctl: cannot start the daemon: {why}" if why else
+              f"autoharnessctl: cannot write {e.filename or log_file}: {e.strerror}; "
               "`autoharnessctl doctor` checks the state directory", file=sys.stderr)
         return 1
     try:

@@ -213,6 +213,9 @@ def prepare_dirs(sock_path: str) -> None:
     sock_dir = os.path.dirname(sock_path)
     refuse_shared(paths.state_dir(), "state")  # before anything is made or written there
     refuse_shared(sock_dir, "socket")
+    why = private.unusable_dir(paths.state_dir())
+    if why:  # a 000 state dir passes as private, then fails every listing and write
+        raise StartupError(why)
     try:
         store.ensure_private_dir(paths.state_dir())
         tighten_state_files(paths.state_dir())
@@ -229,7 +232,8 @@ def prepare_dirs(sock_path: str) -> None:
     except store.UnsafeDir as e:
         raise StartupError(str(e)) from None
     except OSError as e:
-        raise StartupError(f"cannot prepare directories: {e}") from None
+        why = private.unusable_dir(paths.state_dir()) or private.unusable_dir(sock_dir)
+        raise StartupError(why or f"cannot prepare directories: {e}") from None
 
 
 async def serve(daemon: Daemon, sock: socket.socket, on_forced_exit=lambda: None) -> None:

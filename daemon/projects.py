@@ -51,16 +51,49 @@ def _main_worktree(d: str, dotgit: str) -> str | None:
     return os.path.dirname(common) if os.path.basename(common) == ".git" else None
 
 
+def read_switch(path: str) -> tuple[bool, str]:
+    """(enabled, problem) of a project's switch file. Absent: (True, ""). `enabled = true` or
+    `enabled = false`: that. Anything else (unreadable, not TOML, `enabled` not a boolean,
+    another key) is a problem, and the project is taken as off: the file exists only to turn
+    autoharness off there, so a malformed one most likely meant that (not counting is the
+    careful side; the problem is logged and `doctor --project` shows it)."""
+    try:
+        # on the event loop: a FIFO here must fail the open, not block it
+        with open(open_regular(path), "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return True, ""
+    except tomllib.TOMLDecodeError as e:
+        return False, f"{path} is not valid TOML ({e})"
+    except UnicodeDecodeError:
+        return False, f"{path} is not UTF-8 text"
+    except OSError as e:
+        return False, f"{path} cannot be read ({e.strerror or e})"
+    other = sorted(k for k in data if k != "enabled")
+    if other:
+        return False, f"{path} has unknown key{'s' if len(other) > 1 else ''} " + \
+            ", ".join(f"`{k}`" for k in other) + " (the only key is `enabled`)"
+    enabled = data.get("enabled", True)
+    if not isinstance(enabled, bool):
+        return False, f"{path}: `enabled` must be true or false, unquoted (got {enabled!r})"
+    return enabled, ""
+
+
+SWITCH_FIX = ("write `enabled = false` (off) or `enabled = true` (on) in it, or remove it; "
+              "until then the project is treated as off")
+
+
 class ProjectSwitches:
-    """`<project>/.claude/autoharness.toml` with `enabled = false` turns counting off there.
+    """`<project>/.claude/autoharness.toml` with `enabled = false` turns counting off there; a
+    malformed one too (see `read_switch`), logged once per version of the file.
 
     Asked on every event, so a file is looked at (stat) at most every `recheck_s` and parsed
     only when its (mtime, size) changed.
     """
 
     def __init__(self, *, recheck_s: float = 2.0, clock=time.monotonic) -> None:
-        # root -> (when last checked, (mtime, size) of the file or None, parsed settings)
-        self._cache: dict[str, tuple[float, tuple[float, int] | None, dict]] = {}
+        # root -> (when last checked, (mtime, size) of the file or None, enabled)
+        self._cache: dict[str, tuple[float, tuple[float, int] | None, bool]] = {}
         self._roots: dict[str, str] = {}
         self.recheck_s = recheck_s
         self.clock = clock
@@ -73,7 +106,7 @@ class ProjectSwitches:
             r = self._roots[cwd] = project_root(cwd)
         return r
 
-    def settings(self, root: str) -> dict:
+    def root_enabled(self, root: str) -> bool:
         now = self.clock()
         cached = self._cache.get(root)
         if cached is not None and now - cached[0] < self.recheck_s:
@@ -81,24 +114,24 @@ class ProjectSwitches:
         path = os.path.join(root, SWITCH_FILE)
         try:
             st = os.stat(path)
-            key = (st.st_mtime, st.st_size)
+            key: tuple[float, int] | None = (st.st_mtime, st.st_size)
         except OSError:
             key = None
         if cached is not None and cached[1] == key:
-            data = cached[2]
+            enabled = cached[2]
+        elif key is None:
+            enabled = True
         else:
-            data = {}
-            if key is not None:
-                try:
-                    # on the event loop: a FIFO here must fail the open, not block it
-                    with open(open_regular(path), "rb") as f:
-                        data = tomllib.load(f)
-                except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                    data = {}
-        self._cache[root] = (now, key, data)
-        return data
+            enabled, problem = read_switch(path)
+            if problem:
+                import structlog  # here: the offline tools load this module without it
+
+                structlog.get_logger("autoharness").warning("project switch file malformed: counting nothing there",
+                            problem=problem, fix=SWITCH_FIX)
+        self._cache[root] = (now, key, enabled)
+        return enabled
 
     def enabled(self, cwd: str | None) -> bool:
         if not cwd:
             return True
-        return self.settings(self.root(cwd)).get("enabled", True) is not False
+        return self.root_enabled(self.root(cwd))

@@ -125,3 +125,28 @@ def peer_uid(sock) -> int | None:
     except OSError:
         return None
     return int.from_bytes(raw[4:8], sys.byteorder) if len(raw) >= 8 else None
+
+
+def unusable_dir(path: str) -> str:
+    """Why `path`, where one of our directories belongs, cannot serve as one, with the fix in
+    the same sentence ("" when nothing on the way is at fault): a file (or anything not a
+    directory) on the way to it, or a directory of ours whose mode keeps its owner out (000)."""
+    parts = os.path.abspath(path).split(os.sep)
+    for i in range(2, len(parts) + 1):
+        p = os.sep.join(parts[:i])
+        try:
+            st = os.stat(p)  # following links: /tmp may be one (macOS)
+        except FileNotFoundError:
+            return ""
+        except OSError as e:
+            return (f"cannot reach {p} ({e.strerror}): give yourself access to the directories "
+                    "above it (`ls -ld` each), or keep autoharness's files elsewhere")
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISDIR(st.st_mode):
+            kind = "a file" if stat.S_ISREG(st.st_mode) else "not a directory"
+            return (f"{p} is {kind} (mode {mode:03o}) where a directory belongs: move it away "
+                    f"(`mv {p} {p}.old`) and start again")
+        if p == os.path.abspath(path) and st.st_uid == os.getuid() and mode & 0o700 != 0o700:
+            return (f"{p} has mode {mode:03o}: its owner (you) cannot list or write it: "
+                    f"`chmod 700 {p}`")
+    return ""

@@ -1,10 +1,11 @@
 """Off switches (AUTOHARNESS_DISABLE, per-project enabled=false, pause/resume) and project roots."""
 
+import json
 import subprocess
 
 import pytest
 
-from claude_autoharness.daemon.projects import ProjectSwitches, project_root
+from claude_autoharness.daemon.projects import ProjectSwitches, project_root, read_switch
 from harness import Daemon, ctl, hook, pre_tool, wait_for
 
 
@@ -74,11 +75,41 @@ def test_project_root_of_linked_worktree(short_tmp):
     assert project_root(str(plain)) == str(plain)
 
 
-def test_switch_file_garbage_means_enabled(short_tmp):
-    """An unreadable switch file does not silently turn a project off."""
+@pytest.mark.parametrize("text", [b"\xff not toml", b'enabled = "false"\n', b"enabled = nope\n",
+                                  b"enable = false\n", b"enabled = 0\n"])
+def test_a_malformed_switch_file_means_off(short_tmp, text):
+    """A switch file that is not `enabled = true|false` is taken as off (it exists only to turn
+    autoharness off, so that is what it most likely meant), with the problem said."""
     (short_tmp / ".claude").mkdir()
-    (short_tmp / ".claude" / "autoharness.toml").write_bytes(b"\xff not toml")
-    assert ProjectSwitches().enabled(str(short_tmp))
+    f = short_tmp / ".claude" / "autoharness.toml"
+    f.write_bytes(text)
+    assert not ProjectSwitches().enabled(str(short_tmp))
+    enabled, problem = read_switch(str(f))
+    assert not enabled and str(f) in problem
+
+
+def test_a_malformed_switch_is_logged_once_and_doctor_names_it(daemon, short_tmp):
+    """`enabled = "false"` (quoted) in a project: the daemon counts nothing there and logs the
+    problem once however many events come; `doctor --project` fails the project check with the
+    file and the fix, and passes once the fix is applied."""
+    proj = short_tmp / "quoted"
+    (proj / ".claude").mkdir(parents=True)
+    switch = proj / ".claude" / "autoharness.toml"
+    switch.write_text('enabled = "false"\n')
+    for i in range(5):
+        hook(pre_tool("p-quoted", cwd=str(proj), tool_use_id=f"t{i}"))
+    assert activity(daemon, "p-quoted") is None
+    log = daemon.home / "daemon-test.log"
+    wait_for(lambda: "project switch file malformed" in log.read_text(), what="the log line")
+    assert log.read_text().count("project switch file malformed") == 1
+    r = ctl("doctor", "--json", "--project", str(proj))
+    check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "project")
+    assert not check["ok"] and str(switch) in check["detail"], check
+    assert "must be true or false" in check["detail"] and "enabled = false" in check["fix"]
+    switch.write_text("enabled = false\n")
+    r = ctl("doctor", "--json", "--project", str(proj))
+    check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "project")
+    assert check["ok"] and "off in" in check["detail"], check
 
 
 def test_switch_file_is_rechecked_on_a_clock(short_tmp):
