@@ -126,8 +126,9 @@ class ProjectSwitches:
             if problem:
                 import structlog  # here: the offline tools load this module without it
 
-                structlog.get_logger("autoharness").warning("project switch file malformed: counting nothing there",
-                            problem=problem, fix=SWITCH_FIX)
+                structlog.get_logger("autoharness").warning(
+                    "project switch file malformed: counting nothing there", problem=problem,
+                    fix=SWITCH_FIX)
         self._cache[root] = (now, key, enabled)
         return enabled
 
