@@ -17,7 +17,7 @@ from claude_autoharness.client import (
     sync_cli,
 )
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call, typed
-from claude_autoharness.client.words import findings_text
+from claude_autoharness.client.words import finding_text, findings_text, plural, when
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
@@ -88,6 +88,13 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     j = st.jobs
     lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
                  f"{j.failed} failed")
+    for f in j.recent_failures:
+        where = f", session {f.session_id}" if f.session_id else ""
+        lines.append(f"  failed {f.kind or 'job'} job {f.job}{where} "
+                     f"({_ago(f.finished_at, now)}): {f.error or 'no reason recorded'}")
+    if j.failed > len(j.recent_failures) and j.recent_failures:
+        lines.append(f"  ({plural(j.failed - len(j.recent_failures), 'earlier failure')} not "
+                     "shown)")
     if j.pending:
         note = waiting_note(st)
         if note:
@@ -97,9 +104,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     b = st.batches
     items = b.items
     if b.in_flight or items.get("waiting"):
-        lines.append(f"batches: {len(b.in_flight)} in flight, {items.get('waiting', 0)} items "
-                     f"waiting, {items.get('done', 0)} done, {items.get('failed', 0)} failed; "
-                     f"{b.tokens} tokens (at the batch price: {b.tokens_at_batch_price} "
+        lines.append(f"batches: {len(b.in_flight)} in flight, "
+                     f"{plural(items.get('waiting', 0), 'item')} waiting, "
+                     f"{items.get('done', 0)} done, {items.get('failed', 0)} failed; "
+                     f"{plural(b.tokens, 'token')} (at the batch price: {b.tokens_at_batch_price} "
                      "standard-token equivalents)" + (f" — {b.waiting}" if b.waiting else ""))
     sp = st.spool
     lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed")
@@ -113,7 +121,7 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     by = ", ".join(f"{k} {v}" for k, v in sorted(lib.archived_by_reason.items()))
     lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "
                  f"{lib.hand_written} hand-written, {lib.archived} archived"
-                 + (f" ({by})" if by else "") + f"; {lib.turns.user} turns")
+                 + (f" ({by})" if by else "") + f"; {plural(lib.turns.user, 'turn')}")
     if st.sync.configured:
         lines.append(sync_cli.format_info(st.sync))
     fb = lib.feedback
@@ -240,7 +248,8 @@ def do_learn(args) -> int:
     if not text:
         raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"")
     out = ask(m.Learn(text=text, session_id=args.session or None, layer=args.layer), r.LearnQueued)
-    where = f"session {out.session_id}" if out.transcript_path else "no transcript"
+    where = f"session {out.session_id}" + ("" if out.transcript_path else
+                                            ", whose transcript the daemon has not seen")
     print(f"queued learn job {out.job} ({where}); "
           "see `autoharnessctl queue list` once it has run")
     _warn_if_waiting()
@@ -292,7 +301,10 @@ def do_queue(args) -> int:
     req = m.Queue(op=args.op, intent_id=args.id, why=args.why)
     data = call(req)
     if args.op == "show":
-        _print_json(data)
+        if args.json:
+            _print_json(data)
+        else:
+            print(format_intent(typed(data, r.Intent, req)))
         return 0
     out = typed(data, r.Outcome, req)
     if args.json:
@@ -319,7 +331,10 @@ def do_skills(args) -> int:
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
     data = call(req)
-    if args.json or args.op in ("show", "history"):
+    if args.op == "show" and not args.json:
+        print(format_skill_view(typed(data, r.SkillView, req)))
+        return 0
+    if args.json or args.op == "history":
         _print_json(data)
         return 0
     if args.op == "list":
@@ -341,7 +356,7 @@ def format_skill_line(s: r.SkillInfo) -> str:
     stage = s.stage or s.status
     if s.status == "archived":
         stage = f"archived ({s.reason})" if s.reason else "archived"
-    turns = f"{s.turns} turns" if s.owner == "autoharness" else "-"
+    turns = plural(s.turns, "turn") if s.owner == "autoharness" else "-"
     fb = s.feedback
     line = (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
             f"uses {s.uses:<5} {turns:<11} "
@@ -350,6 +365,57 @@ def format_skill_line(s: r.SkillInfo) -> str:
     if s.stale:
         line += "\n    stale: names missing " + ", ".join(s.stale)
     return line
+
+
+def format_intent(i: r.Intent) -> str:
+    """`queue show ID` for people: what was proposed, from where, what became of it, when."""
+    lines = [f"intent {i.id}: {i.status} (from {i.source}, {when(i.created_at)}"
+             + (f"; updated {when(i.updated_at)}" if i.updated_at else "") + ")"]
+    for label, value in (("session", i.session_id), ("job", i.job_id),
+                         ("project", i.project_root)):
+        if value:
+            lines.append(f"{label}: {value}")
+    for f in i.findings:
+        lines.append(f"finding: {finding_text(f)}")
+    p = i.proposal
+    if p is None:
+        lines.append("proposal: malformed" + (f":\n{_indent(i.raw)}" if i.raw else ""))
+        return "\n".join(lines)
+    lines.append(f"proposal: {p.action} {p.skill} [{p.layer} layer]")
+    for label, value in (("reason", p.reason), ("evidence", p.evidence),
+                         ("description", p.description), ("path", p.path)):
+        if value:
+            lines.append(f"{label}: {value}")
+    for label, value in (("body", p.body), ("old", p.old), ("new", p.new),
+                         ("content", p.content)):
+        if value:
+            lines.append(f"{label}:\n{_indent(value)}")
+    return "\n".join(lines)
+
+
+def format_skill_view(v: r.SkillView) -> str:
+    """`skills show NAME` for people: the row of `skills list`, where it lives, its files,
+    who landed each version and why, then its SKILL.md."""
+    i = v.info
+    lines = [format_skill_line(i).rstrip(), f"path: {i.path}"]
+    if i.version is not None:
+        lines.append(f"version: {i.version}" + (f", created {when(i.created)}" if i.created
+                                                 else ""))
+    if v.files:
+        lines.append("files: " + ", ".join(v.files))
+    for land in v.landings:
+        extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent")
+                          if land.get(k))
+        lines.append(f"landed v{land.get('version', '?')} ({land.get('action', '?')}) "
+                     f"{when(land.get('at'))}" + (f", {extra}" if extra else "")
+                     + (f": {land['reason']}" if land.get("reason") else ""))
+    lines.append("")
+    lines.append(v.skill_md.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.rstrip("\n").splitlines())
 
 
 def do_curate(args) -> int:

@@ -429,13 +429,13 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
 def check_project(project: str) -> Check:
     """The project's off switch (`.claude/autoharness.toml`) is well formed; the daemon takes
     a malformed one as off, so it is a failure with the exact fix."""
-    from claude_autoharness.daemon.projects import SWITCH_FILE, SWITCH_FIX, read_switch
+    from claude_autoharness.daemon.offline import project_switch
 
-    path = os.path.join(project, SWITCH_FILE)
-    enabled, problem = read_switch(path)
+    enabled, problem, path = project_switch(project)
     if problem:
         return Check("project", False, f"{problem}; autoharness counts nothing in {project}",
-                     f"{SWITCH_FIX.split('; until')[0]} ({path})")
+                     f"write `enabled = false` (off) or `enabled = true` (on) in {path}, or "
+                     "remove it")
     if not enabled:
         return Check("project", True, f"off in {project} (`enabled = false` in {path})")
     return Check("project", True, f"on in {project}" + (f" (`enabled = true` in {path})"

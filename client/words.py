@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from claude_autoharness.protocol.replies import Finding
 
 
@@ -10,6 +12,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     if n == 1:
         return f"{n} {word}"
     return f"{n} {many or word + 's'}"
+
+
+def when(ts: float | None) -> str:
+    """A Unix time as local date and time for people (`2026-12-01 10:04`); "unknown" if none."""
+    if not isinstance(ts, int | float) or ts <= 0:
+        return "at an unknown time"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 def finding_text(f: Finding) -> str:

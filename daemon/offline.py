@@ -356,3 +356,12 @@ def __getattr__(name: str):
 
         return gitmode
     raise AttributeError(name)
+
+
+def project_switch(project: str) -> tuple[bool, str, str]:
+    """(enabled, problem, path) of a project's off switch file, read as the daemon reads it
+    (a malformed one is off, with the problem)."""
+    from claude_autoharness.daemon.projects import SWITCH_FILE, read_switch
+
+    path = os.path.join(project, SWITCH_FILE)
+    return (*read_switch(path), path)

@@ -438,6 +438,16 @@ class LastError(_Part):
     status: str
 
 
+class FailedJob(_Part):
+    """A failed job and why, for `status` (the most recent few)."""
+
+    job: str
+    kind: str = ""
+    session_id: str = ""
+    error: str = ""
+    finished_at: float | None = None
+
+
 class JobCounts(_Part):
     pending: int = 0
     running: int = 0
@@ -447,6 +457,7 @@ class JobCounts(_Part):
     by_kind: dict[str, int] = {}
     last_error: LastError | None = None
     waiting: str | None = None
+    recent_failures: list[FailedJob] = []  # newest first, at most RECENT_FAILURES
 
 
 class SpoolInfo(_Part):

@@ -207,6 +207,7 @@ def test_learnings_report_on_a_terminal_reports_the_project(home, short_tmp):
 def test_learn_from_stdin_on_a_terminal_prompts(home):
     """`learn -` typed at a terminal says what it waits for, then queues what was typed."""
     d = Daemon(home["home"])
+    hook(pre_tool("sess-tty"))  # learn needs a session to learn from
     leader, follower = pty.openpty()
     try:
         p = subprocess.Popen([CTL, "learn", "-"], stdin=follower, stdout=subprocess.PIPE,

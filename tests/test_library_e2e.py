@@ -132,7 +132,7 @@ def test_turns_and_uses_drive_dormancy_and_capacity(home, project, monkeypatch):
         out = s2.send("SessionStart", source="startup").stdout.decode()
         ctx = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         assert "archived gamma-skill [project] (dormant: 0 uses in 3 turns)" in ctx
-        assert "archived beta-skill [project] (capacity: 1 uses in 3 turns)" in ctx
+        assert "archived beta-skill [project] (capacity: 1 use in 3 turns)" in ctx
         assert "autoharnessctl skills restore beta-skill" in ctx
 
         r = ctl("skills", "restore", "beta-skill", "--project", str(project))
@@ -265,6 +265,8 @@ def test_curator_runs_every_curate_every_reflection_jobs(home, project, monkeypa
         monkeypatch.setenv("AUTOHARNESS_LIBRARY_CURATE_EVERY", "1")
         d = Daemon(home["home"])
         try:
+            hook({"hook_event_name": "PreToolUse", "session_id": "sess-curate",
+                  "tool_name": "Bash"})  # learn needs a session to learn from
             assert ctl("learn", "always check the server log first").returncode == 0
             wait_for(lambda: d.status()["jobs"]["by_kind"].get("curate") == 1
                      and d.status()["jobs"]["done"] == 2, timeout=60, what="curator job")

@@ -162,7 +162,7 @@ def test_status_reports_every_section(home, fake, monkeypatch):
         assert set(st["learnings"]) >= {"markers_seen", "unprocessed", "projects"}
         assert st["jobs"]["by_kind"] == {"threshold": 1}
         [intent] = json.loads(ctl("queue", "list", "--json").stdout)
-        shown = json.loads(ctl("queue", "show", intent["id"]).stdout)
+        shown = json.loads(ctl("queue", "show", intent["id"], "--json").stdout)
         assert shown["id"] == intent["id"] and shown["proposal"]["skill"] == "say-hi"
         assert ctl("queue", "show", "nope").returncode == 1
     finally:

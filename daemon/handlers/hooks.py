@@ -17,6 +17,7 @@ import anyio
 import msgspec
 import structlog
 
+from claude_autoharness.client.words import plural
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.final import final_answer_text
@@ -286,7 +287,8 @@ class Hooks:
         for meta in retired[-4:]:  # archive names were checked when they landed
             why = (meta["why"] if meta.get("reason") in ("harmful", "stale")
                    and isinstance(meta.get("why"), str) else
-                   f"{meta['reason']}: {meta.get('uses', 0)} uses in {meta.get('turns', 0)} turns")
+                   f"{meta['reason']}: {plural(meta.get('uses', 0), 'use')} in "
+                   f"{plural(meta.get('turns', 0), 'turn')}")
             lines.append(f"  archived {meta['name']} [{meta['layer']}] ({why}); "
                          f"undo: autoharnessctl skills restore {meta['name']}")
         for name, missing in stale[:4]:  # names of skill dirs; paths matched a strict pattern

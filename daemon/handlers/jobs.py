@@ -87,8 +87,12 @@ class Jobs:
             live = [s for s in sessions.values() if s.ended_at is None]
             sid = max(live, key=lambda s: s.last_event_at).session_id if live else None
         s = sessions.get(sid) if sid else None
-        if s is None:
-            s = sm.Session(session_id=sid or "learn-" + new_id())
+        if s is None:  # a job with no transcript would send the model the lesson alone
+            why = (f"no session {sid} to learn from: `autoharnessctl status` lists the sessions "
+                   "counted" if req.session_id else "no session to learn from: run it in a "
+                   "Claude Code session (`/learn TEXT`), or name one with --session ID "
+                   "(`autoharnessctl status` lists them)")
+            return m.Error(code="not_found", message=why + "; nothing was queued")
         text, _ = self.live.redactor.redact(req.text.strip())  # guidance goes to the model too
         if req.layer:
             text += f"\n(Target layer for this lesson: {req.layer}.)"

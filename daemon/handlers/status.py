@@ -28,6 +28,9 @@ from claude_autoharness.protocol import replies as r
 DAY_S = 86_400
 
 
+RECENT_FAILURES = 5  # failed jobs `status` lists with their reasons
+
+
 @dataclass
 class StatusSources:
     """Everything status reads, besides the book and the live config."""
@@ -136,6 +139,11 @@ class StatusReport:
             if j.last_error and (j.finished_at or j.created_at) > last_err_at:
                 last_err_at = j.finished_at or j.created_at
                 jobs.last_error = r.LastError(job=j.id, error=j.last_error, status=j.status)
+        failed = sorted((j for j in st.jobs.values() if j.status == "failed"),
+                        key=lambda j: -(j.finished_at or j.created_at))[:RECENT_FAILURES]
+        jobs.recent_failures = [r.FailedJob(job=j.id, kind=j.kind, session_id=j.session_id,
+                                            error=j.last_error or "", finished_at=j.finished_at)
+                                for j in failed]
         return jobs
 
     def promoter_info(self) -> r.PromoterInfo:

@@ -25,6 +25,7 @@ import secrets
 import time
 from collections.abc import Callable
 
+from claude_autoharness.client.words import plural
 from claude_autoharness.daemon.promote import (
     duplicate,
     fileops,
@@ -241,7 +242,7 @@ class Promoter:
             findings = self.check(plan)
             if findings:
                 return Outcome.rejected(*findings)
-            why = d.detail or (f"{d.reason}: {d.uses} uses in {d.turns} turns"
+            why = d.detail or (f"{d.reason}: {plural(d.uses, 'use')} in {plural(d.turns, 'turn')}"
                                + (" after probation" if d.reason == lifecycle.DORMANT else
                                   f", over the {d.layer} layer's capacity"))
             origin = {"source": "lifecycle", "reason": why}
