@@ -103,6 +103,23 @@ def env(home):
             "trees": (proj, home["claude"], outside)}
 
 
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory) -> dict[str, Path]:
+    """The sdist and wheel, built once a session from the checkout as a release would be
+    (`python -m build`, without isolation: the test extras bring setuptools and wheel, so
+    no network is needed)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("dist")
+    r = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out),
+                        str(REPO)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    [sdist] = out.glob("*.tar.gz")
+    [wheel] = out.glob("*.whl")
+    return {"sdist": sdist, "wheel": wheel, "dir": out}
+
+
 # ---- the run leaves nothing behind ---------------------------------------------------------
 
 CREATED: list[str] = []  # every temp dir made through tempfile.mkdtemp during the run
