@@ -334,7 +334,12 @@ def do_skills(args) -> int:
     if args.op == "show" and not args.json:
         print(format_skill_view(typed(data, r.SkillView, req)))
         return 0
-    if args.json or args.op == "history":
+    if args.op == "history" and not args.json:
+        entries = data if isinstance(data, list) else []
+        print("\n".join(landing_line(e) for e in entries if isinstance(e, dict))
+              or f"no history for {args.name}")
+        return 0
+    if args.json:
         _print_json(data)
         return 0
     if args.op == "list":
@@ -403,15 +408,19 @@ def format_skill_view(v: r.SkillView) -> str:
                                                  else ""))
     if v.files:
         lines.append("files: " + ", ".join(v.files))
-    for land in v.landings:
-        extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent")
-                          if land.get(k))
-        lines.append(f"landed v{land.get('version', '?')} ({land.get('action', '?')}) "
-                     f"{when(land.get('at'))}" + (f", {extra}" if extra else "")
-                     + (f": {land['reason']}" if land.get("reason") else ""))
+    lines += [landing_line(land) for land in v.landings]
     lines.append("")
     lines.append(v.skill_md.rstrip("\n"))
     return "\n".join(lines)
+
+
+def landing_line(land: dict) -> str:
+    """One landing of a skill (provenance or history) as a line: version, action, when, from
+    where, why."""
+    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent") if land.get(k))
+    return (f"v{land.get('version', '?')} {land.get('action', '?')} {when(land.get('at'))}"
+            + (f", {extra}" if extra else "")
+            + (f": {land['reason']}" if land.get("reason") else ""))
 
 
 def _indent(text: str) -> str:

@@ -140,7 +140,7 @@ def test_turns_and_uses_drive_dormancy_and_capacity(home, project, monkeypatch):
         back = skills(project)[("beta-skill", "live")]
         assert (back["stage"], back["turns"], back["uses"]) == ("probation", 0, 0)
         history = json.loads(ctl("skills", "history", "beta-skill", "--project",
-                                 str(project)).stdout)
+                                 str(project), "--json").stdout)
         assert [e.get("retired") for e in history if e["action"] == "archive"] == ["capacity"]
     finally:
         d.stop()

@@ -234,8 +234,10 @@ def test_skills_verbs_and_usage_counting(make_env, fake):
         return [s["uses"] for s in json.loads(r.stdout) if s["name"] == "check-server-start"]
     wait_for(lambda: uses() == [2], timeout=30, what="two uses")
     hist = json.loads(ctl("skills", "history", "check-server-start", "--project",
-                          str(e.project)).stdout)
+                          str(e.project), "--json").stdout)
     assert len(hist) == 1
+    text = ctl("skills", "history", "check-server-start", "--project", str(e.project)).stdout
+    assert text.startswith("v1 create ") and "{" not in text, text  # for people, not JSON
 
 
 def test_session_start_context_rule_and_summary(make_env, fake):

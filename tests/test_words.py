@@ -93,7 +93,10 @@ def test_show_verbs_print_for_people_and_json_with_the_flag():
                        landings=[{"version": 2, "action": "patch", "at": 1_764_583_260.0,
                                   "source": "flush", "reason": "it broke"}])
     text = ctlmod.format_skill_view(view)
-    assert "landed v2 (patch) " + when(1_764_583_260.0) in text and "it broke" in text
+    assert "v2 patch " + when(1_764_583_260.0) in text and "it broke" in text
+    line = ctlmod.landing_line({"version": 3, "action": "update", "at": 1_764_583_200.0,
+                                "source": "learn", "reason": "asked"})
+    assert line == f"v3 update {when(1_764_583_200.0)}, source learn: asked"
     assert text.rstrip().endswith("Run them.") and "1764583" not in text
 
 
