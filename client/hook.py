@@ -244,9 +244,10 @@ def autostart_wait(tries: int) -> float:
     return min(AUTOSTART_BACKOFF_S * 2.0 ** min(tries - 1, 30), AUTOSTART_BACKOFF_MAX_S)
 
 
-def start_daemon(paths, sock_path: str) -> None:
+def start_daemon(paths, sock_path: str) -> bool:
     """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock), and
-    none while the last spawns' back-off runs."""
+    none while the last spawns' back-off runs. False when no daemon is on its way (backing
+    off, or the spawn failed): then nothing is worth waiting for."""
     import fcntl
     import time
 
@@ -256,21 +257,21 @@ def start_daemon(paths, sock_path: str) -> None:
     try:
         fd = os.open(paths.spawn_lock_file(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
-        return
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        return  # another hook is starting it
+        return True  # another hook is starting it
     tries_file = paths.autostart_tries_file()
     tries, last = autostart_tries(tries_file)
     now = time.time()
     if last <= now < last + autostart_wait(tries):
         os.close(fd)
-        return  # the last spawn did not come up: wait (`autoharnessctl doctor` says why)
+        return False  # the last spawn did not come up: wait (`autoharnessctl doctor` says why)
     if send(sock_path, b'{"type":"status","v":%d}' % PROTOCOL, 0.5) is not None:
         os.close(fd)
-        return  # it came up meanwhile
+        return True  # it came up meanwhile
     try:  # counted before the spawn: a daemon that dies at once has counted too
         tfd = os.open(tries_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
@@ -283,6 +284,7 @@ def start_daemon(paths, sock_path: str) -> None:
     env = dict(os.environ, AUTOHARNESS_SPAWN_LOCK_FD=str(fd))
     env.pop("AUTOHARNESS_VIA", None)  # this hook's install, not the daemon's
     log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    spawned = False
     try:
         os.posix_spawn(
             sys.executable,
@@ -295,11 +297,13 @@ def start_daemon(paths, sock_path: str) -> None:
             ],
             setsid=True,
         )
+        spawned = True
     except OSError:
         pass
     finally:
         os.close(log)
         os.close(fd)
+    return spawned
 
 
 USAGE = """usage: autoharness-hook < HOOK_EVENT_JSON
@@ -347,8 +351,8 @@ def main() -> None:
     reply = send(sock_path, body, LONG_WAIT if session_start else SHORT_WAIT)
     autostart = reply is None and autostart_enabled(paths)
     if autostart and session_start:  # the session that woke the daemon gets its context too
-        start_daemon(paths, sock_path)
-        reply = send_when_ready(sock_path, body, READY_WAIT, time.monotonic, time.sleep)
+        if start_daemon(paths, sock_path):
+            reply = send_when_ready(sock_path, body, READY_WAIT, time.monotonic, time.sleep)
     # Acknowledged means a hook reply: none in time, a short read, no daemon, or an error that
     # says to retry (e.g. the daemon could not journal it: a full disk) and the event is
     # spooled, never lost. An event the daemon refused as malformed is not: it was counted as

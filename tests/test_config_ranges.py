@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from claude_autoharness.client.hook import autostart_wait
 from claude_autoharness.protocol import config
 from claude_autoharness.protocol.config import ConfigError, load
-from harness import DAEMON, connectable, ctl, hook, pre_tool, sock_path, wait_for
+from harness import DAEMON, connectable, ctl, event, hook, pre_tool, sock_path, wait_for
 
 
 def _error(tmp_path, text: str, env: dict | None = None) -> ConfigError:
@@ -102,6 +103,11 @@ def test_doctor_names_the_key_the_daemon_refuses(home):
     assert "Traceback" not in r.stderr and "ExceptionGroup" not in r.stderr
 
 
+def test_the_back_off_doubles_up_to_its_cap():
+    assert [autostart_wait(n) for n in range(7)] == [0, 10, 20, 40, 80, 160, 300]
+    assert autostart_wait(10_000) == 300
+
+
 def _spawns(home) -> int:
     log = home["home"] / "state" / "daemon.log"
     return log.read_text().count("`fsync_interval_s`") if log.exists() else 0
@@ -115,8 +121,10 @@ def test_hooks_back_off_a_daemon_that_cannot_start(home):
     (home["home"] / "config.toml").write_text("fsync_interval_s = nan\n")
     env = {"AUTOHARNESS_AUTOSTART": "1"}
     began = time.monotonic()
-    for i in range(30):
-        assert hook(pre_tool("sess-bad", tool_use_id=f"t{i}"), env=env).returncode == 0
+    for i in range(30):  # SessionStart too: it waits for a daemon only when one is coming
+        ev = (event("SessionStart", "sess-bad", source="startup") if i % 5 == 0
+              else pre_tool("sess-bad", tool_use_id=f"t{i}"))
+        assert hook(ev, env=env).returncode == 0
     elapsed = time.monotonic() - began
     tries_file = home["home"] / "state" / "autostart.tries"
     tries = int(tries_file.read_text().split()[0])
