@@ -1,4 +1,5 @@
-"""`python -m claude_autoharness ...` is `autoharnessctl ...` (for when the scripts are not on PATH)."""
+"""`python -m claude_autoharness ...` is `autoharnessctl ...`, with the Python of the venv the
+package is installed in (pipx's and uv's venvs are their own: there, run the programs)."""
 
 from claude_autoharness.client.ctl import main
 
