@@ -433,9 +433,10 @@ def check_project(project: str) -> Check:
 
     enabled, problem, path = project_switch(project)
     if problem:
-        return Check("project", False, f"{problem}; autoharness counts nothing in {project}",
-                     f"write `enabled = false` (off) or `enabled = true` (on) in {path}, or "
-                     "remove it")
+        return Check("project", False, problem + ("" if enabled else
+                                                  f"; autoharness counts nothing in {project}"),
+                     f"correct {path} (`enabled = false` turns the project off, `enabled = "
+                     "true` on; `[promoter]` takes `mode` and `git_branch`), or remove it")
     if not enabled:
         return Check("project", True, f"off in {project} (`enabled = false` in {path})")
     return Check("project", True, f"on in {project}" + (f" (`enabled = true` in {path})"

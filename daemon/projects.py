@@ -51,12 +51,17 @@ def _main_worktree(d: str, dotgit: str) -> str | None:
     return os.path.dirname(common) if os.path.basename(common) == ".git" else None
 
 
+PROMOTER_KEYS = {"mode": ("auto", "review", "git"), "git_branch": None}
+
+
 def read_switch(path: str) -> tuple[bool, str]:
-    """(enabled, problem) of a project's switch file. Absent: (True, ""). `enabled = true` or
-    `enabled = false`: that. Anything else (unreadable, not TOML, `enabled` not a boolean,
-    another key) is a problem, and the project is taken as off: the file exists only to turn
-    autoharness off there, so a malformed one most likely meant that (not counting is the
-    careful side; the problem is logged and `doctor --project` shows it)."""
+    """(enabled, problem) of a project's `.claude/autoharness.toml`. Absent: (True, "").
+    It holds `enabled = true|false` and, optionally, a `[promoter]` table (`mode`,
+    `git_branch`: git mode per project). A file that cannot be read or is not TOML, an
+    `enabled` that is not a boolean, or a key of neither kind (`enable = false`) is a problem
+    and the project is taken as off: the switch most likely meant that, and not counting is the
+    careful side. A bad `[promoter]` value is a problem that leaves counting as `enabled` says
+    (the promoter ignores the value). The daemon logs problems; `doctor --project` shows them."""
     try:
         # on the event loop: a FIFO here must fail the open, not block it
         with open(open_regular(path), "rb") as f:
@@ -69,18 +74,34 @@ def read_switch(path: str) -> tuple[bool, str]:
         return False, f"{path} is not UTF-8 text"
     except OSError as e:
         return False, f"{path} cannot be read ({e.strerror or e})"
-    other = sorted(k for k in data if k != "enabled")
+    other = sorted(k for k in data if k not in ("enabled", "promoter"))
     if other:
-        return False, f"{path} has unknown key{'s' if len(other) > 1 else ''} " + \
-            ", ".join(f"`{k}`" for k in other) + " (the only key is `enabled`)"
+        return False, (f"{path} has unknown key{'s' if len(other) > 1 else ''} "
+                       + ", ".join(f"`{k}`" for k in other)
+                       + " (it holds `enabled` and a `[promoter]` table)")
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
         return False, f"{path}: `enabled` must be true or false, unquoted (got {enabled!r})"
-    return enabled, ""
+    return enabled, _promoter_problem(path, data.get("promoter", {}))
 
 
-SWITCH_FIX = ("write `enabled = false` (off) or `enabled = true` (on) in it, or remove it; "
-              "until then the project is treated as off")
+def _promoter_problem(path: str, table: object) -> str:
+    if not isinstance(table, dict):
+        return f"{path}: `promoter` must be a `[promoter]` table"
+    for key, value in table.items():
+        allowed = PROMOTER_KEYS.get(key, ())
+        if key not in PROMOTER_KEYS:
+            return f"{path}: unknown key `promoter.{key}` (it takes `mode` and `git_branch`)"
+        if allowed and value not in allowed:
+            return (f"{path}: `promoter.{key}` must be one of "
+                    + ", ".join(f"`{a}`" for a in allowed) + f" (got {value!r})")
+        if allowed is None and not (isinstance(value, str) and value):
+            return f"{path}: `promoter.{key}` must be a branch name (got {value!r})"
+    return ""
+
+
+SWITCH_FIX = ("correct it (`enabled = false` turns the project off, `enabled = true` on), or "
+              "remove the file")
 
 
 class ProjectSwitches:
@@ -127,8 +148,9 @@ class ProjectSwitches:
                 import structlog  # here: the offline tools load this module without it
 
                 structlog.get_logger("autoharness").warning(
-                    "project switch file malformed: counting nothing there", problem=problem,
-                    fix=SWITCH_FIX)
+                    "project switch file malformed" + ("" if enabled else
+                                                       ": counting nothing there"),
+                    problem=problem, fix=SWITCH_FIX)
         self._cache[root] = (now, key, enabled)
         return enabled
 

@@ -76,7 +76,7 @@ def test_project_root_of_linked_worktree(short_tmp):
 
 
 @pytest.mark.parametrize("text", [b"\xff not toml", b'enabled = "false"\n', b"enabled = nope\n",
-                                  b"enable = false\n", b"enabled = 0\n"])
+                                  b"enable = false\n", b"enabled = 0\n", b"[promotr]\nmode = 'git'\n"])
 def test_a_malformed_switch_file_means_off(short_tmp, text):
     """A switch file that is not `enabled = true|false` is taken as off (it exists only to turn
     autoharness off, so that is what it most likely meant), with the problem said."""
@@ -86,6 +86,20 @@ def test_a_malformed_switch_file_means_off(short_tmp, text):
     assert not ProjectSwitches().enabled(str(short_tmp))
     enabled, problem = read_switch(str(f))
     assert not enabled and str(f) in problem
+
+
+def test_the_promoter_table_is_no_problem_and_a_bad_value_leaves_counting_on(short_tmp):
+    """The file may set git mode per project; a bad value there is said, but it is not the
+    switch: counting stays as `enabled` says."""
+    (short_tmp / ".claude").mkdir()
+    f = short_tmp / ".claude" / "autoharness.toml"
+    f.write_text('[promoter]\nmode = "git"\ngit_branch = "team/skills"\n')
+    assert read_switch(str(f)) == (True, "")
+    f.write_text('enabled = false\n[promoter]\nmode = "git"\n')
+    assert read_switch(str(f)) == (False, "")
+    f.write_text('[promoter]\nmode = "gti"\n')
+    enabled, problem = read_switch(str(f))
+    assert enabled and "`promoter.mode` must be one of `auto`, `review`, `git`" in problem
 
 
 def test_a_malformed_switch_is_logged_once_and_doctor_names_it(daemon, short_tmp):
@@ -106,6 +120,7 @@ def test_a_malformed_switch_is_logged_once_and_doctor_names_it(daemon, short_tmp
     check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "project")
     assert not check["ok"] and str(switch) in check["detail"], check
     assert "must be true or false" in check["detail"] and "enabled = false" in check["fix"]
+    assert "counts nothing" in check["detail"]
     switch.write_text("enabled = false\n")
     r = ctl("doctor", "--json", "--project", str(proj))
     check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "project")
