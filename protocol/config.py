@@ -6,6 +6,7 @@ Invalid values are an error naming the key, never a silent default.
 
 import difflib
 import errno
+import functools
 import math
 import os
 import re
@@ -167,8 +168,9 @@ RANGES: dict[str, tuple[float, float]] = {
 DEFAULT_RANGE = (0, float("inf"))
 
 
+@functools.cache
 def _fields() -> dict[str, Any]:
-    """Every dotted key of Config with its type."""
+    """Every dotted key of Config with its type (computed once; do not mutate)."""
     out: dict[str, Any] = {}
     for name, tp in typing.get_type_hints(Config).items():
         if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
