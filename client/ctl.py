@@ -21,6 +21,7 @@ from claude_autoharness.client.words import finding_text, findings_text, plural,
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.config import ConfigError
 
 
 class CtlError(Exception):
@@ -688,7 +689,7 @@ def main(argv: list[str] | None = None) -> None:
     except DaemonUnreachable as e:
         print(f"autoharnessctl: {e}", file=sys.stderr)
         code = 1
-    except (DaemonError, CtlError) as e:
+    except (DaemonError, CtlError, ConfigError) as e:  # a verb that reads the config itself
         print(f"autoharnessctl: {e}", file=sys.stderr)
         code = 1
     except OSError as e:  # a file in the way, a full or read-only disk: one line, no traceback

@@ -206,8 +206,8 @@ def _blame(dotted: str, path: str, env_vars: dict[str, str], env: dict[str, str]
     """(where the bad value came from, the fix): the variable if it set `dotted`, else the file."""
     var = env_vars.get(dotted)
     if var:
-        return (f"{var}={env[var]!r}", f"fix or unset {var} in the environment the daemon starts "
-                "from (your shell, Claude Code's, or the service's)")
+        return (f"{var}={env[var]!r}", f"fix or unset {var} where it is set (your shell, Claude "
+                "Code's environment, or the service's)")
     default = repr(_default(dotted.split(".")))
     return path, f"fix it in {path}, or remove that line for the default ({default})"
 

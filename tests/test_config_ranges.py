@@ -71,6 +71,14 @@ def test_a_bad_variable_is_named_not_a_file(tmp_path):
         assert str(missing) not in text and var in e.value.fix, text
 
 
+def test_verbs_that_read_the_config_say_what_is_wrong_without_a_traceback(home, short_tmp):
+    """`skills export` reads the config itself: a bad variable is one line naming it."""
+    r = ctl("skills", "export", "--plugin", str(short_tmp / "out"),
+            env=dict(os.environ, AUTOHARNESS_REFLECT_EVERY="abc"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("autoharnessctl: AUTOHARNESS_REFLECT_EVERY='abc'"), r.stderr
+
+
 def test_enum_errors_list_the_allowed_values(tmp_path):
     e = _error(tmp_path, "[reflector]\nbackend = 'bogus'\n")
     for value in ("auto", "anthropic", "claude", "none"):

@@ -23,7 +23,11 @@ from fake_anthropic import FakeAnthropic, tool_reply
 from harness import wait_for
 from promote_support import BODY, EVIDENCE, desc_for
 
-PROGRAMS = ("autoharnessctl", "autoharnessd", "autoharness-hook")
+UPGRADE = (REPO / "README.md").read_text().split("## Upgrade", 1)[1].split("\n## ", 1)[0]
+UPGRADE_SH = UPGRADE.split("```sh\n", 1)[1].split("```", 1)[0]
+# the line that restarts the daemon after the reinstall (`stop && start`, or `restart`)
+RESTART = next(line.strip() for line in UPGRADE_SH.splitlines()
+               if line.startswith("autoharnessctl") and "start" in line)
 PACKAGE_DATA = ("claude_autoharness/client/commands/learn.md",
                 "claude_autoharness/client/commands/save-learnings.md",
                 "claude_autoharness/client/templates/autoharness.service",
@@ -161,9 +165,10 @@ def _status(bindir: Path, env: dict) -> dict:
 def test_the_readme_upgrade_keeps_sessions_jobs_and_skills(dist, tmp_path, short_tmp):
     """An earlier version installed the README's plain-venv way, its daemon with two sessions,
     a finished job that landed a skill and a job waiting (the token budget is spent); then the
-    README's upgrade, literally: `pip install --upgrade .` from the clone, `autoharnessctl stop
-    && autoharnessctl start`, `install && doctor`. The new daemon is the new version and has
+    README's upgrade, as it is written: `pip install --upgrade .` from the clone, its restart
+    line, `install && doctor`. The new daemon is the new version and has
     every session, job, intent and skill."""
+    assert "~/.local/share/autoharness/bin/pip install --upgrade ." in UPGRADE_SH
     old = _old_wheel(dist, tmp_path, "0.0.9")
     bindir = _venv(short_tmp / "venv")
     _pip(bindir, str(old))
@@ -206,12 +211,13 @@ def test_the_readme_upgrade_keeps_sessions_jobs_and_skills(dist, tmp_path, short
                                       env=env).stdout)
             assert [i["status"] for i in intents] == ["landed"]
 
-            # the README's upgrade, from the clone
+            # the README's upgrade, from the clone: its venv reinstall, then its restart line
             r = subprocess.run([str(bindir / "pip"), "install", "-q", "--upgrade", "."],
                                cwd=REPO, capture_output=True, text=True, timeout=900)
             assert r.returncode == 0, r.stderr[-3000:]
-            _run(bindir, "autoharnessctl", "stop", env=env)
-            _run(bindir, "autoharnessctl", "start", env=env)
+            r = subprocess.run(["bash", "-c", RESTART], env=env, capture_output=True, text=True,
+                               timeout=300, stdin=subprocess.DEVNULL)
+            assert r.returncode == 0, (RESTART, r.stdout, r.stderr)
             after = _status(bindir, env)
             assert after["version"] == VERSION and after["pid"] != before["pid"], after
             _run(bindir, "autoharnessctl", "install", env=env)
