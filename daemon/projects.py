@@ -9,7 +9,7 @@ import os
 import time
 import tomllib
 
-from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.capture.source import TranscriptRefused, open_regular
 
 SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
 
@@ -61,7 +61,8 @@ def read_switch(path: str) -> tuple[bool, str]:
     `enabled` that is not a boolean, or a key of neither kind (`enable = false`) is a problem
     and the project is taken as off: the switch most likely meant that, and not counting is the
     careful side. A bad `[promoter]` value is a problem that leaves counting as `enabled` says
-    (the promoter ignores the value). The daemon logs problems; `doctor --project` shows them."""
+    (the promoter ignores the value), and so is a FIFO or device there (planted, never written
+    as a switch: ignored). The daemon logs problems; `doctor --project` shows them."""
     try:
         # on the event loop: a FIFO here must fail the open, not block it
         with open(open_regular(path), "rb") as f:
@@ -73,6 +74,9 @@ def read_switch(path: str) -> tuple[bool, str]:
     except UnicodeDecodeError:
         return False, f"{path} is not UTF-8 text"
     except OSError as e:
+        if isinstance(e, TranscriptRefused) and "not a regular file" in e.reason:
+            # a FIFO or device: planted, never written as a switch
+            return True, f"{path} is {e.reason}, so it is ignored"
         return False, f"{path} cannot be read ({e.strerror or e})"
     other = sorted(k for k in data if k not in ("enabled", "promoter"))
     if other:
