@@ -122,7 +122,7 @@ def skills(project):
 
 
 def history(project, name):
-    r = ctl("skills", "history", name, "--project", str(project))
+    r = ctl("skills", "history", name, "--project", str(project), "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -216,7 +216,7 @@ def test_verdicts_are_grounded_in_the_window(home, project, api):
         text = ctl("skills", "list", "--project", str(project)).stdout
         assert "verdicts 1/0/0/0" in text
         shown = json.loads(ctl("skills", "show", "focused-tests", "--project",
-                               str(project)).stdout)
+                               str(project), "--json").stdout)
         assert [(v["verdict"], v["quote"]) for v in shown["verdicts"]] == [("helped", followed)]
         [fb] = [e for e in history(project, "focused-tests") if e["action"] == "feedback"]
         assert fb["verdict"] == "helped" and fb["quote"] == followed
