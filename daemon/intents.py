@@ -197,8 +197,8 @@ def _dedupe_key(job_id: str | None, raw) -> str:
     return f"{job_id or ''}:{hashlib.sha256(_canonical(raw).encode()).hexdigest()[:32]}"
 
 
-def _updated(cur: Intent, rec: dict) -> Intent:
-    """`cur` with an `update` record applied."""
+def _updated(cur, rec: dict):
+    """`cur` (an Intent or a VerdictRecord) with an `update` record applied."""
     changes = {"status": rec["status"], "updated_at": float(rec.get("updated_at") or 0)}
     if rec.get("findings") is not None:
         changes["findings"] = msgspec.convert(rec["findings"], list[Finding])
@@ -241,14 +241,7 @@ def _replay_verdict(rec: dict, verdicts: dict, key_of: dict, by_key: dict,
         if report is not None:
             report.problems.append(f"update for unknown verdict {rec['id']!r} ignored")
         return
-    verdicts[cur.id] = _verdict_updated(cur, rec)
-
-
-def _verdict_updated(cur: VerdictRecord, rec: dict) -> VerdictRecord:
-    changes = {"status": rec["status"], "updated_at": float(rec.get("updated_at") or 0)}
-    if rec.get("findings") is not None:
-        changes["findings"] = msgspec.convert(rec["findings"], list[Finding])
-    return msgspec.structs.replace(cur, **changes)
+    verdicts[cur.id] = _updated(cur, rec)
 
 
 class IntentQueue:
@@ -508,7 +501,7 @@ class IntentQueue:
             if findings is not None:
                 rec["findings"] = list(findings)
             self._append([rec])
-            new = _verdict_updated(cur, msgspec.json.decode(msgspec.json.encode(rec)))
+            new = _updated(cur, msgspec.json.decode(msgspec.json.encode(rec)))
             verdicts = dict(st.verdicts)
             verdicts[verdict_id] = new
             self._state = _State(st.intents, st.key_of, st.by_key, st.records + 1, verdicts)
