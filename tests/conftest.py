@@ -88,6 +88,33 @@ def claude_cli(claude_cli_or_why) -> Path:
 
 
 @pytest.fixture
+def model():
+    """The scripted streaming fake of the Messages API the real Claude Code CLI talks to."""
+    from real_cli import CliModel
+
+    with CliModel() as m:
+        yield m
+
+
+@pytest.fixture
+def sandbox(claude_cli, model):
+    """`sandbox(**env)`: a fresh user's home for the real CLI, closed (and its leftovers ended)
+    after the test."""
+    from real_cli import Sandbox
+
+    boxes = []
+
+    def make(**extra_env) -> Sandbox:
+        box = Sandbox(claude_cli, model, {k: str(v) for k, v in extra_env.items()})
+        boxes.append(box)
+        return box
+
+    yield make
+    for box in boxes:
+        box.close()
+
+
+@pytest.fixture
 def env(home):
     """A promoter on temp dirs, a project root, and a directory outside every skill tree."""
     proj = home["tmp"] / "proj"

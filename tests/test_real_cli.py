@@ -8,8 +8,6 @@ to the network. The daemon is started by the hook (autostart), as on a real mach
 import json
 import re
 
-import pytest
-
 from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
@@ -30,26 +28,6 @@ def bash(command: str) -> dict:
 
 def reply(*blocks) -> dict:
     return message_reply(*blocks)
-
-
-@pytest.fixture
-def model():
-    with CliModel() as m:
-        yield m
-
-
-@pytest.fixture
-def sandbox(claude_cli, model):
-    boxes = []
-
-    def make(**extra_env) -> Sandbox:
-        box = Sandbox(claude_cli, model, {k: str(v) for k, v in extra_env.items()})
-        boxes.append(box)
-        return box
-
-    yield make
-    for box in boxes:
-        box.close()
 
 
 def three_steps(model: CliModel, key: str, final_text: str = "All three steps ran.") -> None:

@@ -7,11 +7,10 @@ installed; the CLI talks to a streaming loopback fake of the Messages API, never
 and the daemon is started by the hook.
 """
 
-import pytest
 
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
-from real_cli import CliModel, Sandbox, strings
+from real_cli import CliModel, strings
 
 HOLD_S = 4.0  # how long the fake holds the final reply back (the transcript is quiet meanwhile)
 RUNS = 10
@@ -37,26 +36,6 @@ def seen_by_reflector(model: CliModel, *texts: str) -> bool:
     """Whether one reflector request carries every one of `texts`."""
     return any(all(t in "\n".join(strings(r["messages"])) for t in texts)
                for r in model.reflector_requests())
-
-
-@pytest.fixture
-def model():
-    with CliModel() as m:
-        yield m
-
-
-@pytest.fixture
-def sandbox(claude_cli, model):
-    boxes = []
-
-    def make(**extra_env) -> Sandbox:
-        box = Sandbox(claude_cli, model, {k: str(v) for k, v in extra_env.items()})
-        boxes.append(box)
-        return box
-
-    yield make
-    for box in boxes:
-        box.close()
 
 
 def test_final_reply_held_back_reaches_the_reflector_every_time(sandbox, model):

@@ -30,12 +30,6 @@ def bash(command: str) -> dict:
 
 
 @pytest.fixture
-def model():
-    with CliModel() as m:
-        yield m
-
-
-@pytest.fixture
 def box(claude_cli, model):
     """A fresh user with no settings install: the test installs the plugin."""
     b = Sandbox(claude_cli, model, {"AUTOHARNESS_REFLECT_EVERY": "1000"}, install=False)
