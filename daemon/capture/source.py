@@ -66,7 +66,11 @@ def _beneath(path: str | os.PathLike, roots: Sequence[str] | None) -> tuple[str,
     path = os.fspath(path)
     if not path or "\0" in path:
         raise TranscriptRefused(path, "empty or invalid path")
-    real = os.path.realpath(path)
+    try:
+        real = os.path.realpath(path)
+    except OSError as e:  # a link swapped while it was resolved (readlink: EINVAL), a loop
+        raise TranscriptRefused(path, f"its path changed while it was resolved ({e.strerror})"
+                                ) from None
     if roots is None:
         return real, os.path.dirname(real), [os.path.basename(real)]
     for r in roots:
