@@ -221,33 +221,42 @@ class Promoter:
     def retire(self, d: lifecycle.Decision, project_root: str | None) -> Outcome:
         """Archive one skill for a lifecycle reason (`dormant`, `capacity`), recorded in its
         history and archive metadata; `restore` brings it back on a fresh probation."""
+        why = d.detail or (f"{d.reason}: {plural(d.uses, 'use')} in {plural(d.turns, 'turn')}"
+                           + (" after probation" if d.reason == lifecycle.DORMANT else
+                              f", over the {d.layer} layer's capacity"))
+        return self.archive_owned(d.layer, d.name, project_root,
+                                  {"source": "lifecycle", "reason": why}, reason=d.reason,
+                                  uses=d.uses, turns=d.turns)
+
+    def archive_owned(self, layer: str, name: str, project_root: str | None, origin: dict, *,
+                      reason: str, uses: int | None = None, turns: int | None = None,
+                      meta: dict | None = None) -> Outcome:
+        """Archive the autoharness skill `name` of `layer` for `reason`, checked and journaled
+        like any landing; `meta`: more facts for its archive metadata (where it came from)."""
         with self.statedir.locked():
-            root, anchor = self.layer_root(d.layer, project_root)
+            root, anchor = self.layer_root(layer, project_root)
             if root is None:
                 return Outcome.rejected(layers.no_project_root(project_root))
             try:
                 self._sync_git(root)
             except OSError as e:
                 return Outcome.rejected(Finding(family="landing", code="git", message=str(e)))
-            plan = Plan(action="archive", layer=d.layer, name=d.name, root=root, anchor=anchor,
+            plan = Plan(action="archive", layer=layer, name=name, root=root, anchor=anchor,
                         state=self.state)
-            if not validate.name_is_contained(d.name):
+            if not validate.name_is_contained(name):
                 return Outcome.rejected(Finding(family="contained", code="name",
                                        message="not a plain skill name"))
             plan.exists = os.path.lexists(plan.skill_dir)
             if not plan.exists or not self.owned(plan.skill_dir):
                 return Outcome.rejected(Finding(family="owned", code="not_owned",
-                                       message=f"{d.name} is not an autoharness skill"))
+                                       message=f"{name} is not an autoharness skill"))
             plan.live = validate.scan_tree(plan.skill_dir)[0]
             findings = self.check(plan)
             if findings:
                 return Outcome.rejected(*findings)
-            why = d.detail or (f"{d.reason}: {plural(d.uses, 'use')} in {plural(d.turns, 'turn')}"
-                               + (" after probation" if d.reason == lifecycle.DORMANT else
-                                  f", over the {d.layer} layer's capacity"))
-            origin = {"source": "lifecycle", "reason": why}
-            return self.run(self.archive_record(plan, origin, reason=d.reason,
-                                                  uses=d.uses, turns=d.turns))
+            rec = self.archive_record(plan, origin, reason=reason, uses=uses, turns=turns)
+            rec["meta"].update(meta or {})
+            return self.run(rec)
 
     def archived_since(self, project_root: str | None, since: float,
                        reasons: tuple[str, ...] = lifecycle.URGENCY) -> list[dict]:

@@ -148,7 +148,9 @@ def take(pr: Promoter, name: str, remote: Copy, expected: Copy | None,
     if remote.status == ARCHIVED:
         if current is None or current.status == ARCHIVED:
             return Outcome(status="landed")  # nothing here to archive
-        return _archive(pr, name, remote.reason or "synced", origin)
+        return pr.archive_owned("user", name, None, origin, reason=remote.reason or "synced",
+                                meta={"machine": origin["machine"],
+                                      "origin_at": origin["origin_at"]})
     if current is not None and current.status == ARCHIVED:
         out = pr.restore(name, layer="user")
         if out.status != "landed":
@@ -213,25 +215,6 @@ def _write(pr: Promoter, name: str, copy: Copy, origin: dict, *, create: bool) -
     if out.status == "landed" and create:
         pr.stamp(plan.skill_dir, "user", None)  # its probation starts here
     return out
-
-
-def _archive(pr: Promoter, name: str, reason: str, origin: dict) -> Outcome:
-    root, anchor = pr.layer_root("user", None)
-    assert root is not None
-    with pr.statedir.locked():
-        plan = Plan(action="archive", layer="user", name=name, root=root, anchor=anchor,
-                    state=pr.state)
-        plan.exists = os.path.lexists(plan.skill_dir)
-        if not plan.exists or not pr.owned(plan.skill_dir):
-            return Outcome.rejected(Finding(family="owned", code="not_owned",
-                                            message=f"{name} is not an autoharness skill"))
-        plan.live = validate.scan_tree(plan.skill_dir)[0]
-        findings = pr.check(plan)
-        if findings:
-            return Outcome.rejected(*findings)
-        rec = pr.archive_record(plan, origin, reason=reason)
-        rec["meta"].update(machine=origin["machine"], origin_at=origin["origin_at"])
-        return pr.run(rec)
 
 
 def keep_in_history(pr: Promoter, name: str, loser: Copy, winner: Copy, machine: str) -> Outcome:
