@@ -19,6 +19,7 @@ from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.config import ReflectorConfig
 from harness import BIN, CTL, HOOK, Daemon
+from status_support import healthy_status
 
 Usage = namedtuple("Usage", "total used free")
 
@@ -40,23 +41,7 @@ def fake_claude(bindir: Path) -> Path:
     return p
 
 
-def status(**parts) -> r.Status:
-    """A healthy daemon's typed status (this version, nothing pending or failing), with the
-    `parts` named replaced."""
-    healthy = dict(
-        version=VERSION, protocol=PROTOCOL, pid=1, uptime_s=2.0, socket="/s", paused=False,
-        sessions=[], events=r.EventCounts(received=0, rejected=0, by_kind={}, unknown_kinds=0,
-                                          malformed_frames=0, peer_rejected=0),
-        jobs=r.JobCounts(), connections={}, spool=r.SpoolInfo(replayed=0, pending=0),
-        persistence=r.PersistenceInfo(last_snapshot_at=None, quarantined=[], failing=None),
-        watcher={}, capture={}, intents={},
-        reflector=r.ReflectorInfo(backend="api", configured="auto", model="m", reason=None,
-                                  tokens_today=0, tokens_total=0, daily_token_budget=None),
-        promoter=r.PromoterInfo(mode="direct", landed=0, rejected=0, held=0,
-                                last_landing_at=None, findings={}),
-        library=r.LibraryInfo(), learnings=r.LearningsInfo(markers_seen=0, unprocessed=0,
-                                                           projects=0))
-    return r.Status(**(healthy | parts))
+status = healthy_status  # a healthy daemon's status, the `parts` named replaced
 
 
 def assert_fails(check: doctor.Check, name: str, *in_fix: str, in_detail: str = ""):
