@@ -18,7 +18,8 @@ def temp_home() -> tuple[Path, dict]:
     (d / "claude" / "projects").mkdir(parents=True)
     (d / "h").mkdir(mode=0o700)
     env = dict(os.environ, AUTOHARNESS_HOME=str(d / "h"), CLAUDE_CONFIG_DIR=str(d / "claude"),
-               AUTOHARNESS_AUTOSTART="0", AUTOHARNESS_REFLECT_EVERY="1000000000")
+               # the largest reflect_every the config allows: these benches never reflect
+               AUTOHARNESS_AUTOSTART="0", AUTOHARNESS_REFLECT_EVERY="1000000")
     env.pop("AUTOHARNESS_SOCKET", None)
     return d, env
 
