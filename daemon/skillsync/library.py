@@ -29,14 +29,16 @@ class Local:
     targets: dict[str, str]  # name -> the skill directory it lives (or lived) at
 
 
-def read(pr: Promoter, machine: str) -> Local:
+def read(pr: Promoter, machine: str, only: str | None = None) -> Local:
+    """The user layer as it is now; `only`: just that skill (a take-in re-reads one name
+    under the round, not the whole library)."""
     root, _ = pr.layer_root("user", None)
     assert root is not None  # the user layer always resolves
     copies: dict[str, Copy] = {}
     mine: set[str] = set()
     targets: dict[str, str] = {}
     try:
-        names = sorted(os.listdir(root))
+        names = [only] if only is not None else sorted(os.listdir(root))
     except OSError:
         names = []
     for name in names:
@@ -52,7 +54,8 @@ def read(pr: Promoter, machine: str) -> Local:
             copies[name] = copy
     latest: dict[str, dict] = {}
     for meta in pr.statedir.archives():
-        if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine:
+        if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine \
+                or (only is not None and meta["name"] != only):
             continue
         if meta["name"] not in latest or meta["landing"] > latest[meta["name"]]["landing"]:
             latest[meta["name"]] = meta
@@ -134,7 +137,7 @@ def take(pr: Promoter, name: str, remote: Copy, expected: Copy | None,
          machine: str) -> Outcome:
     """Make the local copy of `name` equal `remote`, unless the library moved since the
     round read it (then nothing is done: the next round sees the new state)."""
-    now = read(pr, machine)
+    now = read(pr, machine, name)
     if name in now.hand_written:
         return Outcome.rejected(Finding(family="owned", code="not_owned",
                                         message=f"{name} is a hand-written skill on this machine"))
@@ -155,7 +158,7 @@ def take(pr: Promoter, name: str, remote: Copy, expected: Copy | None,
         out = pr.restore(name, layer="user")
         if out.status != "landed":
             return out
-        current = read(pr, machine).copies.get(name)
+        current = read(pr, machine, name).copies.get(name)
         if current is not None and current.same(remote):
             return out
     return _write(pr, name, remote, origin, create=current is None)
@@ -223,7 +226,7 @@ def keep_in_history(pr: Promoter, name: str, loser: Copy, winner: Copy, machine:
     origin = {"source": "sync", "machine": loser.changed_by, "origin_at": loser.changed_at,
               "reason": f"sync conflict: the version of machine {loser.changed_by}, kept in "
                         f"history (machine {winner.changed_by}'s version won)"}
-    current = read(pr, machine).copies.get(name)
+    current = read(pr, machine, name).copies.get(name)
     if loser.status == LIVE and current is not None and current.status == LIVE:
         out = _write(pr, name, loser, origin, create=False)
         if out.status != "landed":
