@@ -31,14 +31,13 @@ import time
 import uuid
 
 import anyio
-import msgspec
 import structlog
 
-from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect import backends, batchstore
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
+from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
 from claude_autoharness.daemon.reflect.pool import (
     drop_saved_lessons,
     fresh_markers,
@@ -59,48 +58,6 @@ BYTES_PER_TOKEN = 4
 # How far back (seconds) the batch list is searched for a create whose answer was lost: the
 # API's clock and ours may disagree, and its created_at is rounded.
 CREATE_LOOKBACK_S = 600.0
-
-
-class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
-    id: str  # the custom id, and the job id intake records the proposals under
-    transcript: str
-    start: int
-    end: int
-    session_id: str
-    project: str | None = None
-    status: str = "waiting"  # waiting | submitted | done | failed | canceled
-    batch: str | None = None
-    attempts: int = 0
-    error: str | None = None
-    intents: list[str] = []
-
-
-class Batch(msgspec.Struct, kw_only=True, omit_defaults=True):
-    id: str
-    items: list[str]
-    status: str = "in_progress"  # in_progress | canceling | ended (results taken in)
-    created_at: float = 0.0
-    next_poll_at: float = 0.0
-    interval: float = 0.0
-
-
-class Creating(msgspec.Struct, kw_only=True):
-    """A create request sent (or about to be) whose batch id is not journaled yet."""
-
-    items: list[str]  # its custom ids, in order
-    at: float  # when it went out (this machine's clock)
-
-
-class Journal(msgspec.Struct, kw_only=True):
-    items: dict[str, Item] = {}
-    batches: dict[str, Batch] = {}
-    creating: Creating | None = None
-    tokens: int = 0
-    requests: int = 0  # API requests made for batches (create, retrieve, results, cancel)
-
-
-def journal_path() -> str:
-    return os.path.join(paths.state_dir(), "batches.json")
 
 
 def session_for(path: str) -> str:
@@ -156,23 +113,10 @@ class BatchRunner:
     # ---- journal -------------------------------------------------------------------------
 
     def load(self) -> None:
-        try:
-            with open(journal_path(), "rb") as f:
-                self.j = msgspec.json.decode(f.read(), type=Journal)
-        except FileNotFoundError:
-            self.j = Journal()
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
-            bad = journal_path() + f".corrupt-{int(self.clock())}"
-            os.replace(journal_path(), bad)
-            log.error("batch journal unreadable: set aside", path=bad, error=str(e))
-            self.j = Journal()
-        for b in self.j.batches.values():
-            if b.status != "ended":
-                b.next_poll_at = 0.0  # resume polling right away
+        self.j = batchstore.load(self.clock())
 
     def save(self) -> None:
-        os.makedirs(paths.state_dir(), mode=0o700, exist_ok=True)
-        write_atomic(journal_path(), msgspec.json.encode(self.j))
+        batchstore.save(self.j)
 
     # ---- commands ------------------------------------------------------------------------
 
