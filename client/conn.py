@@ -49,7 +49,7 @@ _TIMEOUT_HINT = ("it is busy or stuck; see `autoharnessctl doctor`, or wait long
 
 
 def typed(data: object, kind: type[r.T], req: m.Request) -> r.T:
-    """A reply's data as the Struct protocol/replies.py defines for it; a daemon whose reply
+    """A reply's data as the Struct protocol/replies/ defines for it; a daemon whose reply
     is of another shape (another version) is an error that says to restart it."""
     try:
         return r.decode(data, kind)

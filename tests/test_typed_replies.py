@@ -1,5 +1,5 @@
 """The CLI reads typed replies: a real daemon's answers to every verb the CLI prints decode
-strictly into the Structs of protocol/replies.py, field for field; the CLI's text comes from
+strictly into the Structs of protocol/replies/, field for field; the CLI's text comes from
 those Structs; a reply of another shape is refused with the fix (restart the daemon)."""
 
 import msgspec

@@ -1,0 +1,103 @@
+"""The promoter's answers and the skills verbs: `skills list|show|revert|restore`, `sync`,
+`queue approve|reject`."""
+
+from typing import Any
+
+import msgspec
+
+
+class Finding(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One reason a proposal may not land; `family` groups them (well_formed, safe, ...)."""
+
+    family: str
+    code: str
+    message: str = ""
+
+
+class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What became of one landing: `skills revert|restore`, `queue approve|reject`."""
+
+    status: str  # landed | rejected | held
+    findings: list[Finding] = []
+    skill_path: str | None = None  # the SKILL.md (or, for archive, the archive directory)
+    version: int | None = None
+
+    @classmethod
+    def rejected(cls, *findings: Finding) -> "Outcome":
+        return cls(status="rejected", findings=list(findings))
+
+
+class FeedbackCounts(msgspec.Struct, kw_only=True):
+    """Grounded verdicts on one skill since it landed or was restored."""
+
+    helped: int = 0
+    ignored: int = 0
+    harmful: int = 0
+    missed: int = 0
+
+
+class SkillInfo(msgspec.Struct, kw_only=True):
+    """One skill of `skills list`, live or archived."""
+
+    name: str
+    layer: str
+    path: str
+    owner: str  # autoharness | user
+    status: str = "live"  # live | archived
+    created: float | None = None
+    last_changed: float | None = None
+    uses: int = 0
+    version: int | None = None
+    turns: int = 0  # of its layer since it landed or was restored (autoharness skills)
+    stage: str = ""  # probation | graduated | hand-written | archived
+    reason: str | None = None  # archived: dormant | capacity | harmful | stale | curated | proposed
+    feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
+    stale: list[str] = []  # repository paths it names that are gone (project skills)
+
+
+class SkillView(msgspec.Struct, kw_only=True):
+    """`skills show`: one live skill, its SKILL.md, files and provenance landings."""
+
+    info: SkillInfo
+    skill_md: str
+    files: list[str]
+    landings: list[dict[str, Any]]
+    sync_conflicts: list["SyncConflict"] = []  # user layer: changed on two machines at once
+    verdicts: list[dict[str, Any]] = []  # accepted feedback since landing: verdict, quote, at
+
+
+class SyncConflict(msgspec.Struct, kw_only=True):
+    """A skill changed on two machines between rounds whose changes could not be merged."""
+
+    skill: str
+    at: float  # when this machine resolved it
+    kept: str  # the machine whose version is live now
+    other: str  # the machine whose version went into the skill's history
+    note: str = ""
+
+
+class SyncRefusal(msgspec.Struct, kw_only=True):
+    """A change from another machine this machine's promoter would not land, and why."""
+
+    skill: str
+    machine: str
+    findings: list[Finding] = []
+
+
+class SyncInfo(msgspec.Struct, kw_only=True):
+    """`autoharnessctl sync`: the user layer's sync repository and its last rounds."""
+
+    configured: bool = False
+    remote: str = ""
+    machine: str = ""
+    every_s: float = 0.0
+    last_round_at: float | None = None
+    last_good_at: float | None = None
+    last_error: str | None = None  # why the last round failed (None: it completed)
+    failures: int = 0  # rounds failed in a row
+    next_try_at: float | None = None  # the daemon's next round, when it runs them
+    took: list[str] = []  # skills the last completed round changed here
+    pushed: list[str] = []  # skills it sent
+    merged: list[str] = []
+    conflicts: list[SyncConflict] = []  # the latest, newest last
+    refused: list[SyncRefusal] = []  # of the last completed round

@@ -1,0 +1,182 @@
+"""`autoharnessctl status`: the daemon's view of itself, and the `Identity` any version answers."""
+
+from typing import Any
+
+import msgspec
+
+from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.skills import FeedbackCounts, SyncInfo
+
+
+class CallCounts(Part):
+    """A session's tool calls by the witness that counted them (each call counts once)."""
+
+    hook: int = 0  # PreToolUse events
+    transcript: int = 0  # tool_use blocks in the main transcript no event reported
+
+
+class SessionInfo(Part):
+    session_id: str
+    activity: int
+    watermark: int
+    transcript_path: str | None
+    last_event_at: float
+    calls: CallCounts = msgspec.field(default_factory=CallCounts)
+    subagent_calls: int = 0  # its subagents' tool calls: shown apart, never activity
+
+
+class EventCounts(Part):
+    received: int
+    rejected: int
+    by_kind: dict[str, int]
+    unknown_kinds: int
+    malformed_frames: int
+    peer_rejected: int
+    duplicates: int = 0  # copies of events already counted (a spooled copy, a retry)
+
+
+class LastError(Part):
+    job: str
+    error: str
+    status: str
+
+
+class FailedJob(Part):
+    """A failed job and why, for `status` (the most recent few)."""
+
+    job: str
+    kind: str = ""
+    session_id: str = ""
+    error: str = ""
+    finished_at: float | None = None
+
+
+class JobCounts(Part):
+    pending: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    failed_24h: int = 0
+    by_kind: dict[str, int] = {}
+    last_error: LastError | None = None
+    waiting: str | None = None
+    recent_failures: list[FailedJob] = []  # newest first, at most RECENT_FAILURES
+
+
+class SpoolInfo(Part):
+    replayed: int
+    pending: int
+
+
+class Failing(Part):
+    """Why the daemon's state writes fail, and since when (the first failure of the episode)."""
+
+    reason: str
+    since: float
+
+
+class PersistenceInfo(Part):
+    last_snapshot_at: float | None
+    quarantined: list[str]
+    failing: Failing | None  # while state writes fail
+
+
+class ReflectorInfo(Part):
+    backend: str
+    configured: str
+    model: str
+    reason: str | None
+    tokens_today: int
+    tokens_total: int
+    daily_token_budget: int | None
+
+
+class LibraryTurns(Part):
+    user: int = 0
+    projects: int = 0  # projects with turns counted
+
+
+class LibraryInfo(Part):
+    """Skills per lifecycle stage over the layers judged so far, turns, the library config."""
+
+    probation: int = 0
+    graduated: int = 0
+    hand_written: int = msgspec.field(default=0, name="hand-written")
+    archived: int = 0
+    archived_by_reason: dict[str, int] = {}
+    turns: LibraryTurns = msgspec.field(default_factory=LibraryTurns)
+    config: dict[str, Any] = {}
+    feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)  # live skills
+    stale: int = 0  # live skills naming repository paths that are gone
+    verdicts_refused: int = 0  # verdicts the promoter (or intake) did not accept
+
+
+class BatchInFlight(Part):
+    id: str
+    items: int
+    status: str
+
+
+class BatchesInfo(Part):
+    """`replay --batch`: batches in flight, items by status, tokens (and at the batch price)."""
+
+    in_flight: list[BatchInFlight] = []
+    items: dict[str, int] = {}
+    tokens: int = 0
+    tokens_at_batch_price: int = 0
+    price_ratio: float = 0.0
+    requests: int = 0
+    waiting: str | None = None
+
+
+class PromoterInfo(Part):
+    mode: str
+    landed: int
+    rejected: int
+    held: int
+    last_landing_at: float | None
+    findings: dict[str, int]
+
+
+class LearningsInfo(Part):
+    markers_seen: int
+    unprocessed: int
+    projects: int
+
+
+class Identity(Part):
+    """The head of any version's status: which daemon answers, and where. What `start` and
+    `service` read, so a daemon of another version is still recognised as running."""
+
+    version: str = ""
+    protocol: int = 0
+    pid: int = 0
+    socket: str = ""
+
+
+class Status(Part):
+    """`autoharnessctl status`: the daemon's view of itself."""
+
+    version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    socket: str
+    paused: bool
+    sessions: list[SessionInfo]
+    events: EventCounts
+    jobs: JobCounts
+    connections: dict[str, Any]  # open connections, the cap, drops
+    spool: SpoolInfo
+    persistence: PersistenceInfo
+    watcher: dict[str, Any]  # the transcript index's and the watcher's own counters
+    capture: dict[str, Any]  # capture statistics, including redactions by kind
+    intents: dict[str, int]  # intents by status
+    reflector: ReflectorInfo
+    promoter: PromoterInfo
+    library: LibraryInfo
+    learnings: LearningsInfo
+    batches: BatchesInfo = msgspec.field(default_factory=BatchesInfo)
+    sync: SyncInfo = msgspec.field(default_factory=SyncInfo)
+    sessions_total: int = 0  # live sessions in all; `sessions` is one page of them, newest first
+    sessions_offset: int = 0
