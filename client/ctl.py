@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+import msgspec
+
 from claude_autoharness.client import (
     conn,
     doctor,
@@ -198,13 +200,13 @@ def do_stop(args) -> int:
 
 
 def do_pause(args) -> int:
-    call(m.Pause(paused=True))
+    ask(m.Pause(paused=True), r.Paused)
     print("paused: hooks count nothing until `autoharnessctl resume`")
     return 0
 
 
 def do_resume(args) -> int:
-    call(m.Pause(paused=False))
+    ask(m.Pause(paused=False), r.Paused)
     print("resumed: hooks count again")
     return 0
 
@@ -214,22 +216,22 @@ def do_capture(args) -> int:
     if bool(args.session) == bool(args.transcript):
         raise CtlError("name exactly one of --session ID or --transcript PATH")
     try:
-        data = call(m.Capture(session_id=args.session, start=args.start,
-                              transcript_path=args.transcript))
+        packet = ask(m.Capture(session_id=args.session, start=args.start,
+                               transcript_path=args.transcript), r.Packet)
     except DaemonUnreachable:
         if args.session:
             raise
-        data = _offline_packet(args.transcript, args.start or 0)
+        packet = _offline_packet(args.transcript, args.start or 0)
     if args.json:
-        _print_json(data)
+        _print_json(msgspec.to_builtins(packet))
     else:
         from claude_autoharness.daemon import offline
 
-        print(offline.format_packet(data))
+        print(offline.format_packet(packet))
     return 0
 
 
-def _offline_packet(path: str, start: int) -> dict:
+def _offline_packet(path: str, start: int) -> r.Packet:
     from claude_autoharness.daemon import offline
 
     try:

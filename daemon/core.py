@@ -216,7 +216,7 @@ class Daemon:
         self.book.state.paused = req.paused
         self.book.mark_dirty()
         await self.book.persist(snapshot=True)  # an operator's change: the state compacted too
-        return m.Ok(data={"paused": self.book.state.paused})
+        return m.Ok(data=r.Paused(paused=self.book.state.paused))
 
     # ---- background loops ------------------------------------------------------------------
 

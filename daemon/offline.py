@@ -14,10 +14,10 @@ needs, so the verbs that only talk to the socket never load the daemon's depende
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from claude_autoharness.protocol.replies import Intent, LearningsSaved
+    from claude_autoharness.protocol.replies import Intent, LearningsSaved, Packet
 
 
 class OfflineError(Exception):
@@ -26,11 +26,9 @@ class OfflineError(Exception):
 
 # ---- capture -----------------------------------------------------------------------------------
 
-def capture_packet(path: str, start: int = 0) -> dict:
+def capture_packet(path: str, start: int = 0) -> "Packet":
     """The packet a model would receive for `path` from byte `start`, redacted with the
     configured rules. Only transcripts under the transcript roots are read."""
-    import msgspec
-
     from claude_autoharness.daemon.capture.packet import build_packet
     from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
     from claude_autoharness.daemon.live import make_redactor
@@ -45,17 +43,14 @@ def capture_packet(path: str, start: int = 0) -> dict:
         raise OfflineError(f"not reading {path}: {e.reason}") from None
     except OSError as e:
         raise OfflineError(f"cannot read {path}: {e.strerror}") from None
-    return msgspec.to_builtins(packet)
+    return packet
 
 
-def format_packet(data: Mapping[str, Any]) -> str:
+def format_packet(packet: "Packet") -> str:
     """A capture packet (as `capture_packet` or the daemon returns it) for reading."""
-    import msgspec
-
-    from claude_autoharness.daemon.capture.packet import Packet
     from claude_autoharness.daemon.capture.packet import format_packet as fmt
 
-    return fmt(msgspec.convert(data, Packet))
+    return fmt(packet)
 
 
 # ---- replay ------------------------------------------------------------------------------------

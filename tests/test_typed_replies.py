@@ -2,6 +2,8 @@
 strictly into the Structs of protocol/replies/, field for field; the CLI's text comes from
 those Structs; a reply of another shape is refused with the fix (restart the daemon)."""
 
+import json
+
 import msgspec
 import pytest
 
@@ -10,8 +12,10 @@ from claude_autoharness.daemon.handlers.review import QUEUE_OPS
 from claude_autoharness.daemon.handlers.skills import VERBS
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
 from harness import Daemon, ctl, hook, pre_tool
+from marker_support import fixture_bytes
 from promote_support import EVIDENCE, WINDOW, intent, land
 
 
@@ -70,6 +74,38 @@ def test_every_printed_reply_is_its_struct(env, home):
 
         stopping = _strict(conn.call(m.Stop()), r.Stopping)
         assert stopping.stopping and stopping.pid == d.proc.pid
+    finally:
+        d.stop()
+
+
+def test_pause_capture_and_the_learnings_report_are_their_structs(env, home):
+    """pause/resume, capture and the learnings report: each reply a real daemon sends is its
+    Struct, with nothing left over, and the CLI's text and --json come from it."""
+    proj = str(env["proj"])
+    folder = home["claude"] / "projects" / paths.project_slug(proj)
+    folder.mkdir(parents=True)
+    transcript = folder / "t.jsonl"
+    transcript.write_bytes(fixture_bytes())
+    d = Daemon(home["home"])
+    try:
+        paused = _strict(conn.call(m.Pause(paused=True)), r.Paused)
+        assert paused.paused and _strict(conn.call(m.Status()), r.Status).paused
+        resumed = ctl("resume")
+        assert resumed.returncode == 0 and "resumed" in resumed.stdout, resumed.stderr
+        assert not _strict(conn.call(m.Status()), r.Status).paused
+
+        packet = _strict(conn.call(m.Capture(transcript_path=str(transcript), start=0)), r.Packet)
+        assert "auth-refresh" in packet.window and packet.size == len(fixture_bytes())
+        shown = ctl("capture", "--transcript", str(transcript), "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert _strict(json.loads(shown.stdout), r.Packet) == packet
+        text = ctl("capture", "--transcript", str(transcript))
+        assert text.returncode == 0 and "--- window ---" in text.stdout, text.stderr
+
+        report = _strict(conn.call(m.Learnings(op="report", project=proj,
+                                               transcripts=[str(transcript)])), r.LearningsReport)
+        assert report.unprocessed == len(report.markers) == 5
+        assert [mk.topic for mk in report.markers][:2] == ["auth-refresh", "legacy-strings"]
     finally:
         d.stop()
 

@@ -10,38 +10,10 @@ a turn's final answer the transcript does not hold yet is carried as the window'
 import os
 from collections.abc import Container, Sequence
 
-import msgspec
-
 from claude_autoharness.daemon.capture.digest import build_digest
 from claude_autoharness.daemon.capture.final import final_record
 from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
-
-
-class Packet(msgspec.Struct, frozen=True, kw_only=True):
-    window: str  # redacted raw JSONL (UTF-8, undecodable bytes replaced), markers included
-    digest: str  # redacted orientation from before the window
-    watermark_from: int  # the window's span is [watermark_from, watermark_to)
-    watermark_to: int  # the session's next watermark once the job completes
-    dropped_bytes: int
-    dropped_records: int  # as far as they were seen
-    fallback: bool
-    redactions: dict[str, int]
-    inode: int
-    size: int
-    clipped_records: int = 0
-    kept_records: int = 0
-    fallback_reason: str = ""
-    digest_records: int = 0
-    scanned_bytes: int = 0  # window + digest bytes read from the transcript
-    # Claude Code's bookkeeping records left out of the window (not conversation), by type
-    bookkeeping_records: int = 0
-    bookkeeping_bytes: int = 0
-    bookkeeping_types: dict[str, int] = {}
-    # records left out because a reflector already had them (a fork's copies of its parent)
-    reflected_records: int = 0
-    reflected_bytes: int = 0
-    uuids: list[str] = []  # of the window's records: remembered once it is reflected
-    final_from_stop: bool = False  # the window ends with the Stop event's final answer
+from claude_autoharness.protocol.replies import Packet
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:

@@ -4,7 +4,6 @@ flush of sessions that went quiet."""
 from collections.abc import Callable, Container
 
 import anyio
-import msgspec
 import structlog
 
 from claude_autoharness.daemon import sessions as sm
@@ -71,7 +70,7 @@ class Jobs:
             return m.Error(code="refused", message=f"not reading {path}: {e.reason}")
         except OSError as e:
             return m.Error(code="io", message=f"cannot read {path}: {e.strerror}")
-        return m.Ok(data=msgspec.to_builtins(packet))
+        return m.Ok(data=packet)
 
     async def cmd_learn(self, req: m.Learn) -> m.Reply:
         """/learn: a high-priority job on the session's current window plus the user's text."""

@@ -36,7 +36,7 @@ class Learnings:
                 lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
                                                  lookback_days=lookback,
                                                  transcripts=req.transcripts, roots=roots))
-            return m.Ok(data=lreport.report_json(ms))
+            return m.Ok(data=lreport.report(ms))
         redactor = self.live.redactor  # op "save": the only other value the decoder lets in
         res = await anyio.to_thread.run_sync(
             lambda: lservice.save_project(project, self.markers, self.intents,

@@ -13,6 +13,7 @@ import msgspec
 from claude_autoharness.daemon.capture.source import list_transcripts, stat_transcript
 from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
 from claude_autoharness.protocol.paths import slash_command
+from claude_autoharness.protocol.replies import LearningsReport, MarkerInfo
 
 SAVE_COMMAND = "/save-learnings"
 NO_MARKERS = "📝 learning-capture: no unprocessed markers"
@@ -62,21 +63,25 @@ def transcript_listing(markers: list[Marker], *, plugin: bool = False) -> str:
     return "\n".join([head[0], *(f"  {marker_line(m)}" for m in markers), *head[1:]])
 
 
-def marker_json(m: Marker) -> dict:
-    d = msgspec.to_builtins(m)
-    d.pop("raw", None)  # evidence for intents; noise in a listing
-    d.pop("alt_id", None)
-    return d
+def marker_info(m: Marker) -> MarkerInfo:
+    """The marker as a report lists it: its raw text (evidence for intents) and atl id are
+    noise in a listing."""
+    return MarkerInfo(id=m.id, topic=m.topic, kind=m.kind, doc_impact=m.doc_impact, body=m.body,
+                      timestamp=m.timestamp, transcript=m.transcript, session_id=m.session_id)
+
+
+def report(markers: list[Marker]) -> LearningsReport:
+    """A report of the markers (both modes): deduplicated, in first-seen order."""
+    markers = dedupe(markers)
+    return LearningsReport(unprocessed=len(markers), transcripts=_transcripts(markers),
+                           by_kind=dict(sorted(Counter(m.kind for m in markers).items())),
+                           doc_drafts=doc_draft_count(markers),
+                           markers=[marker_info(m) for m in markers])
 
 
 def report_json(markers: list[Marker]) -> dict:
     """`--json` shape of a report (both modes)."""
-    markers = dedupe(markers)
-    return {"unprocessed": len(markers),
-            "transcripts": _transcripts(markers),
-            "by_kind": dict(sorted(Counter(m.kind for m in markers).items())),
-            "doc_drafts": doc_draft_count(markers),
-            "markers": [marker_json(m) for m in markers]}
+    return msgspec.to_builtins(report(markers))
 
 
 def status_json(indexer: MarkerIndexer, processed_for: Callable[[str], Container[str]]) -> dict:

@@ -1,12 +1,4 @@
-"""Typed `Ok.data` payloads: what the daemon sends and the CLI reads, one Struct per reply.
-
-The daemon answers with these Structs; the CLI decodes the reply's data into the same Struct
-(`decode`), so both sides read one definition. Field order is wire order. Fields are encoded
-as the Struct says (None included unless it omits defaults). Additive evolution only: new
-fields get defaults, a field's type never changes. One submodule per subject; every name is
-re-exported here, so callers write `replies.Status`.
 """
-
 from claude_autoharness.protocol.replies.codec import (
     Part,
     ReplyMismatch,
@@ -106,6 +98,151 @@ __all__ = [
     "LearningsSaved",
     "BatchSubmitted",
     "BatchCanceled",
+    "Count",
+    "Funnel",
+    "LayerRecall",
+    "Recall",
+    "LayerContext",
+    "ProjectContext",
+    "SessionStartContext",
+    "ContextCost",
+    "Tokens",
+    "ReflectionCost",
+    "SkillRow",
+    "LibraryDay",
+    "Report",
+    "CallCounts",
+    "SessionInfo",
+    "EventCounts",
+    "LastError",
+    "FailedJob",
+    "JobCounts",
+    "SpoolInfo",
+    "Failing",
+    "PersistenceInfo",
+    "ReflectorInfo",
+    "LibraryTurns",
+    "LibraryInfo",
+    "BatchInFlight",
+    "BatchesInfo",
+    "PromoterInfo",
+    "LearningsInfo",
+    "Identity",
+    "Status",
+]
+"""
+
+from claude_autoharness.protocol.replies.capture import (
+    Packet,
+)
+from claude_autoharness.protocol.replies.codec import (
+    Part,
+    ReplyMismatch,
+    T,
+    decode,
+)
+from claude_autoharness.protocol.replies.jobs import (
+    BatchCanceled,
+    BatchSubmitted,
+    CuratePlan,
+    CuratorJob,
+    CuratorQueued,
+    Flushed,
+    FlushedJob,
+    LearnQueued,
+    Paused,
+    PlannedArchive,
+    Stopping,
+)
+from claude_autoharness.protocol.replies.learnings import (
+    LearningsReport,
+    LearningsSaved,
+    MarkerInfo,
+)
+from claude_autoharness.protocol.replies.queue import (
+    Intent,
+    Proposal,
+    Verdict,
+    VerdictRecord,
+)
+from claude_autoharness.protocol.replies.report import (
+    ContextCost,
+    Count,
+    Funnel,
+    LayerContext,
+    LayerRecall,
+    LibraryDay,
+    ProjectContext,
+    Recall,
+    ReflectionCost,
+    Report,
+    SessionStartContext,
+    SkillRow,
+    Tokens,
+)
+from claude_autoharness.protocol.replies.skills import (
+    FeedbackCounts,
+    Finding,
+    Outcome,
+    SkillInfo,
+    SkillView,
+    SyncConflict,
+    SyncInfo,
+    SyncRefusal,
+)
+from claude_autoharness.protocol.replies.status import (
+    BatchesInfo,
+    BatchInFlight,
+    CallCounts,
+    EventCounts,
+    FailedJob,
+    Failing,
+    Identity,
+    JobCounts,
+    LastError,
+    LearningsInfo,
+    LibraryInfo,
+    LibraryTurns,
+    PersistenceInfo,
+    PromoterInfo,
+    ReflectorInfo,
+    SessionInfo,
+    SpoolInfo,
+    Status,
+)
+
+__all__ = [
+    "T",
+    "ReplyMismatch",
+    "decode",
+    "Part",
+    "Finding",
+    "Outcome",
+    "FeedbackCounts",
+    "SkillInfo",
+    "SkillView",
+    "SyncConflict",
+    "SyncRefusal",
+    "SyncInfo",
+    "Proposal",
+    "Verdict",
+    "VerdictRecord",
+    "Intent",
+    "FlushedJob",
+    "Flushed",
+    "LearnQueued",
+    "CuratorJob",
+    "CuratorQueued",
+    "PlannedArchive",
+    "CuratePlan",
+    "Stopping",
+    "Paused",
+    "BatchSubmitted",
+    "BatchCanceled",
+    "MarkerInfo",
+    "LearningsReport",
+    "LearningsSaved",
+    "Packet",
     "Count",
     "Funnel",
     "LayerRecall",

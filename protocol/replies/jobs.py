@@ -1,4 +1,4 @@
-"""Jobs a verb queued (`flush`, `learn`, `curate`, `replay --batch`), `stop`, `learnings save`."""
+"""Jobs a verb queued (`flush`, `learn`, `curate`, `replay --batch`), `stop`, `pause`."""
 
 import msgspec
 
@@ -52,16 +52,10 @@ class Stopping(msgspec.Struct, kw_only=True):
     pid: int
 
 
-# ---- `learnings save` (the daemon's, or the offline one when no daemon listens) -------------
+class Paused(msgspec.Struct, kw_only=True):
+    """`pause` / `resume`: whether hooks count nothing now (the state as saved)."""
 
-class LearningsSaved(msgspec.Struct, kw_only=True):
-    saved: list[str] = []  # marker ids handled by this run (state recorded unless dry run)
-    skipped: list[str] = []  # already processed before this run
-    journal: list[str] = []  # files written (or that would be), relative to the project root
-    wiki: list[str] = []
-    drafts: list[str] = []
-    intents: list[str] = []  # ids the queue stored the intents under (dry run: marker-<id>)
-    dry_run: bool = False
+    paused: bool
 
 
 # ---- `replay --batch`: submit, cancel (status: BatchesInfo) ---------------------------------
