@@ -199,4 +199,4 @@ def open_fifo_writer_when_read(fifo) -> int:
             if e.errno == errno.ENXIO:
                 return None
             raise
-    return wait_for(attempt, timeout=30, what="the worker to start reading the FIFO")
+    return wait_for(attempt, timeout=90, what="the worker to start reading the FIFO")

@@ -201,7 +201,7 @@ def test_an_errored_item_is_retried_alone(setup):
     fake.route = route
     d = setup["start"]()
     backlog = write_backlog(setup["home"]["tmp"] / "backlog", project, 3)
-    replay_batch(str(backlog), "--project", str(project), "--wait", "30")
+    replay_batch(str(backlog), "--project", str(project), "--wait", "120")
     creates = fake.batch_creates
     assert [len(r.json["requests"]) for r in creates] == [3, 1]
     retried = creates[1].json["requests"][0]

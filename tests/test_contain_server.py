@@ -21,7 +21,7 @@ DEEP = 100_000
 
 
 def _reply(sock_path: str, body: bytes) -> dict:
-    raw = send_raw(sock_path, frame(body), timeout=30)
+    raw = send_raw(sock_path, frame(body), timeout=90)
     assert len(raw) >= 4, "no reply at all"
     return json.loads(raw[4:])
 

@@ -210,7 +210,7 @@ def test_autostart_starts_exactly_one_daemon(home):
     env = dict(os.environ, AUTOHARNESS_AUTOSTART="1")
     procs = [subprocess.Popen([HOOK], stdin=subprocess.PIPE, env=env) for _ in range(20)]
     for p in procs:
-        p.communicate(json.dumps(pre_tool("auto")).encode(), timeout=20)
+        p.communicate(json.dumps(pre_tool("auto")).encode(), timeout=60)
         assert p.returncode == 0
     sock = str(home["home"] / "run" / "autoharness.sock")
     from harness import connectable
@@ -318,7 +318,7 @@ def test_torn_journal_keeps_good_records(home):
 
 def test_single_instance(daemon, home):
     """A second daemon on the same state dir exits non-zero with a clear message."""
-    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=90)
     assert r.returncode != 0
     assert "already running" in r.stderr
     assert daemon.proc.poll() is None and daemon.status()
@@ -343,7 +343,7 @@ def test_live_socket_is_never_unlinked(daemon, home, short_tmp):
     other = short_tmp / "other"
     other.mkdir(mode=0o700)
     env = dict(os.environ, AUTOHARNESS_HOME=str(other), AUTOHARNESS_SOCKET=daemon.sock)
-    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=90)
     assert r.returncode == 1 and "live daemon" in r.stderr
     assert daemon.status()["pid"] == daemon.proc.pid
 
@@ -353,7 +353,7 @@ def test_too_open_socket_dir_is_an_error_naming_the_fix(home):
     run = home["home"] / "run"
     run.mkdir()
     os.chmod(run, 0o755)
-    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=90)
     assert r.returncode == 1
     assert f"chmod 700 {run}" in r.stderr
 
@@ -376,7 +376,7 @@ def test_overlong_socket_path_is_a_clear_error(home, short_tmp):
     deep.mkdir(parents=True, mode=0o700)
     os.chmod(short_tmp / ("d" * 60), 0o700)
     env = dict(os.environ, AUTOHARNESS_SOCKET=str(deep / "autoharness.sock"))
-    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=90)
     assert r.returncode == 1
     assert "OS limit" in r.stderr and "AUTOHARNESS_SOCKET" in r.stderr
 
@@ -384,7 +384,7 @@ def test_overlong_socket_path_is_a_clear_error(home, short_tmp):
 def test_invalid_config_is_an_error_naming_the_key(home):
     """An invalid value stops the daemon with a message naming the key."""
     (home["home"] / "config.toml").write_text("reflect_every = 0\n")
-    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, timeout=90)
     assert r.returncode == 2 and "reflect_every" in r.stderr
 
 
@@ -522,7 +522,7 @@ def test_hook_import_boundary(home):
 
     def imported(args, stdin=b""):
         r = subprocess.run([sys.executable, "-X", "importtime", *args], input=stdin,
-                           capture_output=True, timeout=20)
+                           capture_output=True, timeout=60)
         return {line.split("|")[-1].strip()
                 for line in r.stderr.decode().splitlines() if line.startswith("import time:")}
 
@@ -533,7 +533,7 @@ def test_hook_import_boundary(home):
         d = Daemon(home["home"]) if up else None
         try:
             r = subprocess.run([sys.executable, "-X", "importtime", HOOK], input=data,
-                               capture_output=True, timeout=20)
+                               capture_output=True, timeout=60)
         finally:
             if d:
                 d.stop()

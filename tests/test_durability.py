@@ -85,7 +85,7 @@ def test_frozen_daemon_then_sigkill_all_five_hooks_counted_after_restart(home):
     try:
         procs = [subprocess.Popen([HOOK], stdin=subprocess.PIPE) for _ in range(5)]
         for p in procs:
-            p.communicate(json.dumps(pre_tool("frozen")).encode(), timeout=30)
+            p.communicate(json.dumps(pre_tool("frozen")).encode(), timeout=90)
             assert p.returncode == 0
     finally:
         d.kill9()
@@ -288,7 +288,7 @@ def test_call_seen_by_both_witnesses_counts_once(home):
                                     "input": {"command": "ls"}}]}}) + "\n"
 
         t.write_text(assistant("toolu_A") + assistant("toolu_B") + assistant("toolu_S", True))
-        wait_for(lambda: session(d.status(), "wit")["calls"]["transcript"] == 1, timeout=30,
+        wait_for(lambda: session(d.status(), "wit")["calls"]["transcript"] == 1, timeout=90,
                  what="transcript witness")
         hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_B"))
         hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash", tool_use_id="toolu_C"))

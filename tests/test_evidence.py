@@ -359,7 +359,7 @@ def test_a_renamed_file_makes_a_skill_stale_and_its_return_clears_it(home, proje
         assert skills(project)[("migrate-first", "live")]["stale"] == []
         git(project, "mv", "scripts/migrate.sh", "scripts/migrate-db.sh")
         stop()
-        wait_for(lambda: skills(project)[("migrate-first", "live")]["stale"], timeout=30,
+        wait_for(lambda: skills(project)[("migrate-first", "live")]["stale"], timeout=90,
                  what="stale")
         listed = skills(project)
         assert listed[("migrate-first", "live")]["stale"] == ["scripts/migrate.sh"]
@@ -379,7 +379,7 @@ def test_a_renamed_file_makes_a_skill_stale_and_its_return_clears_it(home, proje
 
         git(project, "mv", "scripts/migrate-db.sh", "scripts/migrate.sh")
         stop()
-        wait_for(lambda: not skills(project)[("migrate-first", "live")]["stale"], timeout=30,
+        wait_for(lambda: not skills(project)[("migrate-first", "live")]["stale"], timeout=90,
                  what="cleared")
         marks = [e["action"] for e in history(project, "migrate-first")
                  if e["action"] in ("stale", "fresh")]
@@ -388,7 +388,7 @@ def test_a_renamed_file_makes_a_skill_stale_and_its_return_clears_it(home, proje
         git(project, "rm", "-q", "scripts/migrate.sh")
         for _ in range(3):
             stop()
-        wait_for(lambda: ("migrate-first", "archived") in skills(project), timeout=30,
+        wait_for(lambda: ("migrate-first", "archived") in skills(project), timeout=90,
                  what="stale archive")
         assert skills(project)[("migrate-first", "archived")]["reason"] == "stale"
         assert ("by-hand", "live") in skills(project)  # shown, never judged

@@ -22,7 +22,7 @@ from conftest import REAL, REPO
 from harness import BIN, CTL, HOOK, Daemon, ctl, event, hook, pre_tool, wait_for
 
 
-def on_terminal(argv, timeout=20, env=None):
+def on_terminal(argv, timeout=60, env=None):
     """Run `argv` with a real terminal on stdin (nothing typed); a command that waits for input
     would hit the timeout and fail the test."""
     leader, follower = pty.openpty()
@@ -183,7 +183,7 @@ def test_a_missing_name_or_id_says_where_to_find_one(home):
 def test_hook_help_and_terminal_never_wait(home):
     """`autoharness-hook --help` prints its usage; run on a terminal with no input it says what
     it is for instead of waiting for JSON; both exit 0 and report nothing to anyone."""
-    r = subprocess.run([HOOK, "--help"], capture_output=True, text=True, timeout=20,
+    r = subprocess.run([HOOK, "--help"], capture_output=True, text=True, timeout=60,
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0 and r.stdout.startswith("usage: autoharness-hook")
     assert "autoharnessctl install" in r.stdout
@@ -328,7 +328,7 @@ def test_missing_backend_is_said_wherever_jobs_wait(no_backend):
     jobs = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "jobs")
     assert not jobs["ok"] and "no reflector backend" in jobs["detail"]
     r = ctl("replay", str(REAL / "spotter/short.jsonl"), "--project", str(no_backend["project"]),
-            "--wait", "30")
+            "--wait", "120")
     assert r.returncode == 1
     assert "no reflector backend" in r.stderr and "proposed nothing" not in r.stdout
 

@@ -335,7 +335,7 @@ def _run_hooks(settings: dict, payload: dict, env: dict) -> list[bytes]:
             for h in g["hooks"]:
                 r = subprocess.run(["/bin/sh", "-c", h["command"]],
                                    input=json.dumps(payload).encode(), capture_output=True,
-                                   env=env, timeout=30)
+                                   env=env, timeout=90)
                 assert r.returncode == 0
                 outs.append(r.stdout)
     return outs
@@ -398,7 +398,7 @@ def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
 def run_plugin_hook(path_dirs, stdin=b'{"hook_event_name":"PreToolUse"}'):
     """The plugin hook command as Claude Code runs it: through sh, CLAUDE_PLUGIN_ROOT set."""
     return subprocess.run(["/bin/sh", "-c", install.PLUGIN_HOOK], input=stdin,
-                          capture_output=True, timeout=30,
+                          capture_output=True, timeout=90,
                           env={"PATH": os.pathsep.join(map(str, path_dirs)),
                                "CLAUDE_PLUGIN_ROOT": str(REPO)})
 
@@ -459,7 +459,7 @@ def run_learn_command(tmp, lesson: str, sid: str) -> tuple[list[str], bytes]:
     stub = bindir / "autoharnessctl"
     stub.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp}/argv\ncat > {tmp}/stdin\n")
     stub.chmod(0o755)
-    r = subprocess.run(["bash", "-c", block], capture_output=True, timeout=30, cwd=tmp,
+    r = subprocess.run(["bash", "-c", block], capture_output=True, timeout=90, cwd=tmp,
                        env={"PATH": f"{bindir}:/usr/bin:/bin"})
     assert not (tmp / "escaped").exists()  # no lesson line ran as a command
     assert r.returncode == 0 and r.stderr == b"", r

@@ -23,7 +23,7 @@ MARKER = marker("run-tests-first", "convention", "Run the tests before committin
 def sh(cmd: str, data: bytes, env: dict) -> subprocess.CompletedProcess:
     """A hook command run as Claude Code runs it: through /bin/sh, the event on stdin."""
     return subprocess.run(["/bin/sh", "-c", cmd], input=data, capture_output=True, env=env,
-                          timeout=30)
+                          timeout=90)
 
 
 @pytest.fixture

@@ -132,7 +132,7 @@ def test_daily_token_budget_makes_jobs_wait(make_env, fake):
     with open(e.transcript, "a") as f:
         f.write(json.dumps({"type": "user", "message": {"role": "user", "content": "more"}}) + "\n")
     e.work()
-    wait_for(lambda: e.status()["jobs"]["pending"] == 1, timeout=30, what="second job")
+    wait_for(lambda: e.status()["jobs"]["pending"] == 1, timeout=90, what="second job")
     st = e.status()
     assert "budget" in st["jobs"]["waiting"] and st["reflector"]["tokens_today"] >= 100
     assert len(fake.messages_requests) == 1
@@ -140,13 +140,13 @@ def test_daily_token_budget_makes_jobs_wait(make_env, fake):
 
 def test_hooks_stay_fast_while_a_reflection_is_in_flight(make_env, fake):
     """The event loop keeps answering hooks while a slow model call is in flight."""
-    fake.push(tool_reply({"proposals": []}, delay=30))
+    fake.push(tool_reply({"proposals": []}, delay=120))  # released at teardown
     e = make_env()
     e.work()
-    wait_for(lambda: fake.messages_requests, timeout=30, what="model call")
+    wait_for(lambda: fake.messages_requests, timeout=90, what="model call")
     ev = json.dumps(e.ev("PreToolUse", tool_name="Read", tool_input={"file_path": "/x"}))
     body = b'{"type":"hook","v":1,"payload":%b}' % ev.encode()
-    reply = send_raw(e.daemon.sock, frame(body), timeout=10)
+    reply = send_raw(e.daemon.sock, frame(body), timeout=60)
     assert b'"hook_reply"' in reply  # answered while the model call is still out
     st = e.status()
     assert st["jobs"]["running"] == 1
@@ -160,7 +160,7 @@ def test_kill9_mid_job_yields_exactly_one_set_of_intents(make_env, fake, home):
               tool_reply({"proposals": [proposal()]}))
     e = make_env()
     e.work()
-    wait_for(lambda: fake.messages_requests, timeout=30, what="model call")
+    wait_for(lambda: fake.messages_requests, timeout=90, what="model call")
     e.daemon.kill9()
     e.daemon = Daemon(home["home"])
     wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="job after restart")
@@ -232,7 +232,7 @@ def test_skills_verbs_and_usage_counting(make_env, fake):
     def uses():
         r = ctl("skills", "list", "--json", "--project", str(e.project))
         return [s["uses"] for s in json.loads(r.stdout) if s["name"] == "check-server-start"]
-    wait_for(lambda: uses() == [2], timeout=30, what="two uses")
+    wait_for(lambda: uses() == [2], timeout=90, what="two uses")
     hist = json.loads(ctl("skills", "history", "check-server-start", "--project",
                           str(e.project), "--json").stdout)
     assert len(hist) == 1
@@ -286,10 +286,10 @@ def test_marker_already_saved_is_not_proposed_again(make_env, fake):
     e = make_env()
     with open(e.transcript, "a") as f:
         f.write(json.dumps(rec) + "\n")
-    wait_for(lambda: e.status()["learnings"]["unprocessed"] == 1, timeout=30, what="marker")
+    wait_for(lambda: e.status()["learnings"]["unprocessed"] == 1, timeout=90, what="marker")
     r = ctl("learnings", "save", "--project", str(e.project))
     assert r.returncode == 0, r.stderr
-    wait_for(lambda: any(i["source"] == "marker" for i in e.intents()), timeout=30,
+    wait_for(lambda: any(i["source"] == "marker" for i in e.intents()), timeout=90,
              what="marker intent")
     body = "Read the dev server's first error before touching config, because the rest is noise."
     fake.push(tool_reply({"proposals": [proposal(skill="server-errors-again", evidence=body)]}))
@@ -310,7 +310,7 @@ def test_marker_report_then_save_then_silence(make_env):
            "timestamp": "2026-11-30T10:00:00Z"}
     with open(e.transcript, "a") as f:
         f.write(json.dumps(rec) + "\n")
-    wait_for(lambda: e.status()["learnings"]["unprocessed"] == 1, timeout=30, what="marker")
+    wait_for(lambda: e.status()["learnings"]["unprocessed"] == 1, timeout=90, what="marker")
     out = json.loads(hook(e.ev("SessionStart", source="startup")).stdout)
     ctx = out["hookSpecificOutput"]["additionalContext"]
     assert "1 unprocessed marker" in ctx and "/save-learnings" in ctx

@@ -98,7 +98,7 @@ def test_an_explicit_socket_dir_not_private_stops_the_daemon(home, short_tmp):
     run.mkdir()
     os.chmod(run, 0o770)
     env = dict(os.environ, AUTOHARNESS_SOCKET=str(run / "a.sock"))
-    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=30)
+    r = subprocess.run([DAEMON], capture_output=True, text=True, env=env, timeout=90)
     assert r.returncode == 1
     assert f"{run} is open to other users (mode 770, want 700): chmod 700 {run}" in r.stderr
 

@@ -53,7 +53,7 @@ def test_final_reply_held_back_reaches_the_reflector_every_time(sandbox, model):
                      reply(text_block(f"Run {n} done.\n\n" + marker(topic, lesson)),
                            delay=HOLD_S))
         box.run_stream(f"held run {n:02d}.", before_exit=lambda _, n=n: wait_for(
-            lambda: box.stops() == n, timeout=30, what=f"Stop {n}"))
+            lambda: box.stops() == n, timeout=90, what=f"Stop {n}"))
         wanted = (f"topic: {topic}", lesson)
         wait_for(lambda w=wanted: seen_by_reflector(model, *w), timeout=90,
                  what=f"run {n}'s final answer at the reflector")
@@ -83,7 +83,7 @@ def test_subagent_calls_are_shown_apart_and_not_activity(sandbox, model):
     shown = []
 
     def live_session(r):  # while the session is live, `status` lists it
-        wait_for(lambda: counted(r["session_id"]), timeout=30,
+        wait_for(lambda: counted(r["session_id"]), timeout=90,
                  what="main and subagent calls counted")
         shown.extend(ln for ln in box.ctl("status").stdout.splitlines() if r["session_id"] in ln)
 
@@ -103,14 +103,14 @@ def test_fork_first_window_holds_no_prompt_already_reflected(sandbox, model):
     model.script("parent prompt alpha", reply(bash("echo a1")), reply(bash("echo a2")),
                  reply(text_block("Parent done.")))
     parent = box.run_stream("parent prompt alpha", before_exit=lambda _: wait_for(
-        lambda: box.stops() == 1, timeout=30, what="the parent's Stop"))
+        lambda: box.stops() == 1, timeout=90, what="the parent's Stop"))
     wait_for(lambda: seen_by_reflector(model, "parent prompt alpha"), timeout=90,
              what="the parent's reflection")
     model.script("fork prompt beta", reply(bash("echo b1")), reply(bash("echo b2")),
                  reply(text_block("Fork done.")))
     fork = box.run_stream("fork prompt beta", "--resume", parent["session_id"],
                           "--fork-session", before_exit=lambda _: wait_for(
-                              lambda: box.stops() == 2, timeout=30, what="the fork's Stop"))
+                              lambda: box.stops() == 2, timeout=90, what="the fork's Stop"))
     assert fork["session_id"] != parent["session_id"]
     assert "parent prompt alpha" in box.transcript(fork["session_id"]).read_text()
     wait_for(lambda: seen_by_reflector(model, "fork prompt beta"), timeout=90,

@@ -78,7 +78,7 @@ def marker_then_report(box: Sandbox, model: CliModel, *args: str) -> str:
     box.run("plugin first", *args)
     wanted = {"SessionStart": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
     wait_for(lambda: (box.status() or {}).get("events", {}).get("by_kind") == wanted,
-             timeout=30, what="the plugin session's events, each once")
+             timeout=90, what="the plugin session's events, each once")
     model.script("plugin second", message_reply(text_block("Hello.")))
     box.run("plugin second", *args)
     return first_request(model, "plugin second")
@@ -146,7 +146,7 @@ def test_plugin_and_settings_install_give_the_start_context_once(claude_cli, mod
 
         box.run_stream("both installs", "--plugin-dir", str(layout),
                        before_exit=lambda result: wait_for(lambda: counted_once(result),
-                                                           timeout=30, what="one call, twice"))
+                                                           timeout=90, what="one call, twice"))
         assert box.status()["events"]["by_kind"]["SessionStart"] == 2  # both hooks ran
         rule = box.ctl("learnings", "rule").stdout.strip().splitlines()[0]
         assert first_request(model, "both installs").count(rule) == 1

@@ -44,7 +44,7 @@ def env_for(f, **extra):
 
 
 def cfg(**over):
-    args = dict(backend="claude", timeout_s=10.0)
+    args = dict(backend="claude", timeout_s=60.0)  # generous: only the hang tests wait it out
     args.update(over)
     return ReflectorConfig(**args)
 
@@ -74,7 +74,7 @@ def running(pid: int) -> bool:
         return False
 
 
-def wait_until(cond, timeout=5.0) -> bool:
+def wait_until(cond, timeout=60.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -119,7 +119,9 @@ def test_hang_is_killed_at_timeout_with_no_orphan(home, ignore_term):
     with pytest.raises(TransientError, match="timed out"):
         backend.reflect(prompt(), cfg(timeout_s=1.0), env=env_for(f))
     elapsed = time.monotonic() - t0
-    assert elapsed < 1.0 + 2 * backend.TERM_GRACE_S + 2
+    # the child and its grandchild would sleep 600 s: only the kill ends them this soon (the
+    # bound is generous, so a loaded machine's slow start is no failure)
+    assert 1.0 <= elapsed < 1.0 + 2 * backend.TERM_GRACE_S + 60
     [seen] = f.seen()
     assert wait_until(lambda: not group_alive(seen["pgid"]))
     assert not running(seen["pid"]) and not running(seen["grandchild"])
@@ -205,7 +207,7 @@ def test_terminate_all_kills_running_children(home):
 
     t = threading.Thread(target=run)
     t.start()
-    assert wait_until(lambda: f.seen(), 10)
+    assert wait_until(lambda: f.seen())
     backend.terminate_all()
     t.join(10)
     assert not t.is_alive() and isinstance(errors[0], TransientError)

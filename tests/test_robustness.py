@@ -130,7 +130,7 @@ def test_sigterm_does_not_wait_for_a_model_call(home, fake, monkeypatch):
     and the job is pending again at the next start."""
     fake.push(tool_reply({"proposals": []}, delay=120))
     d = start_reflecting(home, fake, monkeypatch)
-    wait_for(lambda: fake.messages_requests, timeout=30, what="model call")
+    wait_for(lambda: fake.messages_requests, timeout=90, what="model call")
     d.proc.send_signal(signal.SIGTERM)
     assert d.proc.wait(timeout=60) == 0  # the reply would take 120 s
     d.log.close()

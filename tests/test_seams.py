@@ -155,10 +155,10 @@ class MemoryConnCounters:
 
 def _ask(path: str, raw: bytes) -> bytes:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
+        s.settimeout(60)
         s.connect(path)
         s.sendall(raw)
-        return framing.recv_frame(s, timeout=10)
+        return framing.recv_frame(s, timeout=60)
 
 
 @pytest.mark.anyio

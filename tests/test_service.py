@@ -210,7 +210,7 @@ def test_socket_activation_serves_on_the_passed_listener(home, short_tmp):
         assert os.stat(sock_path).st_ino == inode  # served on ours, not re-bound
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)
         notify.close()
     assert proc.returncode == 0, (short_tmp / "log").read_text()
     assert os.path.exists(sock_path) and os.stat(sock_path).st_ino == inode

@@ -271,7 +271,7 @@ def test_the_daemons_indexers_take_a_forgotten_transcript_without_error(short_tm
     assert w.indexer_errors == 0
 
 
-async def _until(cond, *, poke=None, timeout=20.0):
+async def _until(cond, *, poke=None, timeout=90.0):
     """Wait for `cond()`; `poke()` (e.g. another append) runs every half second meanwhile."""
     with anyio.fail_after(timeout):
         n = 0
