@@ -52,21 +52,3 @@ def test_ruff_is_clean():
     r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_mypy_is_clean(tmp_path):
-    """mypy (configured in pyproject.toml) finds no error in the three packages.
-
-    Checked through a tree of links named like the installed package, so an editable
-    install (whose import hook mypy cannot follow) is checked the same as a wheel.
-    """
-    pkg = tmp_path / "claude_autoharness"
-    pkg.mkdir()
-    for name in ("protocol", "client", "daemon"):
-        (pkg / name).symlink_to(REPO / name, target_is_directory=True)
-    r = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(REPO / "pyproject.toml"),
-                        "--cache-dir", str(tmp_path / "cache"),
-                        "-p", "claude_autoharness.protocol", "-p", "claude_autoharness.client",
-                        "-p", "claude_autoharness.daemon"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
