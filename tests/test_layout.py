@@ -44,6 +44,10 @@ def test_no_test_module_imports_another_test_module():
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             offenders += [f"{p.name}: {n}" for n in names if n.split(".")[0].startswith("test_")]
+        # and code a test runs in a child (a script in a string) imports none either
+        offenders += [f"{p.name} (in a string): {m}" for m in
+                      re.findall(r"^\s*(?:from|import)\s+(test_\w+)", p.read_text(), re.M)
+                      if not any(f"{p.name}: {m}" == o for o in offenders)]
     assert offenders == []
 
 
