@@ -29,7 +29,7 @@ from claude_autoharness.daemon.handlers.sync import SyncRounds
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.listener import Connections
-from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.live import Live, fixed_changes
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.daemon.reflect import backends
@@ -259,9 +259,13 @@ class Daemon:
         except ConfigError as e:
             log.error("config reload failed; keeping the running config", error=str(e))
             return
+        waiting = fixed_changes(self.live.cfg, fresh.cfg)
         self.live.replace(fresh)
         self.library.reloaded()
         log.info("config reloaded")
+        if waiting:
+            log.warning("config reloaded; these settings apply at the next start "
+                        "(`autoharnessctl restart`)", keys=waiting)
 
     async def idle_loop(self) -> None:
         while True:

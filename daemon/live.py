@@ -1,7 +1,8 @@
 """What a config reload replaces: the config, its redactor and the promoter built on both.
 
 Parts hold the one `Live` and read its fields when they need them, so a SIGHUP reaches every
-part at once and nothing keeps a stale promoter or redactor.
+part at once and nothing keeps a stale promoter or redactor. The few settings read once at
+start are `FIXED_AT_START` (docs/configuration.md lists the same, checked by a test).
 """
 
 import uuid
@@ -11,6 +12,18 @@ from dataclasses import dataclass
 from claude_autoharness.daemon.capture.redact import Redactor, redactor_for
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol.config import Config, ConfigError
+
+# Keys a reload does not change in a running daemon (they apply at its next start), and which
+# part read them once. Every other key applies the next time a part reads `Live.cfg`.
+FIXED_AT_START: dict[str, str] = {
+    "max_connections": "the connection cap, set when the socket opens",
+    "log_level": "logging, configured once",
+    "watch": "whether the transcript watcher runs",
+    "capture.transcript_roots": "the transcript watcher's roots (jobs, capture and marker "
+                                "reports read the new roots at once)",
+    "learnings.lookback_days": "how far back the watcher's first scan reads (marker reports and "
+                               "saves read the new value at once)",
+}
 
 
 @dataclass
@@ -32,6 +45,17 @@ class Live:
 
     def replace(self, other: "Live") -> None:
         self.cfg, self.redactor, self.promoter = other.cfg, other.redactor, other.promoter
+
+
+def fixed_changes(old: Config, new: Config) -> list[str]:
+    """The `FIXED_AT_START` keys whose value a reload changed: they wait for the next start."""
+    def value(cfg: Config, key: str) -> object:
+        obj: object = cfg
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    return [k for k in FIXED_AT_START if value(old, k) != value(new, k)]
 
 
 def make_redactor(cfg: Config) -> Redactor:

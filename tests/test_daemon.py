@@ -485,16 +485,19 @@ def test_ready_notification(home, short_tmp):
 
 
 def test_sighup_rereads_config(home):
-    """SIGHUP re-reads the config: a new reflect_every takes effect without a restart."""
+    """SIGHUP re-reads the config: a new reflect_every takes effect without a restart, and the
+    log names the changed settings a running daemon read once (they wait for the next start)."""
     cfg = home["home"] / "config.toml"
-    cfg.write_text("reflect_every = 100\n")
+    cfg.write_text("reflect_every = 100\nmax_connections = 200\n")
     d = Daemon(home["home"])
     try:
         hook(pre_tool("hup"))
         hook(pre_tool("hup"))
-        cfg.write_text("reflect_every = 2\n")
+        cfg.write_text("reflect_every = 2\nmax_connections = 100\n")
         d.proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: "config reloaded" in d.output(), what="reload log")
+        wait_for(lambda: "apply at the next start" in d.output(), what="reload log")
+        [line] = [ln for ln in d.output().splitlines() if "apply at the next start" in ln]
+        assert "max_connections" in line and "reflect_every" not in line
         hook(event("Stop", "hup"))
         assert d.status()["jobs"]["pending"] == 1
     finally:
