@@ -9,7 +9,7 @@ nothing acknowledged; `sync` (fsync, against power loss) runs at least every
 counts nothing.
 
 A persist writes what changed, not the state: the sessions changed outside an event (marked
-by `mark_dirty(session)`), the other snapshot fields' changed leaves (`store.Parts`) and what
+by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`store.Parts`) and what
 pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
 last one has grown as large as it (and at least `SNAPSHOT_MIN_JOURNAL_BYTES`), or when a
 snapshot failed and must be retried, or at stop: the bytes written per change stay about the
@@ -48,6 +48,7 @@ DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
 PRUNE_EVERY_S = 60.0
+TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
 
 def previous_snapshot_file() -> str:
@@ -70,8 +71,9 @@ class Book:
         self.seen: dict[str, None] = {}  # the latest event ids, oldest first
         self.keep_ids = KEEP_EVENT_IDS  # how many `seen` holds (more while spools replay)
         self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
-        # Called before each persist: parts copy their tables into the state.
-        self.before_snapshot: Callable[[store.State], None] = lambda state: None
+        # Called before each persist: the parts' tables (State field name -> its value), which
+        # the book copies into the state; a table left out keeps its previous copy.
+        self.tables: Callable[[], dict[str, dict]] = dict
         self.retention_s: Callable[[], float] = lambda: DEFAULT_RETENTION_S
         self.parts = store.Parts()
         self._touched: set[str] = set()  # sessions changed outside an event record
@@ -191,12 +193,12 @@ class Book:
     def journal_changes(self) -> None:
         """Append what changed outside the per-change records (on the loop): pruning, the
         sessions marked changed, the snapshot fields' changed leaves."""
-        self.before_snapshot(self.state)
+        self._copy_tables()
         self.state.capture = self.capture_stats.to_state()
         if self.clock() - self._pruned_at >= PRUNE_EVERY_S:
             self._pruned_at = self.clock()
             self._prune()
-        touched = list(self._touched)  # `mark_dirty` may run in a worker thread
+        touched = list(self._touched)
         self._touched.difference_update(touched)
         changed = [s for sid in touched if (s := self.state.sessions.get(sid)) is not None]
         put, gone = self.parts.changes(self.state)
@@ -212,7 +214,7 @@ class Book:
     def snapshot_bytes(self) -> tuple[bytes, int]:
         """The snapshot and the journal seq it covers; the journal moves on to a new segment
         (on the loop, between appends: the snapshot covers every closed segment)."""
-        self.before_snapshot(self.state)
+        self._copy_tables()
         self.state.capture = self.capture_stats.to_state()
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
@@ -302,9 +304,14 @@ class Book:
         if gone or dropped:
             self._append("forget", jobs=[], forget_sessions=gone, forget_jobs=dropped)
 
-    def mark_dirty(self, session: sm.Session | None = None) -> None:
+    def _copy_tables(self) -> None:
+        for name, table in self.tables().items():
+            if name in TABLES:
+                setattr(self.state, name, table)
+
+    def _mark_dirty(self, session: sm.Session | None = None) -> None:
         """Something in the state changed that the next persist must journal: a session
-        changed outside an event record is named (safe from a worker thread)."""
+        changed outside an event record is named. Private: the named changes call it."""
         if session is not None:
             self._touched.add(session.session_id)
         self.dirty = True
@@ -316,6 +323,12 @@ class Book:
 
     def session(self, session_id: str) -> sm.Session | None:
         return self.state.sessions.get(session_id)
+
+    def sessions(self) -> list[sm.Session]:
+        return list(self.state.sessions.values())
+
+    def paused(self) -> bool:
+        return self.state.paused
 
     async def record_jobs(self, jobs: list[sm.Job], session: sm.Session | None = None, *,
                           sessions: Iterable[sm.Session] = ()) -> None:
@@ -337,10 +350,6 @@ class Book:
         self.remember(eid)
         self._append("event", jobs=jobs, session=session, eid=eid, kind=kind, calls=calls,
                      turn=turn, project=project)
-
-    def record_calls(self, session: sm.Session, calls: list[str]) -> None:
-        """Tool calls counted from the session's transcript (no hook event reported them)."""
-        self._append("calls", jobs=[], session=session, calls=calls)
 
     def _append(self, op: str, *, jobs: list[sm.Job], session: sm.Session | None = None,
                 **fields) -> None:
@@ -404,3 +413,105 @@ class Book:
         ev.received += 1
         ev.rejected += 1
         self.dirty = True
+
+    # ---- changes the handlers make (the only writers of the state besides the above) -----
+    # Each is called on the event loop and journals its change or marks the book dirty itself:
+    # nothing outside this module assigns to or mutates `state`. Work done in a worker thread
+    # computes what to change and returns it; the loop applies it here.
+
+    def event_received(self) -> None:
+        """A hook event arrived (live or spooled), before it is decoded. Not marked dirty on
+        its own: what follows (`record_event`, whose record counts it again on replay, or a
+        rejection or duplicate) makes it durable, and a persist in between would count it
+        twice on replay."""
+        self.state.events.received += 1
+
+    def event_rejected(self) -> None:
+        """An event not acted on (undecodable, an invalid session id, an unreadable spool
+        record)."""
+        self.state.events.rejected += 1
+        self._mark_dirty()
+
+    def event_duplicate(self) -> None:
+        """A copy of an event already counted: it counts nothing else."""
+        self.state.events.duplicates += 1
+        self._mark_dirty()
+
+    def event_kind(self, name: str, *, known: bool) -> None:
+        """Count an event by its hook name. A known one is made durable by its `record_event`
+        or `event_duplicate` (as `event_received`); one of a kind this daemon does not know is
+        counted as unknown, and nothing else is done with it."""
+        ev = self.state.events
+        if known:
+            ev.by_kind[name] = ev.by_kind.get(name, 0) + 1
+        else:
+            ev.unknown_kinds += 1
+            self._mark_dirty()
+
+    def apply_event(self, ev: sm.HookEvent, *, now: float, reflect_every: int,
+                    make_id: Callable[[], str], counting: bool) -> list[sm.Job]:
+        """Apply a validated event to its session (`sessions.apply_event`); return the jobs it
+        creates. The caller journals the effect with `record_event` before it next awaits."""
+        return sm.apply_event(self.state.sessions, ev, now=now, reflect_every=reflect_every,
+                              make_id=make_id, counting=counting)
+
+    def count_transcript_calls(self, s: sm.Session, calls: list[tuple[str, float]]) -> list[str]:
+        """Count the tool calls a session's transcript shows that no hook event reported
+        (`sessions.transcript_calls`); journaled like an event. Returns the ids counted."""
+        added = sm.transcript_calls(s, calls)
+        if added:
+            self._append("calls", jobs=[], session=s, calls=added)
+        return added
+
+    async def flush(self, session_ids: list[str], *, kind: str, now: float,
+                    make_id: Callable[[], str]) -> list[sm.Job]:
+        """A job for each named session with activity, its counter reset (`sessions.flush`):
+        the reset travels with the jobs, so a restart does not flush them again."""
+        sessions = self.state.sessions
+        jobs = sm.flush(sessions, session_ids, now=now, kind=kind, make_id=make_id)
+        await self.record_jobs(jobs, sessions=[sessions[j.session_id] for j in jobs])
+        return jobs
+
+    def context_delivered(self, session_id: str, parts: Iterable[str]) -> None:
+        """These parts of the SessionStart context reached the session: a resume sends only
+        what it never got. Added to what it has (a concurrent start's parts are kept)."""
+        s = self.state.sessions.get(session_id)
+        if s is None:  # pruned meanwhile: nothing to remember it by
+            return
+        s.context_sent = sorted(set(s.context_sent) | set(parts))
+        self._mark_dirty(s)
+
+    def mark_project_seen(self, root: str, at: float) -> None:
+        """The promoter summary for this project went out at `at`: the next one tells only
+        what happened since."""
+        self.state.project_marks[root] = at
+        self._mark_dirty()
+
+    def project_seen_at(self, root: str) -> float:
+        """When the promoter summary for this project last went out (0: never)."""
+        return self.state.project_marks.get(root, 0.0)
+
+    def set_paused(self, paused: bool) -> bool:
+        """Pause or resume counting; returns the state now in force."""
+        self.state.paused = paused
+        self._mark_dirty()
+        return self.state.paused
+
+    def count_reflection(self, every: int) -> bool:
+        """One more reflection job finished. True when it completes a count of `every` (the
+        curator is due, and the count starts again); never for `every` <= 0."""
+        self.state.reflections_since_curate += 1
+        self._mark_dirty()
+        if every <= 0 or self.state.reflections_since_curate < every:
+            return False
+        self.state.reflections_since_curate = 0
+        return True
+
+    def spool_replayed(self, n: int) -> None:
+        self.state.events.spool_replayed += n
+        self._mark_dirty()
+
+    def tables_changed(self) -> None:
+        """A table the parts copy in at each persist (`tables`: the markers, the watcher's)
+        changed outside a scan: the next persist journals it."""
+        self._mark_dirty()

@@ -37,7 +37,6 @@ from claude_autoharness.daemon.reflect.batches import BatchRunner
 from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.spool import SpoolReplayer
-from claude_autoharness.daemon.store import State
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.daemon.witness import ToolUseWitness
 from claude_autoharness.protocol import messages as m
@@ -59,7 +58,7 @@ class Daemon:
         self.clock = clock
         self.book = Book(clock=clock)
         self.live = Live.build(cfg, self._turns)
-        self.book.before_snapshot = self._copy_tables
+        self.book.tables = self._tables
         self.book.retention_s = lambda: self.live.cfg.session_retention_days * 86_400
         self.stop_event = anyio.Event()
         self.stop_requested = False
@@ -161,16 +160,17 @@ class Daemon:
         self.sync.load()
         self.library.due.update(self.book.state.turns.projects)  # counts for status from the start
 
-    def _copy_tables(self, state: State) -> None:
+    def _tables(self) -> dict[str, dict]:
         # The watcher's tables change in worker threads; copy them only between scans (if a
         # scan is running, the previous copy stands: offsets a moment old are re-read safely).
+        out = {"markers": self.markers.to_state()}
         if self.watcher.lock.acquire(blocking=False):
             try:
-                state.watcher = {"tails": self.watcher.to_state(),
-                                 "index": self.transcripts.to_state()}
+                out["watcher"] = {"tails": self.watcher.to_state(),
+                                  "index": self.transcripts.to_state()}
             finally:
                 self.watcher.lock.release()
-        state.markers = self.markers.to_state()
+        return out
 
     def catch_up(self, project_dir: str) -> None:
         """Read what is new in a project's transcripts now (blocking): a session started right
@@ -213,10 +213,9 @@ class Daemon:
         return m.Ok(data=await self.batches.command(req.op, req.transcripts, req.project))
 
     async def cmd_pause(self, req: m.Pause) -> m.Reply:
-        self.book.state.paused = req.paused
-        self.book.mark_dirty()
+        paused = self.book.set_paused(req.paused)
         await self.book.persist(snapshot=True)  # an operator's change: the state compacted too
-        return m.Ok(data=r.Paused(paused=self.book.state.paused))
+        return m.Ok(data=r.Paused(paused=paused))
 
     # ---- background loops ------------------------------------------------------------------
 

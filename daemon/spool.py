@@ -44,8 +44,7 @@ class SpoolReplayer:
             for i in range(0, len(names), BATCH):
                 n += await self._replay_batch(d, names[i:i + BATCH])
             if n:
-                self.book.state.events.spool_replayed += n
-                self.book.mark_dirty()
+                self.book.spool_replayed(n)
                 log.info("spool replayed", events=n)
             await anyio.to_thread.run_sync(files.drop_stale_tmp, d, time.time())
             return n
@@ -56,14 +55,14 @@ class SpoolReplayer:
         for name, data in records:
             req, problem = _decode(data)
             if req is None:  # set aside, so it is not pending forever
-                self.book.state.events.received += 1
+                self.book.event_received()
                 self.reject(problem)
                 bad.append(name)
                 continue
             if isinstance(req, m.Hook):
                 await self.handle(req)
             done.append(name)
-        await anyio.to_thread.run_sync(self.book.journal.sync)  # durable before deleted
+        await self.book.sync()  # durable before deleted (a failure is in the book's health)
         self.book.quarantined += await anyio.to_thread.run_sync(_clear, d, done, bad)
         return len(done)
 

@@ -170,12 +170,11 @@ async def test_changed_and_removed_entries_replay_from_the_journal(home):
     core.load()
     book = core.book
     book.add_tokens("day:2027-01-01", 100)
-    book.state.events.rejected += 2
-    book.mark_dirty()
+    book.event_rejected()
+    book.event_rejected()
     await book.persist()
     book.add_tokens("day:2027-01-02", 50)  # drops day 1
-    book.state.project_marks["/p"] = 12.5
-    book.mark_dirty()
+    book.mark_project_seen("/p", 12.5)
     await book.persist()
     core.close()
     core = Core(load_config())

@@ -36,8 +36,7 @@ class Jobs:
         if bad:
             return m.Error(code="bad_request", message=f"invalid session id: {bad[0]!r}")
         unknown = [s for s in ids if s not in sessions]
-        jobs = sm.flush(sessions, ids, now=self.clock(), kind="flush", make_id=new_id)
-        await self.book.record_jobs(jobs, sessions=[sessions[j.session_id] for j in jobs])
+        jobs = await self.book.flush(ids, kind="flush", now=self.clock(), make_id=new_id)
         await self.book.persist()
         return m.Ok(data=r.Flushed(
             jobs=[r.FlushedJob(id=j.id, session_id=j.session_id, kind=j.kind) for j in jobs],
@@ -109,7 +108,4 @@ class Jobs:
         sessions = self.book.state.sessions
         ids = sm.idle_sessions(sessions, now=self.clock(),
                                idle_after=self.live.cfg.idle_flush_after_s, last_growth=last_growth)
-        jobs = sm.flush(sessions, ids, now=self.clock(), kind="idle", make_id=new_id)
-        # the counters' reset travels with the jobs: a restart must not flush them again
-        await self.book.record_jobs(jobs, sessions=[sessions[j.session_id] for j in jobs])
-        return jobs
+        return await self.book.flush(ids, kind="idle", now=self.clock(), make_id=new_id)

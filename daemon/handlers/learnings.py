@@ -42,6 +42,6 @@ class Learnings:
             lambda: lservice.save_project(project, self.markers, self.intents,
                                           lookback_days=lookback, transcripts=req.transcripts,
                                           dry_run=req.dry_run, redactor=redactor, roots=roots))
-        self.book.mark_dirty()
+        self.book.tables_changed()  # the marker index forgot what was saved
         self.saved()
         return m.Ok(data=res)

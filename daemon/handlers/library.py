@@ -134,13 +134,8 @@ class Library:
     async def count_reflection(self, job: sm.Job) -> None:
         """Every `library.curate_every` finished reflection jobs, the curator runs for the
         user layer and for the project of the job that completed the count."""
-        state = self.book.state
-        every = self.live.cfg.library.curate_every
-        state.reflections_since_curate += 1
-        self.book.mark_dirty()
-        if every <= 0 or state.reflections_since_curate < every:
+        if not self.book.count_reflection(self.live.cfg.library.curate_every):
             return
-        state.reflections_since_curate = 0
         root = self.project_root(job.cwd)
         await self.queue_curation(["user", "project"] if root else ["user"], root)
 
