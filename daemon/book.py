@@ -56,7 +56,11 @@ def previous_snapshot_file() -> str:
 
 
 class Book:
-    def __init__(self, *, clock: Callable[[], float]):
+    def __init__(self, *, clock: Callable[[], float],
+                 before_snapshot: Callable[[store.State], None] | None = None,
+                 retention_s: Callable[[], float] | None = None):
+        """`before_snapshot(state)` is called before each persist: parts copy their tables into
+        the state; `retention_s()` is how long a finished session is kept (read live)."""
         self.clock = clock
         self.state = store.State()
         self.journal = store.Journal(paths.journal_file())
@@ -70,9 +74,8 @@ class Book:
         self.seen: dict[str, None] = {}  # the latest event ids, oldest first
         self.keep_ids = KEEP_EVENT_IDS  # how many `seen` holds (more while spools replay)
         self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
-        # Called before each persist: parts copy their tables into the state.
-        self.before_snapshot: Callable[[store.State], None] = lambda state: None
-        self.retention_s: Callable[[], float] = lambda: DEFAULT_RETENTION_S
+        self.before_snapshot = before_snapshot or (lambda state: None)
+        self.retention_s = retention_s or (lambda: DEFAULT_RETENTION_S)
         self.parts = store.Parts()
         self._touched: set[str] = set()  # sessions changed outside an event record
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`

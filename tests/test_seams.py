@@ -11,7 +11,8 @@ import pytest
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.listener import Connections, accept_loop
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
+from claude_autoharness.daemon.reflect.pipeline import Reflection, today
+from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.server import Server
 from claude_autoharness.protocol import framing
 from claude_autoharness.protocol import messages as m
@@ -81,8 +82,9 @@ class NoIntents:
 
 
 def make_pool(book, counters, cfg: Config | None = None, queued=None):
-    return ReflectorPool(book, counters, NoIntents(), Live.build(cfg or Config()),
-                         project_root=lambda cwd: cwd, skill_index=lambda root: [],
+    reflection = Reflection(counters, NoIntents(), Live.build(cfg or Config()),
+                            skill_index=lambda root: [], clock=lambda: 1_000.0)
+    return ReflectorPool(book, counters, reflection, project_root=lambda cwd: cwd,
                          queued=queued or (lambda: None), clock=lambda: 1_000.0)
 
 
