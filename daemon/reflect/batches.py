@@ -245,8 +245,7 @@ class BatchRunner:
                 n += 1
             if n < len(reqs):
                 self.waiting_reason = (f"daily token budget of {cfg.daily_token_budget}: "
-                                       f"{len(reqs) - n} "
-                                       "batch item(s) wait for tomorrow")
+                                       f"{len(reqs) - n} batch item(s) wait for tomorrow")
             reqs, sizes = reqs[:n], sizes[:n]
         for a, b in chunk(sizes, cfg.batch_max_requests, cfg.batch_max_bytes):
             part = reqs[a:b]

@@ -38,7 +38,7 @@ from claude_autoharness.daemon.reflect.curate import (
     build_curate_request,
     wants_model,
 )
-from claude_autoharness.daemon.reflect.pipeline import Reflection, Tokens
+from claude_autoharness.daemon.reflect.pipeline import Reflection
 from claude_autoharness.daemon.sessions import Job, Session, backoff
 
 log = structlog.get_logger("autoharness")
@@ -88,8 +88,8 @@ class JobBook(Protocol):
     def changed(self) -> None: ...
 
 
-class Counters(Tokens, Protocol):
-    """Where the pool's tallies go."""
+class Counters(Protocol):
+    """Where the pool's tallies go (its tokens go through the `Reflection`)."""
 
     def job_finished(self, ok: bool) -> None: ...
 
