@@ -57,7 +57,12 @@ def previous_snapshot_file() -> str:
 
 
 class Book:
-    def __init__(self, *, clock: Callable[[], float]):
+    def __init__(self, *, clock: Callable[[], float],
+                 tables: Callable[[], dict[str, dict]] = dict,
+                 retention_s: Callable[[], float] | None = None):
+        """`tables()` is called before each persist: the parts' tables (State field name -> its
+        value), which the book copies into the state (a table left out keeps its previous copy);
+        `retention_s()` is how long a finished session is kept (read live)."""
         self.clock = clock
         self.state = store.State()
         self.journal = store.Journal(paths.journal_file())
@@ -71,10 +76,8 @@ class Book:
         self.seen: dict[str, None] = {}  # the latest event ids, oldest first
         self.keep_ids = KEEP_EVENT_IDS  # how many `seen` holds (more while spools replay)
         self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
-        # Called before each persist: the parts' tables (State field name -> its value), which
-        # the book copies into the state; a table left out keeps its previous copy.
-        self.tables: Callable[[], dict[str, dict]] = dict
-        self.retention_s: Callable[[], float] = lambda: DEFAULT_RETENTION_S
+        self.tables = tables
+        self.retention_s = retention_s or (lambda: DEFAULT_RETENTION_S)
         self.parts = store.Parts()
         self._touched: set[str] = set()  # sessions changed outside an event record
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`

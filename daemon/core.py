@@ -3,7 +3,9 @@ background loops.
 
 Handlers live with what they serve (`handlers/`): hook events, jobs, review (the promoter and
 the queue), skills, learnings, status. The state and its durability live in `book`,
-spool replay in `spool`, the reflector pool in `reflect/pool`. Everything here runs on the
+spool replay in `spool`, the reflection pipeline in `reflect/pipeline` (run by the reflector
+pool, `reflect/pool`, and the batch runner, `reflect/batches`). Every part is handed what it
+uses when it is built; none is wired afterwards. Everything here runs on the
 event loop and must not block: fsyncs and file reads go to threads.
 """
 
@@ -34,6 +36,7 @@ from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.batches import BatchRunner
+from claude_autoharness.daemon.reflect.pipeline import Reflection
 from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.spool import SpoolReplayer
@@ -56,10 +59,9 @@ WITNESS_POLL_S = 0.25
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Callable[[], float] = time.time):
         self.clock = clock
-        self.book = Book(clock=clock)
+        self.book = Book(clock=clock, tables=self._tables,
+                         retention_s=lambda: self.live.cfg.session_retention_days * 86_400)
         self.live = Live.build(cfg, self._turns)
-        self.book.tables = self._tables
-        self.book.retention_s = lambda: self.live.cfg.session_retention_days * 86_400
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.socket_path = paths.socket_path()
@@ -74,31 +76,34 @@ class Daemon:
                                          [self.transcripts, self.markers, self.witness],
                                          clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
-        self.review = Review(self.live, self.intents, clock=clock)
-        self.library = Library(self.book, self.live, project_root=self.root_of,
-                               record_uses=self.review.record_uses, wake=self.review.wake,
-                               clock=clock, hold=self.review.hold_archive,
+        self.report = Report(self.book, self.live, self.intents, clock=clock)
+        self.library = Library(self.book, self.live, project_root=self.root_of, clock=clock,
                                verdicts=self.intents.verdicts)
-        self.review.between_passes = self.library.run_lifecycle
-        self.review.feedback_accepted = self.library.judge_again
+        self.review = Review(self.live, self.intents, self.library,
+                             record_load=self.report.record_load, clock=clock)
         self.skills = Skills(self.live, self.projects)
         self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
                            intents=self.intents, skill_used=self.review.skill_used,
-                           turn_counted=self.library.turn_counted, catch_up=self.catch_up,
-                           clock=clock)
+                           turn_counted=self.review.turn_counted, catch_up=self.catch_up,
+                           record_context=self.report.record_context, clock=clock)
         self.reflected = ReflectedRecords()
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock,
                          reflected=self.reflected)
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
                                    saved=self.review.wake)
-        self.pool = ReflectorPool(self.book, self.book, self.intents, self.live,
-                                  project_root=self.root_of,
-                                  skill_index=self.skills.skill_index, queued=self.review.wake,
-                                  memory_index=self.skills.memory_index,
+        # one reflection pipeline for the pool's jobs and the batch runner's items
+        self.reflection = Reflection(self.book, self.intents, self.live,
+                                     skill_index=self.skills.skill_index,
+                                     memory_index=self.skills.memory_index,
+                                     record_usage=self.report.record_usage, clock=clock)
+        self.pool = ReflectorPool(self.book, self.book, self.reflection,
+                                  project_root=self.root_of, queued=self.review.wake,
                                   curator_skills=self.library.curator_skills,
                                   reflected=self.library.count_reflection,
-                                  seen=self.reflected, clock=clock)
-        self.batches = BatchRunner(self, clock=clock)
+                                  seen=self.reflected, record_calls=self.report.record_calls,
+                                  clock=clock)
+        self.batches = BatchRunner(self.reflection, project_root=self.root_of,
+                                   queued=self.review.wake, clock=clock)
         self.sync = SyncRounds(self.live, clock=clock)
         self.status = StatusReport(self.book, self.live, StatusSources(
             intents=self.intents, markers=self.markers, transcripts=self.transcripts,
@@ -107,8 +112,6 @@ class Daemon:
             batches=self.batches.status, sync=self.sync.info,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock()), clock=clock)
-        self.report = Report(self.book, self.live, self.intents, clock=clock)
-        self.report.wire(self.hooks, self.review, self.pool)  # what its ledger records
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
                                    lambda reason: self.hooks.rejected(reason, from_spool=True))
         self.handlers: dict[type, Callable[[Any], Awaitable[m.Reply]]] = {

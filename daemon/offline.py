@@ -101,6 +101,7 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     from claude_autoharness.daemon.live import Live, new_id
     from claude_autoharness.daemon.projects import ProjectSwitches
     from claude_autoharness.daemon.reflect import backends
+    from claude_autoharness.daemon.reflect.pipeline import Reflection
     from claude_autoharness.daemon.reflect.pool import ReflectorPool
     from claude_autoharness.protocol.config import load as load_config
 
@@ -123,11 +124,14 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
         queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
         queue.load()
-        pool = ReflectorPool(book, _NoCounters(), queue, live,
+        skills = Skills(live, projects)
+        counters = _NoCounters()
+        reflection = Reflection(counters, queue, live, skill_index=skills.skill_index,
+                                memory_index=skills.memory_index,
+                                save_window=lambda job_id, text: None)
+        pool = ReflectorPool(book, counters, reflection,
                              project_root=lambda cwd: projects.root(cwd) if cwd else None,
-                             skill_index=Skills(live, projects).skill_index,
-                             memory_index=Skills(live, projects).memory_index,
-                             queued=lambda: None, save_window=lambda job_id, text: None)
+                             queued=lambda: None)
 
         async def run_all() -> None:
             for job in jobs:

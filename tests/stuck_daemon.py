@@ -14,7 +14,7 @@ import sys
 from claude_autoharness.daemon import app
 from claude_autoharness.daemon.handlers import review
 from claude_autoharness.daemon.promote import land
-from claude_autoharness.daemon.reflect import pool
+from claude_autoharness.daemon.reflect import pool, windows
 
 
 def _block(fifo: str) -> bytes:
@@ -36,7 +36,7 @@ def main() -> None:
 
         pool.ReflectorPool.cut = cut
     elif where == "answered":  # the window is saved right after the answer, before intake
-        pool.save_window_file = lambda job_id, text: _block(fifo)
+        windows.save_window = lambda job_id, text: _block(fifo)
     elif where == "grounding":
         land.Promoter.ground_feedback = lambda self, rec, window: _block(fifo)
     else:

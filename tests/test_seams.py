@@ -11,7 +11,8 @@ import pytest
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.listener import Connections, accept_loop
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.reflect.pool import ReflectorPool, today
+from claude_autoharness.daemon.reflect.pipeline import Reflection, today
+from claude_autoharness.daemon.reflect.pool import ReflectorPool
 from claude_autoharness.daemon.server import Server
 from claude_autoharness.protocol import framing
 from claude_autoharness.protocol import messages as m
@@ -81,8 +82,9 @@ class NoIntents:
 
 
 def make_pool(book, counters, cfg: Config | None = None, queued=None):
-    return ReflectorPool(book, counters, NoIntents(), Live.build(cfg or Config()),
-                         project_root=lambda cwd: cwd, skill_index=lambda root: [],
+    reflection = Reflection(counters, NoIntents(), Live.build(cfg or Config()),
+                            skill_index=lambda root: [], clock=lambda: 1_000.0)
+    return ReflectorPool(book, counters, reflection, project_root=lambda cwd: cwd,
                          queued=queued or (lambda: None), clock=lambda: 1_000.0)
 
 
@@ -205,3 +207,84 @@ def test_status_reply_is_the_typed_struct(home):
     typed = msgspec.convert(st, replies.Status, strict=True)
     assert sorted(st) == sorted(replies.Status.__struct_fields__)
     assert msgspec.to_builtins(typed) == st
+
+
+class KeptIntents:
+    """An IntentSink that keeps what intake was handed (and queues nothing)."""
+
+    def __init__(self):
+        self.taken: list[tuple] = []
+
+    def list(self, status=None):
+        return []
+
+    def intake(self, job_id, session_id, source, raw, window, root, max_intents, redactor,
+               raw_feedback=()):
+        self.taken.append((job_id, source, raw, window, root))
+        return []
+
+    def job_recorded(self, job_id):
+        return False
+
+
+@pytest.mark.anyio
+async def test_batch_runner_runs_on_the_shared_reflection_without_a_daemon(home):
+    """The batch runner sees only a `Reflection` (over in-memory counters and queue) and two
+    callables: a transcript is cut into one item, sent through the real SDK to the fake
+    Batches endpoints, its reply taken in with the window that was sent, its tokens charged
+    to today and recorded in the ledger once (at the batch price), and the promoter woken."""
+    from claude_autoharness.daemon.reflect.batches import BatchRunner
+    from fake_anthropic import FakeAnthropic, tool_reply
+
+    project = home["tmp"] / "proj"
+    project.mkdir()
+    transcript = home["tmp"] / "t.jsonl"
+    rule = "always run make check before pushing"
+    transcript.write_text(msgspec.json.encode(
+        {"type": "user", "cwd": str(project), "sessionId": "s",
+         "message": {"role": "user", "content": rule}}).decode() + "\n")
+    proposal = {"action": "create", "skill": "check", "evidence": rule}
+    usage = {"input_tokens": 40, "output_tokens": 2}
+    with FakeAnthropic() as fake:
+        fake.route = lambda params: tool_reply({"proposals": [proposal]}, usage=usage)
+        cfg = Config(reflector=ReflectorConfig(api_key="sk-ant-test", base_url=fake.base_url,
+                                               batch_poll_s=0.05, batch_poll_max_s=0.2))
+        counters, intents, ledger, woken = MemoryCounters(), KeptIntents(), [], []
+        reflection = Reflection(counters, intents, Live.build(cfg), skill_index=lambda root: [],
+                                record_usage=lambda **call: ledger.append(call))
+        runner = BatchRunner(reflection, project_root=lambda cwd: cwd,
+                             queued=lambda: woken.append(1))
+        runner.load()
+        sent = await runner.command("submit", [str(transcript)], None)
+        assert (sent.items, sent.skipped, sent.missing) == (1, 0, [])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner.run)
+            with anyio.fail_after(60):
+                while runner.status().items["done"] < 1:
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+    [(job_id, source, raw, window, root)] = intents.taken
+    assert (source, raw, root) == ("reflector", [proposal], str(project))
+    assert rule in window and len(fake.batch_creates) == 1
+    assert counters.tokens == {today(runner.clock()): 42}
+    assert [(c["job"], c["kind"], c["batch"], c["usage"]["input_tokens"]) for c in ledger] == [
+        (job_id, "batch", True, 40)]
+    assert woken == [1]
+
+
+def test_the_daemon_wires_each_part_once_at_construction():
+    """The daemon hands every part what it uses when it builds it: nowhere does it set a
+    field of a part it built (`self.part.field = ...`), so no collaborator is wired later,
+    and a part's constructor says everything it depends on."""
+    import ast
+    import inspect
+
+    from claude_autoharness.daemon import core
+
+    tree = ast.parse(inspect.getsource(core))
+    late = [ast.unparse(t) for node in ast.walk(tree)
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)
+            and isinstance(t.value.value, ast.Name) and t.value.value.id == "self"]
+    assert late == []

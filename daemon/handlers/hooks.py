@@ -50,12 +50,13 @@ class Hooks:
     def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches, markers: MarkerIndexer,
                  intents: IntentQueue, skill_used: Callable[[SkillUse], None],
                  turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
+                 record_context: Callable[[int, list[str]], None] | None = None,
                  clock: Callable[[], float]):
         """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
         (already counted, with its project root); `catch_up` reads a project directory's
-        transcripts now (blocking)."""
-        # (chars, parts) of each SessionStart context sent: the report's record (wired by core)
-        self.record_context: Callable[[int, list[str]], None] = lambda chars, parts: None
+        transcripts now (blocking); `record_context(chars, parts)` records each SessionStart
+        context sent in the report's ledger (blocking)."""
+        self.record_context = record_context or (lambda chars, parts: None)
         self.book = book
         self.live = live
         self.projects = projects

@@ -1,6 +1,7 @@
-"""The skill library's lifecycle: turns counted from main sessions' Stops, the lifecycle pass
-that archives what the counts and the evidence call for (run by the promoter loop, in its
-thread), the curator's jobs (merges; description repairs of skills missed twice; stale skills
+"""The skill library's lifecycle: the layers due to be judged (turns counted from main
+sessions' Stops, verdicts accepted), the judging that archives what the counts and the
+evidence call for (driven by the promoter loop, `Review`, in its thread; this module knows
+nothing of it), the curator's jobs (merges; description repairs of skills missed twice; stale skills
 with their missing paths), and the per-stage and feedback counts `status` shows."""
 
 import os
@@ -23,60 +24,46 @@ log = structlog.get_logger("autoharness")
 
 class Library:
     def __init__(self, book: Book, live: Live, *, project_root: Callable[[str | None], str | None],
-                 record_uses: Callable[[], None], wake: Callable[[], None],
-                 clock: Callable[[], float], hold=None, verdicts=None):
-        """`record_uses` records queued skill uses (blocking); `wake` wakes the promoter loop;
-        `hold(decision, quotes)` holds a `harmful` archive for the user (review mode);
-        `verdicts(status)` lists the queue's feedback verdicts."""
+                 clock: Callable[[], float], verdicts=None):
+        """`verdicts(status)` lists the queue's feedback verdicts."""
         self.book = book
         self.live = live
         self.project_root = project_root
-        self.record_uses = record_uses
-        self.wake = wake
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
-        self.hold = hold
         self.verdicts: Callable[..., list] = verdicts or (lambda status=None: [])
 
-    def turn_counted(self, project_root: str | None) -> None:
-        """A main session's Stop was counted (and journaled) as one turn of the user layer and
-        of its project: the library's lifecycle is re-judged."""
+    def mark_due(self, project_root: str | None) -> None:
+        """This project's skills (and the user layer's) are judged at the next pass."""
         self.due.add(project_root)
-        self.wake()
-
-    def judge_again(self, project_root: str | None) -> None:
-        """New evidence (an accepted verdict) for this project's skills: re-judge them."""
-        self.due.add(project_root)
-        self.wake()
 
     def reloaded(self) -> None:
         self.due.add(None)  # new limits apply now
 
-    def run_lifecycle(self) -> None:
-        """Judge the layers whose turns moved (blocking; the promoter loop's thread): archive
-        what the counts call for, and refresh the per-stage counts `status` shows."""
-        while self.due:
-            self.record_uses()  # a use queued before the Stop counts in this pass
-            root = self.due.pop()
-            promoter = self.live.promoter
-            try:
-                done = promoter.lifecycle_run(root, hold=self.hold)
-                for d in done.done:
-                    log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
-                             uses=d.uses, turns=d.turns)
-                infos = promoter.list_skills(root)
-            except Exception:
-                log.exception("library lifecycle pass failed")
-                continue
-            self.counts[None] = stage_counts(i for i in infos if i.layer == "user")
-            if root:
-                self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
-            wanted = {layer for layer, _ in done.repairs}
-            if done.newly_stale:
-                wanted.add("project")
-            if wanted:
-                self._curate_from_thread(sorted(wanted), root)
+    def judge(self, root: str | None, *, hold=None) -> None:
+        """Judge one project's layer and the user layer (blocking; the promoter loop's thread):
+        archive what the counts call for, refresh the per-stage counts `status` shows, and
+        queue the curator for repairs and stale skills. `hold(decision, quotes)` holds a
+        `harmful` archive for the user (review mode)."""
+        promoter = self.live.promoter
+        try:
+            done = promoter.lifecycle_run(root, hold=hold)
+            for d in done.done:
+                log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
+                         uses=d.uses, turns=d.turns)
+            infos = promoter.list_skills(root)
+        except Exception:
+            log.exception("library lifecycle pass failed")
+            return
+        self.counts[None] = stage_counts(i for i in infos if i.layer == "user")
+        if root:
+            self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
+        wanted = {layer for layer, _ in done.repairs}
+        if done.newly_stale:
+            wanted.add("project")
+        if wanted:
+            self._curate_from_thread(sorted(wanted), root)
 
     def _curate_from_thread(self, layers: list[str], root: str | None) -> None:
         """Queue curator jobs from the promoter loop's worker thread (the book is the event

@@ -2,8 +2,9 @@
 and the recording of what only the report needs, into its ledger (`reportlog`).
 
 The parts that see those facts (the hooks: SessionStart context sent; the promoter loop:
-skill loads; the reflector pool and the batch runner: model usage, a session's calls) are
-handed plain callables by `wire`, so they carry no knowledge of the ledger. Every record is
+skill loads; the reflection pipeline: model usage; the reflector pool: a session's calls) are
+handed its `record_*` methods as plain callables when they are built, so they carry no
+knowledge of the ledger. Every record is
 appended before the fact is acted on further (usage: fsynced); a record that cannot be written
 (a full disk) is logged and skipped — the figures are advisory and never fail the work.
 
@@ -68,13 +69,6 @@ class Report:
             now=self.clock(), days=req.days)
 
     # ---- recording (blocking: worker threads) ----------------------------------------------
-
-    def wire(self, hooks, review, pool) -> None:
-        """Hand the parts that see the facts the callables that record them."""
-        hooks.record_context = self.record_context
-        review.record_load = self.record_load
-        pool.record_usage = self.record_usage
-        pool.record_calls = self.record_calls
 
     def _append(self, what: str, fn: Callable[[], None]) -> None:
         try:

@@ -2,6 +2,11 @@
 the operator's `queue` verbs, skill-use counting, feedback verdicts grounded into skill
 history, and the stored job windows evidence is checked against.
 
+The loop is the one promotion loop: each pass records the skill uses queued, runs the
+library's lifecycle over the layers whose turns moved (`Library`, which it is handed and which
+knows nothing of it), promotes the queued intents and grounds the queued verdicts. Whatever
+calls for a pass (a turn counted, intents queued, a verdict accepted) wakes it.
+
 Promotion reads and writes files, so it runs in worker threads, one intent at a time.
 """
 
@@ -12,10 +17,12 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon.handlers.hooks import SkillUse
+from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.promote import lifecycle
-from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
+from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, VerdictRecord
+from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.replies import Outcome
@@ -26,22 +33,29 @@ WINDOW_KEEP_S = 7 * 86_400
 
 
 class Review:
-    def __init__(self, live: Live, intents: IntentQueue, *, clock: Callable[[], float]):
+    def __init__(self, live: Live, intents: IntentQueue, library: Library, *,
+                 record_load: Callable[[str, str | None], None] | None = None,
+                 clock: Callable[[], float]):
+        """`library` is judged between passes; `record_load(skill_dir, root)` records each
+        skill load in the report's ledger, for recall (blocking)."""
         self.live = live
-        self.between_passes: Callable[[], None] = lambda: None  # blocking; set by the wiring
-        # a verdict was accepted for this project's skills: the lifecycle judges again
-        self.feedback_accepted: Callable[[str | None], None] = lambda root: None
         self.intents = intents
+        self.library = library
+        self.record_load = record_load or (lambda skill_dir, root: None)
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.use_queue: list[SkillUse] = []
         self.last_landing_at: float | None = None
-        # (skill dir, project root) of each load: the report's record for recall (wired by core)
-        self.record_load: Callable[[str, str | None], None] = lambda skill_dir, root: None
         self._wake = anyio.Event()
 
     def wake(self) -> None:
         self._wake.set()
+
+    def turn_counted(self, project_root: str | None) -> None:
+        """A main session's Stop was counted (and journaled) as one turn of the user layer and
+        of its project: the library's lifecycle is re-judged."""
+        self.library.mark_due(project_root)
+        self.wake()
 
     def skill_used(self, use: SkillUse) -> None:
         """Queue a skill use; the promoter loop records it off the event loop."""
@@ -53,7 +67,7 @@ class Review:
             event = self._wake = anyio.Event()
             try:
                 await anyio.to_thread.run_sync(self.record_uses)
-                await anyio.to_thread.run_sync(self.between_passes)
+                await anyio.to_thread.run_sync(self.lifecycle_pass)
                 for intent in self.intents.list("queued"):
                     await self._promote_guarded(intent)
                 for rec in self.intents.verdicts("queued"):
@@ -79,6 +93,13 @@ class Review:
                         self.record_load(d, root)
             except Exception:
                 log.exception("skill use not recorded")
+
+    def lifecycle_pass(self) -> None:
+        """Judge the layers whose turns moved (blocking), each after recording the uses queued
+        so far: a use queued before the Stop counts in this pass."""
+        while self.library.due:
+            self.record_uses()
+            self.library.judge(self.library.due.pop(), hold=self.hold_archive)
 
     async def _promote_guarded(self, intent: Intent) -> None:
         """An intent that makes the promoter raise is rejected, not retried at every start."""
@@ -108,8 +129,9 @@ class Review:
         log.info("verdict " + status, verdict=rec.id, skill=v.skill if v else None,
                  kind=v.verdict if v else None, findings=sorted({f"{f.family}/{f.code}"
                                                                   for f in findings}))
-        if status == "accepted":
-            self.feedback_accepted(rec.project_root)
+        if status == "accepted":  # new evidence for this project's skills: judge them again
+            self.library.mark_due(rec.project_root)
+            self.wake()
 
     def hold_archive(self, d, quotes: list[str]) -> bool:
         """Review mode: a `harmful` archive waits for the user as a held intent whose evidence
@@ -117,14 +139,11 @@ class Review:
         True when it is newly held (the same decision again is the intent already held)."""
         import hashlib
 
-        from claude_autoharness.daemon.proposals import Proposal
-        from claude_autoharness.daemon.reflect.pool import save_window_file
-
         key = f"lifecycle:{d.layer}:{d.scope}:{d.name}:{d.detail}"
         job = "lifecycle-" + hashlib.sha256(key.encode()).hexdigest()[:16]
         if self.intents.get("i-" + job[10:]) is not None:
             return False
-        save_window_file(job, "\n\n".join(quotes))
+        windows.save_window(job, "\n\n".join(quotes))
         now = self.clock()
         p = Proposal(action="archive", skill=d.name, layer=d.layer, reason=d.detail,
                      evidence=quotes[-1] if quotes else "")
@@ -267,8 +286,4 @@ def window_for(intent: Intent | VerdictRecord) -> str | None:
         return intent.proposal.evidence
     if not intent.job_id:
         return None
-    try:
-        with open(os.path.join(paths.windows_dir(), f"{intent.job_id}.txt"), "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
+    return windows.read_window(intent.job_id)

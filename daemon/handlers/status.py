@@ -19,7 +19,7 @@ from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.pool import today
+from claude_autoharness.daemon.reflect.pipeline import today
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m

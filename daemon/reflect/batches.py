@@ -1,10 +1,11 @@
 """Reflection on a backlog through the Message Batches API (`autoharnessctl replay --batch`).
 
-Each transcript is cut into windows exactly as the pool would cut a session (same packet, same
-prompt, same request parameters); every window is one batch item, its custom id the job id
-its proposals are taken in under. Items go out in batches chunked to the API's limits, batches
-are polled with backoff, and results go through the same intake (with the same dedup of saved
-lessons) and so the same validation and promoter as pool jobs.
+Each transcript is cut into windows by the pool's own `Reflection` (same packet, same prompt,
+same request parameters); every window is one batch item, its custom id the job id its
+proposals are taken in under. Items go out in batches chunked to the API's limits, batches
+are polled with backoff, and results are taken in and charged by that same `Reflection` (the
+same dedup of saved lessons, the same validation and promoter as pool jobs). The journal's
+records and their file are `batchstore`'s; the API requests are `backends.anthropic_batches`.
 
 Durable: `<state>/batches.json` (atomically replaced on every change) holds every item and
 every batch id. A restart resumes polling; a result already taken in is not taken in again
@@ -29,24 +30,17 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 
 import anyio
 import structlog
 
-from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.reflect import backends, batchstore
+from claude_autoharness.daemon.reflect import backends, batchstore, windows
+from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
-from claude_autoharness.daemon.reflect.pool import (
-    drop_saved_lessons,
-    fresh_markers,
-    queued_marker_texts,
-    save_window_file,
-    today,
-)
-from claude_autoharness.daemon.reflect.prompt import build_request
-from claude_autoharness.protocol import paths
+from claude_autoharness.daemon.reflect.pipeline import Reflection
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.messages import BatchOp
 
@@ -55,9 +49,6 @@ log = structlog.get_logger("autoharness")
 BATCH_PRICE = 0.5  # a batch token costs half a standard one
 # Rough bytes per token, to keep a batch inside what the daily budget has left.
 BYTES_PER_TOKEN = 4
-# How far back (seconds) the batch list is searched for a create whose answer was lost: the
-# API's clock and ours may disagree, and its created_at is rounded.
-CREATE_LOOKBACK_S = 600.0
 
 
 def session_for(path: str) -> str:
@@ -102,8 +93,16 @@ def chunk(sizes: list[int], max_requests: int, max_bytes: int) -> list[tuple[int
 class BatchRunner:
     """Owns the batch journal; `run()` is the daemon task that submits and polls."""
 
-    def __init__(self, daemon, *, clock=time.time):
-        self.d = daemon
+    def __init__(self, reflection: Reflection, *,
+                 project_root: Callable[[str | None], str | None],
+                 queued: Callable[[], None], clock: Callable[[], float] = time.time):
+        """`reflection` cuts, prompts, takes in and charges as it does for the pool's jobs;
+        `project_root` maps a transcript's cwd to its project; `queued` is called once a
+        batch's results are taken in (the promoter's turn)."""
+        self.reflection = reflection
+        self.live = reflection.live
+        self.project_root = project_root
+        self.queued = queued
         self.clock = clock
         self.j = Journal()
         self.changed = anyio.Event()
@@ -136,7 +135,6 @@ class BatchRunner:
 
     def _add(self, transcripts: list[str], project: str | None) -> r.BatchSubmitted:
         """Cut every transcript into windows and queue one item per window not seen before."""
-        d, cfg = self.d, self.d.live.cfg
         known = {(i.transcript, i.start) for i in self.j.items.values()
                  if i.status != "canceled"}
         added = skipped = 0
@@ -147,10 +145,10 @@ class BatchRunner:
                 missing.append(path)
                 continue
             cwd = project or transcript_cwd(path)
-            root = d.root_of(cwd) if cwd else None
+            root = self.project_root(cwd) if cwd else None
             start, size = 0, os.path.getsize(path)
             while start < size:
-                packet = build_packet(path, start, cfg.capture, d.live.redactor)
+                packet = self.reflection.cut(path, start)
                 if packet.watermark_to <= start:
                     break
                 if (path, start) in known:
@@ -208,7 +206,7 @@ class BatchRunner:
             if self.waiting_reason and any(i.status == "waiting" for i in self.j.items.values()):
                 timeout = min(timeout, 60.0)
             if self.j.creating is not None:  # a create with no answer: look it up like a poll
-                timeout = min(timeout, self.d.live.cfg.reflector.batch_poll_s)
+                timeout = min(timeout, self.live.cfg.reflector.batch_poll_s)
             with anyio.move_on_after(timeout):
                 await self.changed.wait()
 
@@ -221,29 +219,24 @@ class BatchRunner:
                 await self._poll(b)
 
     def _blocked(self) -> str:
-        cfg = self.d.live.cfg.reflector
-        if not has_api_key(cfg):
+        if not has_api_key(self.live.cfg.reflector):
             return ("replay --batch needs the Anthropic API: set ANTHROPIC_API_KEY "
                     "(or reflector.api_key)")
-        budget = cfg.daily_token_budget
-        if budget and self.d.book.tokens_on(today(self.clock())) >= budget:
-            return f"daily token budget of {budget} reached: batch items wait until tomorrow"
-        return ""
+        return self.reflection.budget_spent("batch items")
 
     async def _submit_waiting(self) -> None:
         waiting = [i for i in self.j.items.values() if i.status == "waiting"]
         self.waiting_reason = self._blocked() if waiting else ""
         if not waiting or self.waiting_reason:
             return
-        cfg = self.d.live.cfg.reflector
+        cfg = self.live.cfg.reflector
         built = await anyio.to_thread.run_sync(self._build, waiting)
         for item, reason in built["failed"]:
             item.status, item.error = "failed", reason
         reqs = built["requests"]
         sizes = [len(json.dumps(r)) for r in reqs]
-        budget = cfg.daily_token_budget
-        if budget:  # send no more than the budget has left
-            left = budget - self.d.book.tokens_on(today(self.clock()))
+        left = self.reflection.tokens_left()
+        if left is not None:  # send no more than the budget has left
             n, total = 0, 0
             for size in sizes:
                 total += size // BYTES_PER_TOKEN + cfg.max_tokens
@@ -251,8 +244,8 @@ class BatchRunner:
                     break
                 n += 1
             if n < len(reqs):
-                self.waiting_reason = (f"daily token budget of {budget}: {len(reqs) - n} "
-                                       "batch item(s) wait for tomorrow")
+                self.waiting_reason = (f"daily token budget of {cfg.daily_token_budget}: "
+                                       f"{len(reqs) - n} batch item(s) wait for tomorrow")
             reqs, sizes = reqs[:n], sizes[:n]
         for a, b in chunk(sizes, cfg.batch_max_requests, cfg.batch_max_bytes):
             part = reqs[a:b]
@@ -271,7 +264,7 @@ class BatchRunner:
 
     def _submitted(self, batch_id: str, ids: list[str]) -> None:
         """Journal `batch_id` as carrying the items `ids` (and no create as pending)."""
-        cfg = self.d.live.cfg.reflector
+        cfg = self.live.cfg.reflector
         now = self.clock()
         for cid in ids:
             it = self.j.items[cid]
@@ -318,28 +311,25 @@ class BatchRunner:
         """The request of every item (blocking: reads transcripts, saves windows)."""
         from claude_autoharness.daemon.reflect.backends.anthropic import request_params
 
-        d, cfg = self.d, self.d.live.cfg
+        rf = self.reflection
         out: dict[str, list] = {"requests": [], "failed": []}
-        indexes: dict = {}
+        indexes: dict[str | None, list[dict]] = {}  # one listing per project, not per item
         for item in items:
             try:
-                packet = build_packet(item.transcript, item.start, cfg.capture, d.live.redactor)
+                packet = rf.cut(item.transcript, item.start)
             except OSError as e:
                 out["failed"].append((item, f"cannot read transcript: {e.strerror}"))
                 continue
             if item.project not in indexes:
-                indexes[item.project] = d.skills.skill_index(item.project)
-            markers = fresh_markers(packet.window, queued_marker_texts(d.intents.list()))
-            prompt = build_request(packet.window, packet.digest, indexes[item.project],
-                                   guidance=None, max_intents=cfg.reflector.max_intents_per_job,
-                                   markers=markers, memory=d.skills.memory_index(item.project))
-            save_window_file(item.id, packet.window)
+                indexes[item.project] = rf.skill_index(item.project)
+            prompt = rf.prompt(packet, None, item.project, skills=indexes[item.project])
+            rf.save_window(item.id, packet.window)
             out["requests"].append({"custom_id": item.id,
-                                    "params": request_params(prompt, cfg.reflector)})
+                                    "params": request_params(prompt, self.live.cfg.reflector)})
         return out
 
     async def _poll(self, b: Batch) -> None:
-        cfg = self.d.live.cfg.reflector
+        cfg = self.live.cfg.reflector
         try:
             status = await anyio.to_thread.run_sync(self._api_status, b.id)
         except backends.BackendError as e:
@@ -368,15 +358,11 @@ class BatchRunner:
                 self._retry(item, "missing from the batch results")
         b.status = "ended"
         self.save()
-        self.d.review.wake()
+        self.queued()
         self.changed.set()
 
     async def _take(self, item: Item, kind: str, payload) -> None:
-        from claude_autoharness.daemon.reflect.backends.anthropic import (
-            read_feedback,
-            read_reply,
-            usage_of,
-        )
+        from claude_autoharness.daemon.reflect.backends.anthropic import reply_result, usage_of
 
         if kind == "canceled":
             item.status, item.error = "canceled", "the batch was canceled"
@@ -386,100 +372,48 @@ class BatchRunner:
             return
         usage = usage_of(payload)
         self.j.tokens += sum(usage.values())
-        self.d.pool._charge(usage)
-        await self._record_usage(item, payload, usage)
-        proposals, problem = read_reply(payload)
-        if problem is not None or proposals is None:
+        # keyed by item and attempt: results read again after a restart count once
+        model = getattr(payload, "model", "") or self.live.cfg.reflector.model
+        await self.reflection.charge(usage, job=item.id, attempt=item.attempts, kind="batch",
+                                     backend="anthropic", model=model, batch=True)
+        result, problem = reply_result(payload, model)
+        if result is None:
             item.status, item.error = "failed", f"unusable reply: {problem}"
             return
-        d = self.d
-        proposals, _ = drop_saved_lessons(proposals, queued_marker_texts(d.intents.list()))
-        window = await anyio.to_thread.run_sync(self._window, item.id)
-        max_intents = d.live.cfg.reflector.max_intents_per_job
-        intents = await anyio.to_thread.run_sync(
-            lambda: d.intents.intake(item.id, item.session_id, "reflector", proposals, window,
-                                     item.project, max_intents, d.live.redactor,
-                                     raw_feedback=read_feedback(payload)))
+        window = await anyio.to_thread.run_sync(windows.read_window, item.id)
+        intents, _ = await self.reflection.take_in(item.id, item.session_id, "reflector", result,
+                                                   window or "", item.project,
+                                                   keep_window=False)
         item.status, item.intents, item.error = "done", [i.id for i in intents], None
-
-    async def _record_usage(self, item: Item, payload, usage: dict) -> None:
-        """A batch item's tokens, at the batch price in the report (keyed by item and attempt:
-        results read again after a restart count once)."""
-        model = getattr(payload, "model", "") or self.d.live.cfg.reflector.model
-        await anyio.to_thread.run_sync(lambda: self.d.pool.record_usage(
-            job=item.id, attempt=item.attempts, kind="batch", backend="anthropic",
-            model=model, usage=usage, batch=True))
 
     def _retry(self, item: Item, reason: str) -> None:
         """Errored, expired or lost: alone into a later batch, until max_attempts."""
         item.error = reason
-        if item.attempts >= self.d.live.cfg.reflector.max_attempts:
+        if item.attempts >= self.live.cfg.reflector.max_attempts:
             item.status = "failed"
         else:
             item.status, item.batch = "waiting", None
 
-    def _window(self, item_id: str) -> str:
-        try:
-            with open(os.path.join(paths.windows_dir(), f"{item_id}.txt"), "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
     # ---- the API (blocking: worker threads) ----------------------------------------------
 
-    def _client(self):
-        from claude_autoharness.daemon.reflect.backends.anthropic import _client
-        return _client(self.d.live.cfg.reflector, None)
-
-    def _call(self, fn):
-        import anthropic
-
-        from claude_autoharness.daemon.reflect.backends.anthropic import _classify
+    def _call(self, fn, *args):
+        from claude_autoharness.daemon.reflect.backends import anthropic as sdk
 
         self.j.requests += 1
-        try:
-            return fn(self._client())
-        except anthropic.AnthropicError as err:
-            raise _classify(err) from None
+        return sdk.call(self.live.cfg.reflector, lambda c: fn(c, *args))
 
     def _api_create(self, requests: list[dict]) -> str:
-        return self._call(lambda c: c.messages.batches.create(requests=requests)).id
+        return self._call(api.create, requests)
 
     def _api_find(self, n: int, at: float, known: set[str]) -> str | None:
-        """The batch of `n` requests created since `at` (give or take the lookback) that is not
-        in `known`, the nearest to `at` in time; None when there is none. The list comes newest
-        first, so the walk stops at the first batch older than that."""
-        def find(c):
-            best = None
-            for b in c.messages.batches.list(limit=100):
-                t = b.created_at.timestamp()
-                if t < at - CREATE_LOOKBACK_S:
-                    break
-                rc = b.request_counts
-                size = rc.processing + rc.succeeded + rc.errored + rc.canceled + rc.expired
-                if b.id not in known and size == n and (best is None or abs(t - at) < best[0]):
-                    best = (abs(t - at), b.id)
-            return best[1] if best else None
-        return self._call(find)
+        return self._call(api.find, n, at, known)
 
     def _api_status(self, batch_id: str) -> str:
-        return self._call(lambda c: c.messages.batches.retrieve(batch_id)).processing_status
+        return self._call(api.status, batch_id)
 
     def _api_cancel(self, batch_id: str) -> None:
-        self._call(lambda c: c.messages.batches.cancel(batch_id))
+        self._call(api.cancel, batch_id)
 
     def _api_results(self, batch_id: str) -> list[tuple[str, str, object]]:
-        def fetch(c):
-            out = []
-            for entry in c.messages.batches.results(batch_id):
-                res = entry.result
-                if res.type == "succeeded":
-                    out.append((entry.custom_id, "succeeded", res.message))
-                elif res.type == "errored":
-                    err = getattr(getattr(res, "error", None), "error", None)
-                    out.append((entry.custom_id, "errored", getattr(err, "type", "error")))
-                else:
-                    out.append((entry.custom_id, res.type, None))
-            return out
         self.j.requests += 1  # results() retrieves the batch first
-        return self._call(fetch)
+        return self._call(api.results, batch_id)

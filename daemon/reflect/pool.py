@@ -5,13 +5,14 @@ windows follow each other without overlap. A job's proposals are durably queued 
 *before* the job is marked done and the session watermark advances (at-least-once); a job that
 already has intents (a crash after intake) is finished without asking the model again.
 
-The pool sees the rest of the daemon through three small protocols: the `JobBook` (jobs and
-sessions, durably recorded), a `Counters` sink (its tallies), and the `IntentSink` (intake);
-plus the live config and a few callables. It is unit-testable with in-memory stand-ins.
+The steps of one reflection (cut, prompt, ask, take in, charge) are the shared `Reflection`
+(`reflect/pipeline`); the pool schedules jobs, bounds each step in time and keeps the jobs'
+records. It sees the rest of the daemon through small protocols: the `JobBook` (jobs and
+sessions, durably recorded), a `Counters` sink (its tallies), the `IntentSink` (intake, through
+the `Reflection`) and the `SeenRecords`; plus a few callables. It is unit-testable with
+in-memory stand-ins.
 """
 
-import builtins
-import datetime
 import os
 import random
 import time
@@ -21,9 +22,8 @@ from typing import Protocol
 import anyio
 import structlog
 
-from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.final import final_answer_written
-from claude_autoharness.daemon.capture.packet import Packet, build_packet
+from claude_autoharness.daemon.capture.packet import Packet
 from claude_autoharness.daemon.capture.source import (
     TranscriptRefused,
     resolve,
@@ -31,20 +31,15 @@ from claude_autoharness.daemon.capture.source import (
     transcript_roots,
 )
 from claude_autoharness.daemon.capture.window import tail_start
-from claude_autoharness.daemon.learnings.markers import markers_in_text
-from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.persistence import describe
-from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
-from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.curate import (
     CuratedSkill,
     build_curate_request,
     wants_model,
 )
-from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
+from claude_autoharness.daemon.reflect.pipeline import Reflection
 from claude_autoharness.daemon.sessions import Job, Session, backoff
-from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
 
@@ -62,10 +57,6 @@ class StepStuck(Exception):
     """A job step did not finish within its bound."""
 
 
-def today(ts: float) -> str:
-    return "day:" + datetime.date.fromtimestamp(ts).isoformat()
-
-
 def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> list[Job]:
     """Pending jobs that may start now: /learn first, then oldest; at most one per session and
     only the session's oldest pending job (its windows must follow each other)."""
@@ -79,21 +70,6 @@ def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> l
         if j.next_attempt_at <= now:
             out.append(j)
     return sorted(out, key=lambda j: (j.kind != "learn", j.created_at, j.id))
-
-
-def drop_saved_lessons(proposals: list[object], marker_texts: list[str]) -> tuple[list[object], int]:
-    """Leave out proposals whose evidence is a lesson already queued from a marker (one lesson,
-    one intent). Returns the rest and how many were left out."""
-    saved = [normalize(t) for t in marker_texts if t.strip()]
-    if not saved:
-        return list(proposals), 0
-    keep = []
-    for p in proposals:
-        ev = normalize(decode_escapes(p.get("evidence") or "")) if isinstance(p, dict) else ""
-        if ev and len(ev) >= 20 and any(ev in t or t in ev for t in saved):
-            continue
-        keep.append(p)
-    return keep, len(proposals) - len(keep)
 
 
 class JobBook(Protocol):
@@ -113,31 +89,15 @@ class JobBook(Protocol):
 
 
 class Counters(Protocol):
-    """Where the pool's tallies go."""
+    """Where the pool's tallies go (its tokens go through the `Reflection`)."""
 
     def job_finished(self, ok: bool) -> None: ...
-
-    def tokens_on(self, day: str) -> int: ...
-
-    def add_tokens(self, day: str, n: int) -> None: ...
 
     def captured(self, packet: Packet) -> None: ...
 
     def refused(self, path: str, reason: str) -> None:
         """A transcript that was not read (outside the roots, not a regular file...)."""
         ...
-
-
-class IntentSink(Protocol):
-    """The durable intent queue, as far as the pool uses it."""
-
-    def list(self, status: str | None = None) -> builtins.list[Intent]: ...
-
-    def intake(self, job_id: str, session_id: str, source: str,
-               raw_proposals: builtins.list[object], window: str, project_root: str | None,
-               max_intents: int, redactor, raw_feedback=()) -> builtins.list[Intent]: ...
-
-    def job_recorded(self, job_id: str) -> bool: ...
 
 
 class SeenRecords(Protocol):
@@ -149,45 +109,37 @@ class SeenRecords(Protocol):
 
 
 class ReflectorPool:
-    def __init__(self, book: JobBook, counters: Counters, intents: IntentSink, live: Live, *,
+    def __init__(self, book: JobBook, counters: Counters, reflection: Reflection, *,
                  project_root: Callable[[str | None], str | None],
-                 skill_index: Callable[[str | None], list[dict]],
                  queued: Callable[[], None],
                  curator_skills: Callable[[str, str | None], list[CuratedSkill]] | None = None,
                  reflected: Callable[[Job], Awaitable[None]] | None = None,
-                 save_window: Callable[[str, str], None] | None = None,
                  seen: SeenRecords | None = None,
-                 memory_index: Callable[[str | None], list[dict]] | None = None,
+                 record_calls: Callable[[Session], None] | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
-        """`project_root` maps a job's cwd to its project; `skill_index` lists a project's live
-        skills (blocking); `queued` is called once a job's intents are queued;
-        `curator_skills` gives one layer's skills whole (blocking), for the curator;
-        `reflected` is awaited after each finished reflection (not curator) job;
-        `save_window(job_id, text)` keeps the evidence window for the promoter (default: in
-        the state dir); `seen` knows the records already reflected, which later windows of any
-        session leave out (a forked session's copies of its parent's);
-        `memory_index` lists the user's own memory lessons (CLAUDE.md, auto memory), redacted
-        (blocking)."""
+        """`reflection` does each job's steps; `project_root` maps a job's cwd to its project;
+        `queued` is called once a job's intents are queued; `curator_skills` gives one
+        layer's skills whole (blocking), for the curator; `reflected` is awaited after each
+        finished reflection (not curator) job; `seen` knows the records already reflected,
+        which later windows of any session leave out (a forked session's copies of its
+        parent's); `record_calls(session)` records a session's calls so far in the report's
+        ledger (blocking)."""
         self.book = book
         self.counters = counters
-        self.intents = intents
-        self.live = live
+        self.reflection = reflection
+        self.intents = reflection.intents
+        self.live = reflection.live
         self.project_root = project_root
-        self.skill_index = skill_index
         self.queued = queued
         self.curator_skills = curator_skills or (lambda layer, root: [])
         self.reflected = reflected
-        self._save_window = save_window or save_window_file
         self.seen = seen
-        self.memory_index = memory_index or (lambda root: [])
+        self.record_calls = record_calls or (lambda session: None)
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
         self.waiting_reason = ""
-        # the report's ledger (wired by core): each model call's usage, a session's calls
-        self.record_usage: Callable[..., None] = lambda **call: None
-        self.record_calls: Callable[[Session], None] = lambda session: None
 
     # ---- scheduling ----------------------------------------------------------------------
 
@@ -197,10 +149,7 @@ class ReflectorPool:
         avail = backends.available(cfg)
         if avail["backend"] == "none":
             return avail["reason"]
-        budget = cfg.daily_token_budget
-        if budget and self.counters.tokens_on(today(self.clock())) >= budget:
-            return f"daily token budget of {budget} reached: jobs wait until tomorrow"
-        return ""
+        return self.reflection.budget_spent("jobs")
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -297,22 +246,17 @@ class ReflectorPool:
         if not job.text and (packet is None or not packet.window.strip()):
             await self._finish(job, [], packet, {})  # nothing (new) was written
             return
-        cfg = self.live.cfg.reflector
         project_root = self.project_root(job.cwd)
-        prompt = await self.step("listing the skills", self.prompt_for, job, packet, project_root)
+        prompt = await self.step("listing the skills", self.reflection.prompt, packet, job.text,
+                                 project_root)
         result = await self._ask(job, prompt)
         if result is None:
             return
-        proposals, dups = drop_saved_lessons(result.proposals, self.queued_marker_texts())
+        source = "learn" if job.kind == "learn" else "reflector"
+        intents, dups = await self.reflection.take_in(job.id, job.session_id, source, result,
+                                                      evidence_window, project_root)
         if dups:  # the agent's own marker already carries this lesson as a `marker` intent
             job.duplicates = dups
-        source = "learn" if job.kind == "learn" else "reflector"
-        await anyio.to_thread.run_sync(self._save_window, job.id, evidence_window)
-        redactor = self.live.redactor
-        intents = await anyio.to_thread.run_sync(
-            lambda: self.intents.intake(job.id, job.session_id, source, proposals,
-                                        evidence_window, project_root, cfg.max_intents_per_job,
-                                        redactor, raw_feedback=result.feedback))
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), feedback=len(result.feedback), duplicates=dups,
                  tokens=result.tokens)
@@ -328,35 +272,29 @@ class ReflectorPool:
         backend = backends.choose_backend(cfg)
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
-            result = await self.step("waiting for the model", backends.reflect, backend, prompt,
-                                     cfg, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
-        except backends.TransientError as e:
+            result = await self.step("waiting for the model", self.reflection.ask, backend,
+                                     prompt, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
+        except backends.BackendError as e:
             job.attempts += 1
-            self._charge(e.usage or {})
-            await self._record_usage(job, backend, cfg.model, e.usage or {}, ok=False)
-            await self._retry_or_fail(job, e.reason, transient=True, retry_after=e.retry_after)
-            return None
-        except backends.PermanentError as e:
-            job.attempts += 1
-            self._charge(e.usage or {})
-            await self._record_usage(job, backend, cfg.model, e.usage or {}, ok=False)
-            await self._fail(job, e.reason)
+            await self._charge(job, backend, cfg.model, e.usage or {}, ok=False)
+            if isinstance(e, backends.TransientError):
+                await self._retry_or_fail(job, e.reason, transient=True,
+                                          retry_after=e.retry_after)
+            else:
+                await self._fail(job, e.reason)
             return None
         except StepStuck:
             job.attempts += 1
             raise
-        self._charge(result.usage)
-        await self._record_usage(job, backend, result.model or cfg.model, result.usage)
+        await self._charge(job, backend, result.model or cfg.model, result.usage)
         job.usage = dict(result.usage)
         return result
 
-    async def _record_usage(self, job: Job, backend: str, model: str, usage: dict, *,
-                            ok: bool = True) -> None:
-        """The call's tokens, in the report's ledger before the reply is acted on: a crash
-        after the call loses no record of what it cost (and its retry is another call)."""
-        await anyio.to_thread.run_sync(lambda: self.record_usage(
-            job=job.id, attempt=job.attempts, kind=job.kind, backend=backend, model=model,
-            usage=usage, ok=ok))
+    async def _charge(self, job: Job, backend: str, model: str, usage: dict, *,
+                      ok: bool = True) -> None:
+        # charged per attempt: a retry is another call, and the crash after one costs its record
+        await self.reflection.charge(usage, job=job.id, attempt=job.attempts, kind=job.kind,
+                                     backend=backend, model=model, ok=ok)
 
     async def run_curator(self, job: Job) -> None:
         """The curator: one layer's autoharness skills in, merges and archives out, as
@@ -375,11 +313,9 @@ class ReflectorPool:
         result = await self._ask(job, prompt)
         if result is None:
             return
-        await anyio.to_thread.run_sync(self._save_window, job.id, window)
-        intents = await anyio.to_thread.run_sync(
-            lambda: self.intents.intake(job.id, job.session_id, "curator", result.proposals,
-                                        window, root, CURATOR_MAX_INTENTS, redactor,
-                                        raw_feedback=result.feedback))
+        intents, _ = await self.reflection.take_in(job.id, job.session_id, "curator", result,
+                                                   window, root, max_intents=CURATOR_MAX_INTENTS,
+                                                   drop_saved=False)
         log.info("curator ran", job=job.id, layer=layer, skills=len(skills) - left_out,
                  left_out=left_out, intents=len(intents), tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], None, result.usage)
@@ -430,13 +366,6 @@ class ReflectorPool:
             await anyio.sleep(step)
             waited += step
 
-    def prompt_for(self, job: Job, packet: Packet | None, project_root: str | None) -> Prompt:
-        """The reflection request for a job's packet (blocking: reads the skill index)."""
-        return reflection_prompt(packet, job.text, self.skill_index(project_root),
-                                 max_intents=self.live.cfg.reflector.max_intents_per_job,
-                                 queued_markers=self.queued_marker_texts(),
-                                 memory=self.memory_index(project_root))
-
     def cut(self, job: Job, final_text: str | None = None) -> Packet | None:
         """The job's packet, from where the session's previous job stopped, without the records
         a reflector already had, ending with `final_text` when given (blocking I/O)."""
@@ -456,18 +385,8 @@ class ReflectorPool:
                 start = tail_start(path, capture.max_window_bytes, roots=roots)
                 inode = size = None
                 seen = ()  # on purpose: the user asked about what was already reflected
-        return build_packet(path, start, capture, self.live.redactor,
-                            expect_inode=inode, expect_size=size, roots=roots,
-                            reflected=seen, final_text=final_text)
-
-    def queued_marker_texts(self) -> list[str]:
-        return queued_marker_texts(self.intents.list())
-
-    def _charge(self, usage: dict) -> None:
-        n = sum(int(usage.get(k) or 0) for k in
-                ("input_tokens", "output_tokens", "cache_read", "cache_creation"))
-        if n:
-            self.counters.add_tokens(today(self.clock()), n)
+        return self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
+                                   roots=roots, reflected=seen, final_text=final_text)
 
     async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None,
                       usage: dict) -> None:
@@ -525,37 +444,3 @@ class ReflectorPool:
         job.next_attempt_at = self.clock() + wait
         log.info("job retry", job=job.id, attempt=job.attempts, wait_s=round(wait, 2), reason=reason)
         await self.book.record_jobs([job])
-
-
-# ---- the packet pipeline, shared with offline replay -------------------------------------------
-
-def queued_marker_texts(intents: Iterable[Intent]) -> list[str]:
-    """The lessons already queued from the agent's own markers."""
-    return [i.proposal.evidence for i in intents
-            if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
-
-
-def fresh_markers(window: str, queued_markers: list[str]) -> list[str]:
-    """Valid learning markers in the window not already queued as `marker` intents."""
-    if "<!-- learning" not in window:
-        return []
-    queued = {normalize(t) for t in queued_markers}
-    return [mk.raw for mk in markers_in_text(decode_escapes(window))
-            if normalize(mk.raw) not in queued]
-
-
-def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: list[dict], *,
-                      max_intents: int, queued_markers: list[str], memory=()) -> Prompt:
-    """What the model is asked for one packet: its window and digest, the live skills, the
-    user's own memory lessons, the user's guidance (/learn) and the markers in the window not
-    yet queued."""
-    window = packet.window if packet else ""
-    return build_request(window, packet.digest if packet else "", skill_index,
-                         guidance=guidance, max_intents=max_intents,
-                         markers=fresh_markers(window, queued_markers), memory=memory)
-
-
-def save_window_file(job_id: str, text: str) -> None:
-    """A job's evidence window, kept (0600) until no intent needs it."""
-    store.ensure_private_dir(paths.windows_dir())
-    store.write_private(os.path.join(paths.windows_dir(), f"{job_id}.txt"), text.encode())

@@ -33,7 +33,7 @@ def preload() -> None:
     import anthropic  # noqa: F401
 
 
-def _client(cfg, env: Mapping[str, str] | None):
+def client(cfg, env: Mapping[str, str] | None):
     """One SDK client per (key, base URL, timeout), reused so connections stay warm."""
     import anthropic
 
@@ -69,6 +69,17 @@ def close_clients() -> None:
             pass
 
 
+def call(cfg, fn):
+    """`fn(client)` on the SDK client of `cfg`, its SDK errors mapped as `classify` maps them
+    (blocking; for the Message Batches requests, which are not reflections)."""
+    import anthropic
+
+    try:
+        return fn(client(cfg, None))
+    except anthropic.AnthropicError as err:
+        raise classify(err) from None
+
+
 def _retry_after(err) -> float | None:
     try:
         v = err.response.headers.get("retry-after")
@@ -77,7 +88,7 @@ def _retry_after(err) -> float | None:
         return None
 
 
-def _classify(err: Exception) -> Exception:
+def classify(err: Exception) -> Exception:
     """Map an SDK exception to Transient/Permanent. Messages name the status, never content."""
     import anthropic
 
@@ -112,16 +123,6 @@ def _error_message(err) -> str:
         inner = body["error"] if isinstance(body.get("error"), dict) else body
         return str(inner.get("message") or "")[:300]
     return ""
-
-
-def _usage(msg) -> dict[str, int]:
-    u = getattr(msg, "usage", None)
-    return {
-        "input_tokens": int(getattr(u, "input_tokens", 0) or 0),
-        "output_tokens": int(getattr(u, "output_tokens", 0) or 0),
-        "cache_read": int(getattr(u, "cache_read_input_tokens", 0) or 0),
-        "cache_creation": int(getattr(u, "cache_creation_input_tokens", 0) or 0),
-    }
 
 
 def _find_tool_use(msg):
@@ -177,25 +178,31 @@ def request_params(prompt: Prompt, cfg) -> dict:
             "messages": [{"role": "user", "content": prompt.user_text}]}
 
 
-def read_reply(msg) -> tuple[list[object] | None, str | None]:
-    """(proposals, None) from a usable reply, else (None, what is wrong with it)."""
+def reply_result(msg, model: str) -> tuple[ReflectResult | None, str]:
+    """(the result, "") of a usable reply, else (None, what is wrong with it). `usage` is
+    the reply's own; `model` stands in when the reply names none."""
     block = _find_tool_use(msg)
     if block is None:
         return None, f"no `{TOOL_NAME}` call in the reply (stop_reason {msg.stop_reason})"
     proposals, problem = check_reply(block.input)
-    if getattr(msg, "stop_reason", None) == "max_tokens" and problem:
-        problem += " (the reply hit max_tokens)"
-    return proposals, problem
-
-
-def read_feedback(msg) -> list[object]:
-    """The feedback verdicts of a usable reply (see `read_reply`)."""
-    block = _find_tool_use(msg)
-    return feedback_of(block.input) if block is not None else []
+    if problem is not None:
+        if getattr(msg, "stop_reason", None) == "max_tokens":
+            problem += " (the reply hit max_tokens)"
+        return None, problem
+    return ReflectResult(proposals=proposals, feedback=feedback_of(block.input),
+                         usage=usage_of(msg), model=getattr(msg, "model", "") or model,
+                         raw_text=_raw_text(msg)), ""
 
 
 def usage_of(msg) -> dict[str, int]:
-    return _usage(msg)
+    """A reply's tokens, in the backends' usage keys."""
+    u = getattr(msg, "usage", None)
+    return {
+        "input_tokens": int(getattr(u, "input_tokens", 0) or 0),
+        "output_tokens": int(getattr(u, "output_tokens", 0) or 0),
+        "cache_read": int(getattr(u, "cache_read_input_tokens", 0) or 0),
+        "cache_creation": int(getattr(u, "cache_creation_input_tokens", 0) or 0),
+    }
 
 
 def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> ReflectResult:
@@ -206,23 +213,21 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> Ref
     """
     import anthropic
 
-    client = _client(cfg, env)
+    sdk = client(cfg, env)
     params = request_params(prompt, cfg)
     messages: list[dict] = params.pop("messages")
     usage = empty_usage()
     problem = ""
     for attempt in range(2):
         try:
-            msg = client.messages.create(**params, messages=messages)
+            msg = sdk.messages.create(**params, messages=messages)
         except anthropic.AnthropicError as err:
-            raise _classify(err) from None
-        add_usage(usage, _usage(msg))
-        proposals, found = read_reply(msg)
-        if found is None and proposals is not None:
-            return ReflectResult(proposals=proposals, feedback=read_feedback(msg), usage=usage,
-                                 model=getattr(msg, "model", "") or cfg.model,
-                                 raw_text=_raw_text(msg))
-        problem = found or "unusable reply"
+            raise classify(err) from None
+        add_usage(usage, usage_of(msg))
+        result, problem = reply_result(msg, cfg.model)
+        if result is not None:
+            result.usage = usage  # the repair round's tokens count too
+            return result
         if attempt == 0:
             messages = messages + _repair_turns(msg, problem)
     unusable = PermanentError(f"anthropic: unusable reply after one repair attempt: {problem}")

@@ -1,0 +1,193 @@
+"""One reflection, whoever runs it: cut the window, build the prompt, ask the backend, take
+the reply into the intent queue, charge the tokens. The pool runs it for a session's jobs, the
+batch runner for a backlog's windows (asking through the Message Batches API instead of
+`backends.reflect`), and offline replay for a throwaway queue; all three go through these
+steps, so a window is cut, prompted and taken in the same way wherever it came from.
+
+Invariants: the prompt carries the project's live skills, the user's memory lessons and the
+window's markers not queued yet; a proposal whose evidence is a lesson already queued from a
+marker is left out (one lesson, one intent); every call's tokens are charged to the day and
+recorded in the report's ledger before its reply is acted on.
+"""
+
+import builtins
+import datetime
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+import anyio
+
+from claude_autoharness.daemon.capture.packet import Packet, build_packet
+from claude_autoharness.daemon.learnings.markers import markers_in_text
+from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
+from claude_autoharness.daemon.proposals import Intent
+from claude_autoharness.daemon.reflect import backends, windows
+from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read", "cache_creation")
+
+
+def today(ts: float) -> str:
+    """The day a token count is charged to."""
+    return "day:" + datetime.date.fromtimestamp(ts).isoformat()
+
+
+class Tokens(Protocol):
+    """The daily token tallies the budget is judged by."""
+
+    def tokens_on(self, day: str) -> int: ...
+
+    def add_tokens(self, day: str, n: int) -> None: ...
+
+
+class IntentSink(Protocol):
+    """The durable intent queue, as far as reflection uses it."""
+
+    def list(self, status: str | None = None) -> builtins.list[Intent]: ...
+
+    def intake(self, job_id: str, session_id: str, source: str,
+               raw_proposals: builtins.list[object], window: str, project_root: str | None,
+               max_intents: int, redactor, raw_feedback=()) -> builtins.list[Intent]: ...
+
+    def job_recorded(self, job_id: str) -> bool: ...
+
+
+class Reflection:
+    """The shared steps. Blocking ones say so (run them in a worker thread); the async ones
+    move their own blocking work to threads."""
+
+    def __init__(self, tokens: Tokens, intents: IntentSink, live: Live, *,
+                 skill_index: Callable[[str | None], list[dict]],
+                 memory_index: Callable[[str | None], list[dict]] | None = None,
+                 save_window: Callable[[str, str], None] | None = None,
+                 record_usage: Callable[..., None] | None = None,
+                 clock: Callable[[], float] = time.time):
+        """`skill_index` lists a project's live skills and `memory_index` the user's own
+        memory lessons, redacted (both blocking); `save_window(job_id, text)` keeps the
+        evidence window for the promoter (default: in the state dir); `record_usage(**call)`
+        appends one call's tokens to the report's ledger (blocking)."""
+        self.tokens = tokens
+        self.intents = intents
+        self.live = live
+        self.skill_index = skill_index
+        self.memory_index = memory_index or (lambda root: [])
+        self.save_window = save_window or windows.save_window
+        self.record_usage = record_usage or (lambda **call: None)
+        self.clock = clock
+
+    # ---- the budget ----------------------------------------------------------------------
+
+    def tokens_left(self) -> int | None:
+        """What today's budget has left (None: no budget)."""
+        budget = self.live.cfg.reflector.daily_token_budget
+        if not budget:
+            return None
+        return budget - self.tokens.tokens_on(today(self.clock()))
+
+    def budget_spent(self, what: str) -> str:
+        """Why `what` waits for tomorrow ("" while the budget lasts)."""
+        left = self.tokens_left()
+        if left is None or left > 0:
+            return ""
+        budget = self.live.cfg.reflector.daily_token_budget
+        return f"daily token budget of {budget} reached: {what} wait until tomorrow"
+
+    # ---- cut, prompt, ask ----------------------------------------------------------------
+
+    def cut(self, path: str, start: int, **kw) -> Packet:
+        """The packet of `path` from `start` as configured, redacted (blocking; `kw` as for
+        `build_packet`)."""
+        return build_packet(path, start, self.live.cfg.capture, self.live.redactor, **kw)
+
+    def prompt(self, packet: Packet | None, guidance: str | None, root: str | None, *,
+               skills: list[dict] | None = None) -> Prompt:
+        """The reflection request for a packet of project `root` (blocking: lists skills,
+        unless `skills` is that list already)."""
+        return reflection_prompt(packet, guidance,
+                                 self.skill_index(root) if skills is None else skills,
+                                 max_intents=self.live.cfg.reflector.max_intents_per_job,
+                                 queued_markers=self.queued_marker_texts(),
+                                 memory=self.memory_index(root))
+
+    def ask(self, backend: str, prompt: Prompt) -> backends.ReflectResult:
+        """One reflection on `backend` (blocking; raises the backends' errors)."""
+        return backends.reflect(backend, prompt, self.live.cfg.reflector)
+
+    # ---- take in, charge -----------------------------------------------------------------
+
+    async def charge(self, usage: dict, **call) -> None:
+        """A call's tokens: charged to today, then recorded in the ledger (`call` names the
+        job, attempt, kind, backend, model, ok, batch) before the reply is acted on, so a
+        crash after the call loses no record of what it cost."""
+        n = sum(int(usage.get(k) or 0) for k in USAGE_KEYS)
+        if n:
+            self.tokens.add_tokens(today(self.clock()), n)
+        await anyio.to_thread.run_sync(lambda: self.record_usage(usage=usage, **call))
+
+    async def take_in(self, job_id: str, session_id: str, source: str,
+                      result: backends.ReflectResult, window: str, root: str | None, *,
+                      max_intents: int | None = None, drop_saved: bool = True,
+                      keep_window: bool = True) -> tuple[list[Intent], int]:
+        """The reply's proposals and verdicts into the queue (durable once this returns), with
+        the lessons already queued from markers left out (`drop_saved`); the window kept first
+        (`keep_window`: a batch item's was kept when it was sent). Returns the intents and how
+        many proposals were left out."""
+        proposals, dups = list(result.proposals), 0
+        if drop_saved:
+            proposals, dups = drop_saved_lessons(proposals, self.queued_marker_texts())
+        if keep_window:
+            await anyio.to_thread.run_sync(self.save_window, job_id, window)
+        limit = self.live.cfg.reflector.max_intents_per_job if max_intents is None else max_intents
+        redactor = self.live.redactor
+        intents = await anyio.to_thread.run_sync(
+            lambda: self.intents.intake(job_id, session_id, source, proposals, window, root,
+                                        limit, redactor, raw_feedback=result.feedback))
+        return intents, dups
+
+    def queued_marker_texts(self) -> list[str]:
+        return queued_marker_texts(self.intents.list())
+
+
+# ---- the pure parts ------------------------------------------------------------------------
+
+def queued_marker_texts(intents: Iterable[Intent]) -> list[str]:
+    """The lessons already queued from the agent's own markers."""
+    return [i.proposal.evidence for i in intents
+            if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
+
+
+def fresh_markers(window: str, queued_markers: list[str]) -> list[str]:
+    """Valid learning markers in the window not already queued as `marker` intents."""
+    if "<!-- learning" not in window:
+        return []
+    queued = {normalize(t) for t in queued_markers}
+    return [mk.raw for mk in markers_in_text(decode_escapes(window))
+            if normalize(mk.raw) not in queued]
+
+
+def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: list[dict], *,
+                      max_intents: int, queued_markers: list[str], memory=()) -> Prompt:
+    """What the model is asked for one packet: its window and digest, the live skills, the
+    user's own memory lessons, the user's guidance (/learn) and the markers in the window not
+    yet queued."""
+    window = packet.window if packet else ""
+    return build_request(window, packet.digest if packet else "", skill_index,
+                         guidance=guidance, max_intents=max_intents,
+                         markers=fresh_markers(window, queued_markers), memory=memory)
+
+
+def drop_saved_lessons(proposals: list[object], marker_texts: list[str]) -> tuple[list[object], int]:
+    """Leave out proposals whose evidence is a lesson already queued from a marker (one lesson,
+    one intent). Returns the rest and how many were left out."""
+    saved = [normalize(t) for t in marker_texts if t.strip()]
+    if not saved:
+        return list(proposals), 0
+    keep = []
+    for p in proposals:
+        ev = normalize(decode_escapes(p.get("evidence") or "")) if isinstance(p, dict) else ""
+        if ev and len(ev) >= 20 and any(ev in t or t in ev for t in saved):
+            continue
+        keep.append(p)
+    return keep, len(proposals) - len(keep)
