@@ -23,7 +23,13 @@ from claude_autoharness.daemon.promote.plan import TMP_PREFIX as TMP_PREFIX
 
 if TYPE_CHECKING:
     from claude_autoharness.daemon.promote.library import ReviewBranch, SkillFile
-    from claude_autoharness.protocol.replies import Intent, LearningsSaved, Packet, SkillInfo
+    from claude_autoharness.protocol.replies import (
+        Intent,
+        LearningsSaved,
+        Packet,
+        SkillInfo,
+        SyncInfo,
+    )
 
 
 class OfflineError(Exception):
@@ -328,7 +334,7 @@ def review_branch(project: str) -> "ReviewBranch":
     return library.review_branch(load_config().promoter, project)
 
 
-def sync_init(remote: str):
+def sync_init(remote: str) -> "SyncInfo":
     """`sync init REMOTE`: set the sync repository up; ValueError says why it could not be."""
     from claude_autoharness.daemon.skillsync import rounds
     from claude_autoharness.daemon.skillsync.gitrepo import GitError
@@ -341,7 +347,7 @@ def sync_init(remote: str):
         raise ValueError(str(e)) from None
 
 
-def sync_round():
+def sync_round() -> "SyncInfo":
     """One sync round in this process (no daemon runs): skills travel, counts do not (the
     daemon counts the turns). ValueError: not set up, or a round is already running."""
     from claude_autoharness.daemon.promote.land import Promoter

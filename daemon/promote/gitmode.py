@@ -71,7 +71,9 @@ class Target:
         return f"refs/heads/{self.branch}"
 
 
-def _env(extra: dict | None = None) -> dict:
+def git_env(extra: dict | None = None) -> dict:
+    """The environment every git command of the promoter runs in: pointed at no other
+    repository, index or tree than the one named, never prompting, never writing the index."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh (write) the user's index as a side effect
     env["GIT_TERMINAL_PROMPT"] = "0"
@@ -86,7 +88,7 @@ def git(top: str, *args: str, input: bytes | None = None, env: dict | None = Non
     (then stdout is "" on failure)."""
     try:
         r = subprocess.run(["git", "-C", top, *args], input=input, capture_output=True,
-                           env=_env(env), timeout=60)
+                           env=git_env(env), timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GitError(f"git {args[0]}: {e}") from None
     if r.returncode != 0:
@@ -99,7 +101,7 @@ def git(top: str, *args: str, input: bytes | None = None, env: dict | None = Non
 
 def _git_bytes(top: str, *args: str, input: bytes | None = None) -> bytes:
     r = subprocess.run(["git", "-C", top, *args], input=input, capture_output=True,
-                       env=_env(), timeout=60)
+                       env=git_env(), timeout=60)
     if r.returncode != 0:
         raise GitError(f"git {args[0]} failed: {r.stderr.decode('utf-8', 'replace').strip()}")
     return r.stdout
