@@ -18,9 +18,7 @@ import zlib
 
 from claude_autoharness.daemon import offline
 from claude_autoharness.protocol import VERSION
-from claude_autoharness.protocol.config import load as load_config
 
-DEFAULT_NAME = "autoharness-skills"
 # Marks a directory as one we exported, so a later export may replace it.
 MARKER = ".autoharness-export"
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -54,9 +52,8 @@ def public_provenance(data: bytes, home: str) -> bytes:
 
 def collect(layers: list[str], project: str | None) -> list:
     """Live, autoharness-owned skills of the layers, project first; one per name."""
-    pr = offline.promoter(load_config())
     seen, out = set(), []
-    infos = pr.list_skills(project if "project" in layers else None)
+    infos = offline.list_skills(project if "project" in layers else None)
     for info in sorted(infos, key=lambda i: (i.layer != "project", i.name)):
         if (info.status == "live" and info.owner == "autoharness" and info.layer in layers
                 and info.name not in seen):
@@ -159,15 +156,13 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
     os.makedirs(os.path.join(tmp, ".claude-plugin"))
     try:
         for info in skills:
-            for rel in offline.skill_files(info.path):
-                data = offline.read_nofollow(info.path, rel)
-                if data is None:
-                    continue
-                if rel == f"{offline.PROVENANCE_DIR}/{offline.PROVENANCE_FILE}":
+            for file in offline.skill_files(info.path):
+                data = file.data
+                if file.kind == "provenance":
                     data = public_provenance(data, home)
-                elif rel.startswith(offline.PROVENANCE_DIR + "/"):
+                elif file.kind == "evidence":
                     data = scrub(data.decode("utf-8", "replace"), home).encode()
-                out = os.path.join(tmp, "skills", info.name, *rel.split("/"))
+                out = os.path.join(tmp, "skills", info.name, *file.rel.split("/"))
                 os.makedirs(os.path.dirname(out), exist_ok=True)
                 with open(out, "wb") as f:
                     f.write(data)

@@ -6,18 +6,30 @@ daemon is needed or none answers.
   saved-lesson filter and intake as a real job) into a throwaway queue;
 - marker reports and saves on the files themselves, and the marker rule;
 - which reflector backend this environment would use;
-- the library helpers `skills export`, `skills publish` and `install` build on.
+- the skill library as `skills export` and `skills publish` read it (typed, read-only), and
+  the atomic write `install` uses.
 
-Importing this module costs nothing beyond the standard library: each function imports what it
-needs, so the verbs that only talk to the socket never load the daemon's dependencies.
+Importing this module costs nothing beyond the standard library (and one plain constant of the
+promoter's): each function imports what it needs, so the verbs that only talk to the socket
+never load the daemon's dependencies.
 """
 
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+# The promoter's temp-file prefix (a plain constant): an export's temp dirs carry it too.
+from claude_autoharness.daemon.promote.plan import TMP_PREFIX as TMP_PREFIX
+
 if TYPE_CHECKING:
-    from claude_autoharness.protocol.replies import Intent, LearningsSaved, Packet
+    from claude_autoharness.daemon.promote.library import ReviewBranch, SkillFile
+    from claude_autoharness.protocol.replies import (
+        Intent,
+        LearningsSaved,
+        Packet,
+        SkillInfo,
+        SyncInfo,
+    )
 
 
 class OfflineError(Exception):
@@ -302,15 +314,31 @@ def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
     write(path, data, mode)
 
 
-def promoter(cfg=None):
-    """The promoter on the configured library (read-only uses: list, show, export)."""
-    from claude_autoharness.daemon.promote.land import Promoter
+def list_skills(project_root: str | None) -> "list[SkillInfo]":
+    """The configured library's skills, live then archived, as `skills list` shows them."""
+    from claude_autoharness.daemon.promote import library
     from claude_autoharness.protocol.config import load as load_config
 
-    return Promoter((cfg or load_config()).promoter)
+    return library.list_skills(load_config().promoter, project_root)
 
 
-def sync_init(remote: str):
+def skill_files(skill_dir: str) -> "list[SkillFile]":
+    """A skill's files, autoharness's own included and each marked as which, read without
+    following a symlink: what an export copies."""
+    from claude_autoharness.daemon.promote import library
+
+    return library.skill_files(skill_dir)
+
+
+def review_branch(project: str) -> "ReviewBranch":
+    """The project's git-mode review branch with the configured promoter settings."""
+    from claude_autoharness.daemon.promote import library
+    from claude_autoharness.protocol.config import load as load_config
+
+    return library.review_branch(load_config().promoter, project)
+
+
+def sync_init(remote: str) -> "SyncInfo":
     """`sync init REMOTE`: set the sync repository up; ValueError says why it could not be."""
     from claude_autoharness.daemon.skillsync import rounds
     from claude_autoharness.daemon.skillsync.gitrepo import GitError
@@ -323,7 +351,7 @@ def sync_init(remote: str):
         raise ValueError(str(e)) from None
 
 
-def sync_round():
+def sync_round() -> "SyncInfo":
     """One sync round in this process (no daemon runs): skills travel, counts do not (the
     daemon counts the turns). ValueError: not set up, or a round is already running."""
     from claude_autoharness.daemon.promote.land import Promoter
@@ -337,24 +365,6 @@ def sync_round():
         return rounds.run(pr, cfg.sync, counts=False)
     except (rounds.NotSetUp, rounds.Busy) as e:
         raise ValueError(str(e)) from None
-
-
-def __getattr__(name: str):
-    """Library constants and helpers the export and publish verbs use, loaded on first use."""
-    if name in ("PROVENANCE_DIR", "PROVENANCE_FILE", "TMP_PREFIX", "read_nofollow",
-                "promote_state_dir"):
-        from claude_autoharness.daemon.promote import validate
-
-        return getattr(validate, name)
-    if name == "skill_files":  # a skill's files, as the promoter and git mode list them
-        from claude_autoharness.daemon.promote import fileops
-
-        return fileops.all_files
-    if name == "gitmode":
-        from claude_autoharness.daemon.promote import gitmode
-
-        return gitmode
-    raise AttributeError(name)
 
 
 def project_switch(project: str) -> tuple[bool, str, str]:

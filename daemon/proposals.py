@@ -5,8 +5,6 @@ Per-action fields are optional here and checked by `check_shape`, so that a malf
 can still be recorded as a rejected intent.
 """
 
-from typing import Literal
-
 import msgspec
 
 # The shapes the queue replies carry live with the replies; these names are the daemon's.
@@ -18,10 +16,6 @@ from claude_autoharness.protocol.replies import VerdictRecord as VerdictRecord
 
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")
-
-Action = Literal["create", "update", "patch", "add_file", "remove_file", "archive"]
-Layer = Literal["project", "user"]
-
 
 REQUIRED = {
     "create": ("description", "body"),

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from claude_autoharness.daemon import pricing
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import SKILL_MD, read_nofollow
+from claude_autoharness.daemon.promote.plan import SKILL_MD
+from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reportlog import ReportLog
 from claude_autoharness.protocol import replies as r

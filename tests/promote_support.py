@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import SKILL_MD
+from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.protocol.config import PromoterConfig
 

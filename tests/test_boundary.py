@@ -48,6 +48,27 @@ def test_the_facade_is_light_to_import():
                                                          "anthropic", "watchfiles")], loaded
 
 
+def test_the_facade_hands_out_only_what_it_defines_with_types():
+    """No module `__getattr__` hands out daemon internals: every `offline.X` the client reads
+    is defined in the facade, and each such function says what it returns."""
+    import inspect
+
+    from claude_autoharness.daemon import offline
+
+    assert not hasattr(offline, "__getattr__")
+    used = set()
+    for path in sorted((REPO / "client").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "offline"):
+                used.add(node.attr)
+    assert {"list_skills", "skill_files", "review_branch"} <= used  # export and publish
+    assert sorted(n for n in used if not hasattr(offline, n)) == []
+    untyped = sorted(n for n in used if inspect.isfunction(getattr(offline, n))
+                     and "return" not in getattr(offline, n).__annotations__)
+    assert untyped == []
+
+
 SOCKET_VERBS = [["status"], ["status", "--json"], ["flush", "--all"], ["queue", "list"],
                 ["skills", "list"], ["pause"], ["resume"], ["stop"], ["learn", "a lesson"]]
 

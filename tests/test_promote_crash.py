@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from claude_autoharness.daemon.promote import skillfile, validate
+from claude_autoharness.daemon.promote import observe, skillfile, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX
+from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
 from claude_autoharness.protocol.config import PromoterConfig
 from promote_support import WINDOW, Crash, crash_on_skill_md_replace, intent, land, workload
 
@@ -51,9 +51,9 @@ def check_consistent(state: str, skill_roots) -> None:
             d = os.path.join(root, name)
             fields, _ = skillfile.parse(open(os.path.join(d, SKILL_MD)).read())
             assert fields["name"] == name
-            assert validate.is_owned(d), f"{d} is ownerless"
+            assert observe.is_owned(d), f"{d} is ownerless"
             last = hist[d][-1]
-            live = {rel: _sha(os.path.join(d, rel)) for rel in validate.scan_tree(d)[0]}
+            live = {rel: _sha(os.path.join(d, rel)) for rel in skilltree.scan_tree(d)[0]}
             assert live == last["files"], f"{d} is not version {last['version']}"
     for target, entries in hist.items():
         if entries[-1]["action"] == "archive":
@@ -222,5 +222,5 @@ def test_sigkill_during_many_landings_never_leaves_half_a_skill(env):
             continue
         body, files = want
         assert skillfile.parse((d / SKILL_MD).read_text())[1] == body
-        assert {rel: (d / rel).read_text() for rel in validate.scan_tree(str(d))[0]
+        assert {rel: (d / rel).read_text() for rel in skilltree.scan_tree(str(d))[0]
                 if rel != SKILL_MD} == files

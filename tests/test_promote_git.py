@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from claude_autoharness.daemon.promote import gitmode, validate
+from claude_autoharness.daemon.promote import gitmode, observe
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.statedir import StateDir
 from claude_autoharness.protocol.config import PromoterConfig
@@ -261,10 +261,10 @@ def test_a_skill_merged_from_the_branch_is_owned_a_copy_is_not(repo):
     promote(repo, intent("create", "merged-skill"))
     git(proj, "merge", "-q", "--no-edit", BRANCH)
     real = os.path.realpath(proj / ".claude" / "skills" / "merged-skill")
-    assert validate.is_owned(real, repo["pr"].state)
+    assert observe.is_owned(real, repo["pr"].state)
     copy = proj / ".claude" / "skills" / "copied-skill"
     subprocess.run(["cp", "-r", real, str(copy)], check=True)
-    assert not validate.is_owned(os.path.realpath(copy), repo["pr"].state)
+    assert not observe.is_owned(os.path.realpath(copy), repo["pr"].state)
     # and the mirror built from a branch recreated at main (which now holds it) is owned too
     git(proj, "branch", "-D", BRANCH)
     promote(repo, intent("update", "merged-skill", body="After the merge.\n"))

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from claude_autoharness.daemon.promote import fileops, validate
+from claude_autoharness.daemon.promote import fileops, observe, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import SKILL_MD
+from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
 from promote_support import (
     WINDOW,
@@ -160,8 +160,8 @@ def test_malformed_provenance_is_not_owned_and_never_raises(env):
     for i, data in enumerate(_hostile_provenance(d, md_sha)):
         with open(_provenance(d), "wb") as f:
             f.write(data)
-        assert validate.read_provenance(d) is None, i
-        assert not validate.is_owned(d), i
+        assert skilltree.read_provenance(d) is None, i
+        assert not observe.is_owned(d), i
         for it in (intent("update", "prov", body="Taken.\n"), intent("archive", "prov"),
                    intent("patch", "prov", old="Run", new="Walk")):
             assert_rejected_without_writes(env, it, "not_owned")
@@ -250,8 +250,8 @@ def test_repository_shipped_provenance_does_not_make_a_skill_owned(env, action, 
     state dir has no landing record: the skill is not owned, every change is rejected
     not_owned with zero writes, and it is listed as the user's."""
     d = _ship_provenance(env, "shipped")
-    assert validate.read_provenance(d) is not None
-    assert not validate.is_owned(d)
+    assert skilltree.read_provenance(d) is not None
+    assert not observe.is_owned(d)
     assert_rejected_without_writes(env, intent(action, "shipped", **kw), "not_owned")
     info = {s.name: s for s in env["pr"].list_skills(str(env["proj"]))}["shipped"]
     assert info.owner == "user"
@@ -269,7 +269,7 @@ def test_replanted_provenance_of_an_archived_skill_is_not_owned(env):
     shutil.copytree(src, copy)
     a = land(env, intent("archive", "was-ours"))
     shutil.copytree(copy, src)
-    assert not validate.is_owned(src)
+    assert not observe.is_owned(src)
     assert_rejected_without_writes(env, intent("update", "was-ours"), "not_owned")
     assert pr.restore("was-ours", proj).findings[0].code == "exists"
     assert os.path.isdir(a.skill_path)
@@ -286,7 +286,7 @@ def test_forged_landing_history_match_needs_the_landing_id(env):
     prov["landings"][0]["landing"] = "1700000000000-forged00"
     with open(_provenance(d), "w") as f:
         json.dump(prov, f)
-    assert not validate.is_owned(d)
+    assert not observe.is_owned(d)
     assert_rejected_without_writes(env, intent("update", "real"), "not_owned")
 
 

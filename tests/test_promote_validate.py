@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.promote import guard, skillfile, validate
 from claude_autoharness.daemon.promote.evidence import decode_escapes, evidence_in_window, normalize
+from claude_autoharness.daemon.promote.plan import Plan, Seen
 from claude_autoharness.daemon.proposals import Intent
 from promote_support import (
     GH_TOKEN,
@@ -176,6 +177,40 @@ def test_attributable_needs_reason_evidence_and_window():
     p = intent("create", "a", evidence="something the model made up").proposal
     assert [f.code for f in validate.attributable(p, WINDOW)] == ["evidence_not_found"]
     assert validate.attributable(intent("create", "a").proposal, WINDOW) == []
+
+
+def test_validation_judges_the_facts_it_is_given_without_touching_the_filesystem(monkeypatch):
+    """The checks are pure: what the tree holds comes in as `Seen`, so a plan under a root
+    that does not exist is judged on those facts alone, every file-system call failing."""
+    redactor = default_redactor()
+    good = skillfile.render({"name": "a", "description": "Use when testing purity."},
+                            "Step one.\n")
+    plan = Plan(action="update", layer="user", name="a", root="/nonexistent/skills",
+                anchor="/nonexistent", exists=True, skill_md=good,
+                writes={"references/x/y.md": "text", "../out": "text"})
+    seen = Seen(anchor_real="/elsewhere", links=("scripts/run",), owned=False,
+                in_the_way={"references/x/y.md": ["references/x is not a directory"]})
+
+    def no_io(*args, **kwargs):
+        raise AssertionError("validation touched the filesystem")
+
+    for name in ("open", "stat", "lstat", "listdir", "scandir", "readlink", "walk"):
+        monkeypatch.setattr(os, name, no_io)
+    for name in ("exists", "lexists", "isdir", "isfile", "islink", "realpath", "expanduser"):
+        monkeypatch.setattr(os.path, name, no_io)
+    monkeypatch.setattr("builtins.open", no_io)
+    findings = validate.check(plan, seen, max_body_lines=40, redactor=redactor, home="/h/me")
+    monkeypatch.undo()
+    assert [(f.family, f.code) for f in findings] == [
+        ("contained", "symlink"),  # the skills dir resolves outside its anchor
+        ("contained", "symlink"),  # scripts/run
+        ("contained", "not_a_directory"),  # references/x
+        ("contained", "path"),  # ../out
+        ("owned", "not_owned")]
+    clean = validate.check(Plan(action="create", layer="user", name="a", root="/r",
+                                skill_md=good), Seen(), max_body_lines=40, redactor=redactor,
+                           home="/h/me")
+    assert clean == []
 
 
 # -- every rejection family end to end: zero writes ----------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from claude_autoharness.client import doctor
-from claude_autoharness.daemon.promote import lifecycle, validate
+from claude_autoharness.daemon.promote import lifecycle, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.skillsync import gitrepo, rounds
 from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig, SyncConfig
@@ -127,7 +127,7 @@ def test_landings_on_both_machines_meet(world):
     with b.on() as pr:
         d = str(b.skill_dir("alpha-skill"))
         assert pr.owned(d)
-        last = validate.read_provenance(d)["landings"][-1]
+        last = skilltree.read_provenance(d)["landings"][-1]
         assert last["source"] == "sync" and last["machine"] == a_id != rounds.load().machine
         assert [e["source"] for e in pr.history("alpha-skill", layer="user")] == ["sync"]
     # an update travels the same way

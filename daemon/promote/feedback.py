@@ -30,7 +30,6 @@ FRESH_MARK = "fresh"  # history action: they are back (or were repaired away)
 MARKS = (FEEDBACK, REPAIR_ASKED, STALE_MARK, FRESH_MARK, "held")  # entries that change no file
 STARTS = ("create", "restore")  # counts run from here
 REPAIR_AFTER_MISSED = 2
-HARMFUL_TO_ARCHIVE = 2
 MAX_QUOTE_CHARS = 500
 
 # A `Skill` call or a `Read` of a SKILL.md in a record the JSON parse could not read (a
@@ -156,8 +155,3 @@ def needs_repair(entries: list[dict]) -> bool:
     """Missed at least twice since it last changed, and since a repair was last asked for
     (one request per two new misses, however often the lifecycle runs)."""
     return len(_missed(entries, (REPAIR_ASKED,))) >= REPAIR_AFTER_MISSED
-
-
-def is_harmful(c: dict[str, int]) -> bool:
-    """At least two `harmful` verdicts, and more of them than `helped`."""
-    return c.get("harmful", 0) >= HARMFUL_TO_ARCHIVE and c.get("harmful", 0) > c.get("helped", 0)

@@ -9,7 +9,8 @@ import hashlib
 import os
 import secrets
 
-from claude_autoharness.daemon.promote.validate import TMP_PREFIX, open_dir
+from claude_autoharness.daemon.promote.plan import TMP_PREFIX
+from claude_autoharness.daemon.promote.skilltree import open_dir
 
 
 def sha(data: bytes) -> str:

@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.capture.source import open_regular
 from claude_autoharness.daemon.promote import fileops
-from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, PROVENANCE_FILE, TMP_PREFIX
+from claude_autoharness.daemon.promote.plan import PROVENANCE, TMP_PREFIX
 from claude_autoharness.protocol import paths
 
 DEFAULT_BRANCH = "autoharness/skills"
 PROJECT_CONFIG = os.path.join(".claude", "autoharness.toml")
 SKILLS_REL = os.path.join(".claude", "skills")
-PROVENANCE = f"{PROVENANCE_DIR}/{PROVENANCE_FILE}"
 ZERO = "0" * 40
 # Variables that would point git at another repository, index or tree than the one we name.
 _GIT_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -72,7 +71,9 @@ class Target:
         return f"refs/heads/{self.branch}"
 
 
-def _env(extra: dict | None = None) -> dict:
+def git_env(extra: dict | None = None) -> dict:
+    """The environment every git command of the promoter runs in: pointed at no other
+    repository, index or tree than the one named, never prompting, never writing the index."""
     env = {k: v for k, v in os.environ.items() if k not in _GIT_REDIRECTS}
     env["GIT_OPTIONAL_LOCKS"] = "0"  # never refresh (write) the user's index as a side effect
     env["GIT_TERMINAL_PROMPT"] = "0"
@@ -87,7 +88,7 @@ def git(top: str, *args: str, input: bytes | None = None, env: dict | None = Non
     (then stdout is "" on failure)."""
     try:
         r = subprocess.run(["git", "-C", top, *args], input=input, capture_output=True,
-                           env=_env(env), timeout=60)
+                           env=git_env(env), timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GitError(f"git {args[0]}: {e}") from None
     if r.returncode != 0:
@@ -100,7 +101,7 @@ def git(top: str, *args: str, input: bytes | None = None, env: dict | None = Non
 
 def _git_bytes(top: str, *args: str, input: bytes | None = None) -> bytes:
     r = subprocess.run(["git", "-C", top, *args], input=input, capture_output=True,
-                       env=_env(), timeout=60)
+                       env=git_env(), timeout=60)
     if r.returncode != 0:
         raise GitError(f"git {args[0]} failed: {r.stderr.decode('utf-8', 'replace').strip()}")
     return r.stdout
@@ -417,31 +418,6 @@ def _identity(t: Target) -> dict:
     if not git(t.top, "config", "--get", "user.email", check=False).strip():
         env.update(GIT_COMMITTER_NAME=AUTHOR[0], GIT_COMMITTER_EMAIL=AUTHOR[1])
     return env
-
-
-# -- publish ------------------------------------------------------------------------------
-
-def publish_summary(t: Target) -> dict:
-    """What the branch holds beyond the default branch, and the commands to share it."""
-    d = default_branch(t.top)
-    cur = rev(t.top, t.ref)
-    remote = git(t.top, "config", "--get", f"branch.{_short(d[0]) if d else ''}.remote",
-                 check=False).strip() or ("origin" if git(t.top, "remote", check=False).split()
-                                          else "")
-    out = {"branch": t.branch, "exists": cur is not None, "default": _short(d[0]) if d else None,
-           "commits": [], "remote": remote or None}
-    if cur and d:
-        log = git(t.top, "log", "--format=%h%x09%s", f"{d[1]}..{cur}")
-        out["commits"] = [dict(zip(("commit", "subject"), ln.split("\t", 1), strict=False))
-                          for ln in log.splitlines() if "\t" in ln]
-    return out
-
-
-def _short(ref: str) -> str:
-    for p in ("refs/heads/", "refs/remotes/origin/"):
-        if ref.startswith(p):
-            return ref[len(p):]
-    return ref
 
 
 def _read_json(path: str):

@@ -8,19 +8,19 @@ the skill tree changes (archives and repairs go through the ordinary landings).
 import os
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from claude_autoharness.daemon.promote import feedback, gitmode, layers, lifecycle, stale, validate
-from claude_autoharness.daemon.promote.validate import SKILL_MD, read_nofollow
+from claude_autoharness.client.words import plural
+from claude_autoharness.daemon.promote import feedback, gitmode, layers, lifecycle, stale, validate, verbs
+from claude_autoharness.daemon.promote.lander import Lander
+from claude_autoharness.daemon.promote.plan import SKILL_MD
+from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.daemon.proposals import Finding, VerdictRecord
-
-if TYPE_CHECKING:
-    from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.protocol.replies import Outcome
 
 HELD = "held"  # history action: an archive the evidence calls for waits for the user
 
 
-def ground(pr: "Promoter", rec: VerdictRecord, window: str | None) -> tuple[str, list[Finding]]:
+def ground(pr: Lander, rec: VerdictRecord, window: str | None) -> tuple[str, list[Finding]]:
     """`accepted` (recorded in the skill's history, once) or `rejected` with the reasons."""
     v = rec.verdict
     if v is None:
@@ -52,7 +52,7 @@ def ground(pr: "Promoter", rec: VerdictRecord, window: str | None) -> tuple[str,
     return "accepted", []
 
 
-def mark(pr: "Promoter", target: str, layer: str, action: str, reason: str,
+def mark(pr: Lander, target: str, layer: str, action: str, reason: str,
          **extra) -> None:
     """A history entry that changes no file: a decision and its reason (lock held)."""
     entries = pr.statedir.history(target)
@@ -73,7 +73,7 @@ class Checked:
     newly_stale: list[str] = field(default_factory=list)  # owned skills found stale this pass
 
 
-def check(pr: "Promoter", project_root: str | None, infos) -> Checked:
+def check(pr: Lander, project_root: str | None, infos) -> Checked:
     """Stale paths of the project's skills (marked, and cleared when they are back), and
     description repairs due (asked once per two new misses). `infos`: the live skills."""
     out = Checked()
@@ -132,7 +132,7 @@ def _under(path: str, root: str) -> bool:
     return os.path.realpath(path).startswith(root + os.sep)
 
 
-def lifecycle_pass(pr: "Promoter", project_root: str | None, *, hold=None,
+def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
                    dry_run: bool = False) -> lifecycle.Pass:
     """Archive what the counts and the evidence call for in the user layer (and the
     project's): harmful and stale skills, dormant ones after probation, then the lowest
@@ -143,7 +143,7 @@ def lifecycle_pass(pr: "Promoter", project_root: str | None, *, hold=None,
     the user) instead of landing. An autoharness skill without a turn stamp (it predates
     this, or its landing was recovered after a crash) starts its probation now.
     `dry_run`: decide and report, write nothing."""
-    listed = [i for i in pr.list_skills(project_root) if i.status == "live"]
+    listed = [i for i in verbs.list_skills(pr, project_root) if i.status == "live"]
     infos = [i for i in listed if i.owner == "autoharness"]
     if dry_run:
         checked = Checked(stale_turns={
@@ -185,7 +185,18 @@ def lifecycle_pass(pr: "Promoter", project_root: str | None, *, hold=None,
                     mark(pr, info.path, d.layer, HELD, d.detail + "; held for review")
             result.held.append(d)
             continue
-        out = pr.retire(d, project_root)
+        out = retire(pr, d, project_root)
         if out.status == "landed":
             result.done.append(d)
     return result
+
+
+def retire(pr: Lander, d: lifecycle.Decision, project_root: str | None) -> Outcome:
+    """Archive one skill for a lifecycle reason (`dormant`, `capacity`), recorded in its
+    history and archive metadata; `restore` brings it back on a fresh probation."""
+    why = d.detail or (f"{d.reason}: {plural(d.uses, 'use')} in {plural(d.turns, 'turn')}"
+                       + (" after probation" if d.reason == lifecycle.DORMANT else
+                          f", over the {d.layer} layer's capacity"))
+    return pr.archive_owned(d.layer, d.name, project_root,
+                            {"source": "lifecycle", "reason": why}, reason=d.reason,
+                            uses=d.uses, turns=d.turns)

@@ -15,9 +15,10 @@ import shutil
 import msgspec
 
 from claude_autoharness.daemon.atomic import fsync_dir
-from claude_autoharness.daemon.promote import fileops, gitmode, records, validate
+from claude_autoharness.daemon.promote import fileops, gitmode, records, skilltree
+from claude_autoharness.daemon.promote.observe import is_owned
+from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
 from claude_autoharness.daemon.promote.statedir import StateDir
-from claude_autoharness.daemon.promote.validate import SKILL_MD, TMP_PREFIX, read_nofollow
 
 
 class Recovered(msgspec.Struct, kw_only=True):
@@ -65,7 +66,7 @@ def _apply_writes(sd: StateDir, rec: dict) -> None:
     # In record order: supporting files, evidence, SKILL.md (the commit point), provenance.
     for rel, sha, _prev in rec["writes"]:
         data = sd.get_blob(sha)
-        if read_nofollow(rec["target"], rel) != data:
+        if skilltree.read_nofollow(rec["target"], rel) != data:
             fileops.write_at(root, [name, *rel.split("/")], data)
 
 
@@ -76,7 +77,7 @@ def _apply_archive(rec: dict) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(os.path.join(tmp, "skill"), mode=0o700)
         for rel in fileops.all_files(target):
-            data = read_nofollow(target, rel)
+            data = skilltree.read_nofollow(target, rel)
             if data is not None:
                 fileops.write_at(os.path.join(tmp, "skill"), rel.split("/"), data, create=True)
         meta = dict(rec["meta"], path=dest)
@@ -110,7 +111,7 @@ def rollback(sd: StateDir, rec: dict) -> None:
     root, name = os.path.split(target)
     restore = [(rel, prev) for rel, _new, prev in reversed(rec["writes"])] + rec["removes"]
     for rel, prev in restore:
-        live = read_nofollow(target, rel)
+        live = skilltree.read_nofollow(target, rel)
         if fileops.sha_or_none(live) == prev:
             continue  # never reached, or already put back: touch nothing
         parts = [name, *rel.split("/")]
@@ -187,10 +188,10 @@ def _looks_like_ours(sd: StateDir, rec: dict) -> bool:
     # Every file we were changing is still either its old or its new self, and no
     # symlink was planted meanwhile; otherwise someone else has touched it since.
     target = rec["target"]
-    if not root_intact(rec) or os.path.islink(target) or validate.scan_tree(target)[1]:
+    if not root_intact(rec) or os.path.islink(target) or skilltree.scan_tree(target)[1]:
         return False
     for rel, new, prev in rec["writes"]:
-        if fileops.sha_or_none(read_nofollow(target, rel)) not in (new, prev):
+        if fileops.sha_or_none(skilltree.read_nofollow(target, rel)) not in (new, prev):
             return False
     return True
 
@@ -205,12 +206,12 @@ def _archive_is_ours(sd: StateDir, rec: dict) -> bool:
     if not os.path.lexists(target):
         return os.path.isdir(dest)  # only the history entry is missing
     if (not root_intact(rec) or os.path.islink(target) or not os.path.isdir(target)
-            or validate.scan_tree(target)[1]):
+            or skilltree.scan_tree(target)[1]):
         return False
     if os.path.isdir(dest):
         copy = os.path.join(dest, "skill")
-        return all(read_nofollow(target, rel) == read_nofollow(copy, rel)
+        return all(skilltree.read_nofollow(target, rel) == skilltree.read_nofollow(copy, rel)
                    for rel in fileops.all_files(target))
-    md = read_nofollow(target, SKILL_MD)
+    md = skilltree.read_nofollow(target, SKILL_MD)
     return (md is not None and fileops.sha(md) == rec["history"]["previous"]
-            and validate.is_owned(target, sd.path))
+            and is_owned(target, sd.path))

@@ -61,7 +61,7 @@ class Tree:
         try:
             r = subprocess.run(
                 ["git", "-C", self.root, "ls-files", "-z", "-t", "--cached", "--deleted",
-                 "--others", "--exclude-standard"], capture_output=True, env=gitmode._env(),
+                 "--others", "--exclude-standard"], capture_output=True, env=gitmode.git_env(),
                 timeout=60)
         except (OSError, subprocess.TimeoutExpired):
             return False

@@ -24,13 +24,18 @@ from contextlib import contextmanager
 
 from claude_autoharness.daemon.atomic import fsync_dir
 from claude_autoharness.daemon.promote import fileops, records
-from claude_autoharness.daemon.promote.validate import TMP_PREFIX
+from claude_autoharness.daemon.promote.plan import TMP_PREFIX
 from claude_autoharness.protocol import paths
 
 USES = "uses.json"
 STAMPS = "lifecycle.json"
 SYNCED = "synced-counts.json"
 STALE = "stale.json"
+
+
+def promote_state_dir() -> str:
+    """Where the promoter keeps its landing records."""
+    return os.path.join(paths.state_dir(), "promote")
 
 
 class StateDir:

@@ -6,24 +6,19 @@ validated, journaled, recorded in history), through the promoter they are given.
 
 import os
 import shutil
-from typing import TYPE_CHECKING
 
-from claude_autoharness.daemon.promote import (
-    feedback,
-    fileops,
-    layers,
-    lifecycle,
-    records,
-    validate,
-)
+from claude_autoharness.daemon.promote import feedback, fileops, layers, lifecycle, records
+from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
-from claude_autoharness.daemon.promote.validate import (
+from claude_autoharness.daemon.promote.plan import (
+    EVIDENCE_DIR,
+    PROVENANCE,
     PROVENANCE_DIR,
     SKILL_MD,
     TMP_PREFIX,
     Plan,
-    read_nofollow,
 )
+from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.protocol.replies import (
     FeedbackCounts,
     Finding,
@@ -32,16 +27,11 @@ from claude_autoharness.protocol.replies import (
     SkillView,
 )
 
-if TYPE_CHECKING:
-    from claude_autoharness.daemon.promote.land import Promoter
-
-PROVENANCE = f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}"
-EVIDENCE_DIR = f"{PROVENANCE_DIR}/evidence"
 # `show` returns SKILL.md whole; a bigger (hand-written) one is shown empty, not loaded.
 MAX_SHOW_BYTES = 1024 * 1024
 
 
-def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillInfo]:
+def list_skills(pr: Lander, project_root: str | None = None) -> list[SkillInfo]:
     """Live skills of the user layer (and the project's, given its root), then archives."""
     pr.refresh_git(project_root)
     out = []
@@ -68,7 +58,7 @@ def list_skills(pr: "Promoter", project_root: str | None = None) -> list[SkillIn
     return out
 
 
-def show(pr: "Promoter", name: str, project_root: str | None = None,
+def show(pr: Lander, name: str, project_root: str | None = None,
          layer: str | None = None) -> SkillView | None:
     """One live skill: its SKILL.md, files and provenance; None when there is none."""
     pr.refresh_git(project_root)
@@ -78,18 +68,18 @@ def show(pr: "Promoter", name: str, project_root: str | None = None,
         return None
     layer, root, _ = found
     d = os.path.join(root, name)
-    prov = validate.read_provenance(d) if pr.owned(d) else None
+    prov = read_provenance(d) if pr.owned(d) else None
     data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
     return SkillView(info=info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
                                project_root if layer == "project" else None,
                                pr.statedir.stale()),
                      skill_md=data.decode("utf-8", "replace"),
-                     files=sorted(validate.scan_tree(d)[0]),
+                     files=sorted(scan_tree(d)[0]),
                      landings=prov["landings"] if prov else [],
                      verdicts=feedback.verdicts(pr.statedir.history(d)))
 
 
-def history(pr: "Promoter", name: str, project_root: str | None = None,
+def history(pr: Lander, name: str, project_root: str | None = None,
             layer: str | None = None) -> list[dict]:
     """Every landing recorded for `name` (oldest first), archived or live."""
     pr.refresh_git(project_root)
@@ -101,7 +91,7 @@ def history(pr: "Promoter", name: str, project_root: str | None = None,
     return pr.statedir.history(os.path.join(root, name))
 
 
-def revert(pr: "Promoter", name: str, to: int | None = None, project_root: str | None = None,
+def revert(pr: Lander, name: str, to: int | None = None, project_root: str | None = None,
            layer: str | None = None) -> Outcome:
     """Put back an earlier landed version (default: the one before the current); the
     revert is itself a recorded landing."""
@@ -125,7 +115,7 @@ def revert(pr: "Promoter", name: str, to: int | None = None, project_root: str |
             return Outcome.rejected(shape_finding(
                 "no_version", f"{name} has no version {to or 'before the current one'}"))
         files = {rel: pr.statedir.get_blob(sha).decode() for rel, sha in chosen["files"].items()}
-        live = validate.scan_tree(target)[0]
+        live = scan_tree(target)[0]
         plan = Plan(action="revert", layer=layer, name=name, root=root, anchor=anchor,
                     state=pr.state, exists=True, skill_md=files.pop(SKILL_MD), live=live,
                     writes={rel: text for rel, text in files.items()
@@ -138,7 +128,7 @@ def revert(pr: "Promoter", name: str, to: int | None = None, project_root: str |
         return pr.run(pr.write_record(plan, origin, to=chosen["version"]))
 
 
-def restore(pr: "Promoter", name: str, project_root: str | None = None,
+def restore(pr: Lander, name: str, project_root: str | None = None,
             layer: str | None = None) -> Outcome:
     """Bring the most recent archive of `name` back to where it was archived from."""
     with pr.statedir.locked():
@@ -196,7 +186,7 @@ def restore(pr: "Promoter", name: str, project_root: str | None = None,
         return out
 
 
-def archived_since(pr: "Promoter", project_root: str | None, since: float,
+def archived_since(pr: Lander, project_root: str | None, since: float,
                    reasons: tuple[str, ...]) -> list[dict]:
     """Archive metadata of skills archived after `since` for one of `reasons`, in the user
     layer or the given project's, oldest first."""
@@ -206,11 +196,11 @@ def archived_since(pr: "Promoter", project_root: str | None, since: float,
     return sorted(out, key=lambda m: m["landing"])
 
 
-def info(pr: "Promoter", layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
+def info(pr: Lander, layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
          scope: str | None, stale: dict[str, dict] | None = None) -> SkillInfo:
     """One live skill's listing. `scope`: the project root whose turns a project skill
     counts (None: user layer); `stale`: the stale marks of the last lifecycle pass."""
-    prov = validate.read_provenance(d) if pr.owned(d) else None
+    prov = read_provenance(d) if pr.owned(d) else None
     landings = (prov or {}).get("landings") or []
     try:
         mtime: float | None = os.stat(os.path.join(d, SKILL_MD)).st_mtime

@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass
 
 from claude_autoharness.daemon.promote import guard, records, skillfile, validate
-from claude_autoharness.daemon.promote.land import Promoter, duplicates
-from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, SKILL_MD, Plan, read_nofollow
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD, Plan
+from claude_autoharness.daemon.promote.shape import duplicates
+from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy
 from claude_autoharness.protocol.replies import Finding, Outcome
 
@@ -75,7 +77,7 @@ def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]
 
 def _read_all(d: str) -> dict[str, bytes] | None:
     out = {}
-    live, links = validate.scan_tree(d)
+    live, links = scan_tree(d)
     if links:
         return None  # not ours to send
     for rel in live:
@@ -83,9 +85,9 @@ def _read_all(d: str) -> dict[str, bytes] | None:
         if data is None:
             return None
         out[rel] = data
-    prov = read_nofollow(d, f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}")
+    prov = read_nofollow(d, PROVENANCE)
     if prov is not None:
-        out[f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}"] = prov
+        out[PROVENANCE] = prov
     ev_dir = os.path.join(d, PROVENANCE_DIR, "evidence")
     if os.path.isdir(ev_dir) and not os.path.islink(ev_dir):
         for fn in sorted(os.listdir(ev_dir)):
@@ -112,7 +114,7 @@ def _live_copy(d: str, machine: str) -> Copy | None:
     if files is None:
         return None
     content, extra = _split(files)
-    prov = validate.read_provenance(d) or {}
+    prov = read_provenance(d) or {}
     at, by = _origin(prov.get("landings") or [], machine)
     return Copy(status=LIVE, files=content, extra=extra, changed_at=at, changed_by=by)
 
@@ -188,7 +190,7 @@ def _write(pr: Promoter, name: str, copy: Copy, origin: dict, *, create: bool) -
                                             message="not a plain skill name"))
         target = plan.skill_dir
         plan.exists = os.path.lexists(target)
-        plan.live = validate.scan_tree(target)[0] if plan.exists else {}
+        plan.live = scan_tree(target)[0] if plan.exists else {}
         plan.writes = {rel: t for rel, t in texts.items()
                        if read_nofollow(target, rel) != t.encode()}
         plan.removes = sorted(r for r in plan.live if r != SKILL_MD and r not in texts)
@@ -210,10 +212,10 @@ def _write(pr: Promoter, name: str, copy: Copy, origin: dict, *, create: bool) -
         if findings:
             return Outcome.rejected(*findings)
         base = records.parse_provenance(copy.extra.get(
-            f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}", b"")) or {}
+            PROVENANCE, b"")) or {}
         base.pop("target", None)
         if plan.exists and not base:
-            base = validate.read_provenance(target) or {}
+            base = read_provenance(target) or {}
         out = pr.run(pr.write_record(plan, origin, extra=evidence, base_prov=base))
     if out.status == "landed" and create:
         pr.stamp(plan.skill_dir, "user", None)  # its probation starts here

@@ -35,7 +35,7 @@ import msgspec
 from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.promote import feedback, layers, validate
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.validate import PROVENANCE_DIR, SKILL_MD
+from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
 from claude_autoharness.daemon.proposals import VERDICTS
 from claude_autoharness.daemon.skillsync import gitrepo, library
 from claude_autoharness.daemon.skillsync.gitrepo import GitError
@@ -289,7 +289,7 @@ def _write_copy(repo: str, name: str, copy: Copy, *, evidence: bool) -> None:
     for rel, data in copy.extra.items():
         if rel.startswith(library.EVIDENCE_PREFIX) and not evidence:
             continue
-        if rel == f"{PROVENANCE_DIR}/{validate.PROVENANCE_FILE}":
+        if rel == PROVENANCE:
             data = _portable_provenance(data, evidence=evidence)
         if rel != ORIGIN:
             files[rel] = data
