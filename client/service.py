@@ -42,8 +42,6 @@ class Manager(ABC):
     """One service manager. Each action prints what it did and returns the exit code (status:
     1 when the service is not installed or not running); what stops it raises ServiceError."""
 
-    name = ""
-
     def act(self, action: str) -> int:
         table = {"install": self.install, "uninstall": self.uninstall, "start": self.start,
                  "stop": self.stop, "status": self.status}

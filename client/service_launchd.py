@@ -46,8 +46,6 @@ def write_launchd(dest: str, daemon: str, log_file: str, env: dict[str, str]) ->
 class Launchd(Manager):
     """The LaunchAgent in `agent_dir` (~/Library/LaunchAgents), in domain gui/<uid>."""
 
-    name = "launchd"
-
     def __init__(self, agent_dir: str):
         self.agent_dir = agent_dir
         self.plist = os.path.join(agent_dir, PLIST)

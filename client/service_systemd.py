@@ -88,8 +88,6 @@ class Systemd(Manager):
     Nothing is written while no user manager answers: units no manager loads would only be
     left behind; an uninstall still removes ours, so install and uninstall stay inverse."""
 
-    name = "systemd"
-
     def __init__(self, unit_dir: str):
         self.unit_dir = unit_dir
         self.units = [os.path.join(unit_dir, n) for n in (UNIT, SOCKET_UNIT)]

@@ -47,8 +47,7 @@ def add_parser(sub) -> None:
 
 def do_skills(args) -> int:
     if args.op == "export":
-        from claude_autoharness.client.export import do_export
-        return do_export(args)
+        return _export(args)
     if args.op == "publish":
         return _publish(args)
     if args.op != "list" and not args.name:
@@ -78,6 +77,32 @@ def do_skills(args) -> int:
     why = findings_text(out.findings)
     print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
     return 0 if out.status == "landed" else 1
+
+
+def _export(args) -> int:
+    from claude_autoharness.client import export
+
+    if not args.plugin:
+        raise CtlError("say where: --plugin DIR", verb="skills export")
+    layers = [args.layer] if args.layer else ["project", "user"]
+    project = os.path.abspath(args.project or os.getcwd())
+    try:
+        skills = export.export(args.plugin, layers=layers, project=project,
+                               name=args.plugin_name, owner=args.owner,
+                               marketplace=args.marketplace,
+                               license=args.license or export.DEFAULT_LICENSE)
+    except (export.ExportError, OSError) as e:
+        raise CtlError(str(e), verb="skills export") from None
+    where = os.path.abspath(args.plugin)
+    print(f"exported {len(skills)} skill(s) to {where}")
+    for s in skills:
+        print(f"  {s.name} [{s.layer}] version {s.version}")
+    if args.marketplace:
+        print(f"add it with: /plugin marketplace add {where}  then  /plugin install "
+              f"{args.plugin_name}@{args.plugin_name}")
+    else:
+        print(f"check it with: claude plugin validate {where}")
+    return 0
 
 
 def _publish(args) -> int:
