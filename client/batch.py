@@ -4,12 +4,12 @@ reflects on them through Message Batches and lands the results like any job's.""
 import datetime
 import json
 import os
-import sys
 import time
 
 import msgspec
 
 from claude_autoharness.client.conn import ask
+from claude_autoharness.client.errors import CtlError
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
@@ -49,17 +49,13 @@ def batch_replay(args) -> int:
               "the cancel still land)")
         return 0
     if not args.transcripts and not args.all:
-        print("autoharnessctl replay --batch: name transcripts or directories, or pass --all",
-              file=sys.stderr)
-        return 1
+        raise CtlError("name transcripts or directories, or pass --all", verb="replay --batch")
     try:
         files = collect(args.transcripts, args.all, args.since)
     except FileNotFoundError as e:
-        print(f"autoharnessctl replay: no such transcript or directory: {e}", file=sys.stderr)
-        return 1
+        raise CtlError(f"no such transcript or directory: {e}", verb="replay") from None
     except ValueError:
-        print(f"autoharnessctl replay: --since {args.since!r}: use YYYY-MM-DD", file=sys.stderr)
-        return 1
+        raise CtlError(f"--since {args.since!r}: use YYYY-MM-DD", verb="replay") from None
     project = os.path.abspath(args.project) if args.project else None
     out = ask(m.Batch(op="submit", transcripts=files, project=project), r.BatchSubmitted,
               timeout=600)

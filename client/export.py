@@ -13,7 +13,6 @@ import re
 import secrets
 import shutil
 import struct
-import sys
 import zlib
 
 from claude_autoharness.daemon import offline
@@ -189,28 +188,3 @@ def export(dest: str, *, layers: list[str], project: str | None, name: str, owne
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return skills
-
-
-def do_export(args) -> int:
-    if not args.plugin:
-        print("autoharnessctl skills export: say where: --plugin DIR", file=sys.stderr)
-        return 1
-    layers = [args.layer] if args.layer else ["project", "user"]
-    project = os.path.abspath(args.project or os.getcwd())
-    try:
-        skills = export(args.plugin, layers=layers, project=project, name=args.plugin_name,
-                        owner=args.owner, marketplace=args.marketplace,
-                        license=getattr(args, "license", None) or DEFAULT_LICENSE)
-    except (ExportError, OSError) as e:
-        print(f"autoharnessctl skills export: {e}", file=sys.stderr)
-        return 1
-    print(f"exported {len(skills)} skill(s) to {os.path.abspath(args.plugin)}")
-    for s in skills:
-        print(f"  {s.name} [{s.layer}] version {s.version}")
-    where = os.path.abspath(args.plugin)
-    if args.marketplace:
-        print(f"add it with: /plugin marketplace add {where}  then  /plugin install "
-              f"{args.plugin_name}@{args.plugin_name}")
-    else:
-        print(f"check it with: claude plugin validate {where}")
-    return 0

@@ -36,3 +36,8 @@ def findings_text(findings: list[Finding] | None, limit: int = 3) -> str:
     if len(findings) > limit:
         out += f"; and {plural(len(findings) - limit, 'more finding')}"
     return out
+
+
+def indent(text: str) -> str:
+    """Text indented four spaces a line, for a block under a label."""
+    return "\n".join("    " + line for line in text.rstrip("\n").splitlines())

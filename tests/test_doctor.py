@@ -13,7 +13,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from claude_autoharness.client import doctor, install
+from claude_autoharness.client import checks, install, setup_checks
+from claude_autoharness.client import settings as settings_mod
+from claude_autoharness.client.verbs import doctor
 from claude_autoharness.protocol import PROTOCOL, VERSION, framing, paths
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
@@ -25,11 +27,11 @@ Usage = namedtuple("Usage", "total used free")
 
 
 def src(data=None, label="user settings", path="/x/settings.json", error=None):
-    return install.Source(label, path, data, error)
+    return settings_mod.Source(label, path, data, error)
 
 
 def wired(hook_cmd=HOOK) -> dict:
-    return install.wire({}, hook_cmd)
+    return settings_mod.wire({}, hook_cmd)
 
 
 def fake_claude(bindir: Path) -> Path:
@@ -44,7 +46,7 @@ def fake_claude(bindir: Path) -> Path:
 status = healthy_status  # a healthy daemon's status, the `parts` named replaced
 
 
-def assert_fails(check: doctor.Check, name: str, *in_fix: str, in_detail: str = ""):
+def assert_fails(check: checks.Check, name: str, *in_fix: str, in_detail: str = ""):
     assert check.name == name and check.ok is False, check
     assert check.fix, f"{name}: a failing check must say how to fix it"
     for s in in_fix:
@@ -57,18 +59,18 @@ def assert_fails(check: doctor.Check, name: str, *in_fix: str, in_detail: str = 
 
 def test_daemon_unreachable():
     """No status: the daemon check fails and says how to start it."""
-    c = doctor.check_daemon(None, "daemon not running (no socket at /s): start it with "
+    c = checks.check_daemon(None, "daemon not running (no socket at /s): start it with "
                             "`autoharnessctl service start` or `autoharnessd`")
     assert_fails(c, "daemon", "autoharnessctl service start", "autoharnessd",
                  in_detail="no socket at /s")
-    assert doctor.check_daemon(status(pid=1, uptime_s=2, socket="/s"), None).ok
+    assert checks.check_daemon(status(pid=1, uptime_s=2, socket="/s"), None).ok
 
 
 def test_version_mismatch():
     """A daemon of another version or protocol fails the version check: restart it."""
-    c = doctor.check_version(status(version="0.0.1", protocol=PROTOCOL + 1))
+    c = checks.check_version(status(version="0.0.1", protocol=PROTOCOL + 1))
     assert_fails(c, "version", "autoharnessctl restart", in_detail="0.0.1")
-    assert doctor.check_version(status(version=VERSION, protocol=PROTOCOL)).ok
+    assert checks.check_version(status(version=VERSION, protocol=PROTOCOL)).ok
 
 
 # What a daemon of another version might answer: its head, then a part of another shape.
@@ -79,16 +81,16 @@ def test_status_of_another_shape_is_a_version_finding():
     """A status that does not decode into this client's Status: the version check fails naming
     the daemon's version, this client's and `autoharnessctl restart`; the
     daemon check still sees it running. A reply with no readable head at all says so."""
-    answer = doctor.read_status(FOREIGN)
-    assert isinstance(answer, doctor.Foreign)
-    c = doctor.check_version(answer)
+    answer = checks.read_status(FOREIGN)
+    assert isinstance(answer, checks.Foreign)
+    c = checks.check_version(answer)
     assert_fails(c, "version", "autoharnessctl restart", in_detail="0.0.9")
     assert VERSION in c.detail and "jobs" in c.detail  # both versions, and what did not decode
-    assert doctor.check_daemon(answer, None).detail.startswith("running, pid 7")
-    garbage = doctor.check_version(doctor.read_status(["not", "a", "status"]))
+    assert checks.check_daemon(answer, None).detail.startswith("running, pid 7")
+    garbage = checks.check_version(checks.read_status(["not", "a", "status"]))
     assert_fails(garbage, "version", "autoharnessctl restart",
                  in_detail="of an unknown version")
-    assert isinstance(doctor.read_status(msgspec.to_builtins(status())), r.Status)
+    assert isinstance(checks.read_status(msgspec.to_builtins(status())), r.Status)
 
 
 def test_doctor_against_a_daemon_of_another_version(home):
@@ -135,20 +137,20 @@ def test_socket_permissions(short_tmp, case):
     os.chmod(path, 0o600)
     uid = os.getuid()
     try:
-        assert doctor.check_socket(str(path)).ok
+        assert checks.check_socket(str(path)).ok
         if case == "dir-open":
             os.chmod(d, 0o755)
-            assert_fails(doctor.check_socket(str(path)), "socket", f"chmod 700 {d}")
+            assert_fails(checks.check_socket(str(path)), "socket", f"chmod 700 {d}")
         elif case == "dir-foreign":
-            assert_fails(doctor.check_socket(str(path), uid=uid + 1), "socket", "rm -r",
+            assert_fails(checks.check_socket(str(path), uid=uid + 1), "socket", "rm -r",
                          in_detail="owned by uid")
         elif case == "sock-open":
             os.chmod(path, 0o666)
-            assert_fails(doctor.check_socket(str(path)), "socket", f"chmod 600 {path}")
+            assert_fails(checks.check_socket(str(path)), "socket", f"chmod 600 {path}")
         elif case == "not-a-socket":
             os.unlink(path)
             path.write_text("")
-            assert_fails(doctor.check_socket(str(path)), "socket", "mv", in_detail="not a socket")
+            assert_fails(checks.check_socket(str(path)), "socket", "mv", in_detail="not a socket")
         else:  # a socket in our own dir but owned by someone else
             def foreign(p):
                 r = os.lstat(p)
@@ -156,7 +158,7 @@ def test_socket_permissions(short_tmp, case):
                     return r
                 return os.stat_result((r.st_mode, r.st_ino, r.st_dev, r.st_nlink, uid + 1,
                                        r.st_gid, r.st_size, 0, 0, 0))
-            assert_fails(doctor.check_socket(str(path), lstat=foreign), "socket", "rm",
+            assert_fails(checks.check_socket(str(path), lstat=foreign), "socket", "rm",
                          in_detail="owned by uid")
     finally:
         s.close()
@@ -164,14 +166,14 @@ def test_socket_permissions(short_tmp, case):
 
 def test_hooks_not_installed():
     """No autoharness hooks anywhere (and no plugin): fix is `autoharnessctl install`."""
-    c = doctor.check_hooks([src({"model": "opus"}), src(None, "project settings", "/p")],
+    c = setup_checks.check_hooks([src({"model": "opus"}), src(None, "project settings", "/p")],
                            {"PATH": str(BIN)})
     assert_fails(c, "hooks", "autoharnessctl install")
 
 
 def test_hooks_point_at_a_missing_executable():
     """Hooks that run an autoharness-hook that no longer exists fail, naming the path."""
-    c = doctor.check_hooks([src(wired("/gone/venv/bin/autoharness-hook"))], {"PATH": str(BIN)})
+    c = setup_checks.check_hooks([src(wired("/gone/venv/bin/autoharness-hook"))], {"PATH": str(BIN)})
     assert_fails(c, "hooks", "autoharnessctl install --scope user",
                  in_detail="/gone/venv/bin/autoharness-hook")
 
@@ -181,7 +183,7 @@ def test_hooks_script_with_a_missing_interpreter(short_tmp):
     script = short_tmp / "autoharness-hook"
     script.write_text("#!/gone/venv/bin/python\n")
     script.chmod(0o755)
-    c = doctor.check_hooks([src(wired(str(script)))], {"PATH": str(BIN)})
+    c = setup_checks.check_hooks([src(wired(str(script)))], {"PATH": str(BIN)})
     assert_fails(c, "hooks", "autoharnessctl install", in_detail="/gone/venv/bin/python")
 
 
@@ -189,28 +191,28 @@ def test_hooks_incomplete_or_unguarded():
     """A missing event or a missing child write guard is reported with the repair command."""
     partial = wired()
     del partial["hooks"]["SessionEnd"]
-    c = doctor.check_hooks([src(partial, "project settings", "/p/.claude/settings.json")],
+    c = setup_checks.check_hooks([src(partial, "project settings", "/p/.claude/settings.json")],
                            {"PATH": str(BIN)})
     assert_fails(c, "hooks", "--scope project", in_detail="SessionEnd")
     unguarded = wired()
     unguarded["hooks"]["PreToolUse"] = [g for g in unguarded["hooks"]["PreToolUse"]
                                         if not g.get("matcher")]
-    assert_fails(doctor.check_hooks([src(unguarded)], {"PATH": str(BIN)}), "hooks",
+    assert_fails(setup_checks.check_hooks([src(unguarded)], {"PATH": str(BIN)}), "hooks",
                  in_detail="guard")
 
 
 def test_hooks_unreadable_settings():
     """A malformed settings file fails the hooks check with the parse error."""
-    c = doctor.check_hooks([src(None, error="/x/settings.json is not valid JSON (line 2)")], {})
+    c = setup_checks.check_hooks([src(None, error="/x/settings.json is not valid JSON (line 2)")], {})
     assert_fails(c, "hooks", "/x/settings.json", in_detail="not valid JSON")
 
 
 def test_hooks_plugin_without_the_hook_on_path(short_tmp):
     """The plugin runs autoharness-hook from PATH: enabled but not on PATH fails."""
     plugin = {"enabledPlugins": {"autoharness@autoharness": True}}
-    c = doctor.check_hooks([src(plugin)], {"PATH": str(short_tmp)})
+    c = setup_checks.check_hooks([src(plugin)], {"PATH": str(short_tmp)})
     assert_fails(c, "hooks", "PATH", in_detail="plugin")
-    assert doctor.check_hooks([src(plugin)], {"PATH": str(BIN)}).ok
+    assert setup_checks.check_hooks([src(plugin)], {"PATH": str(BIN)}).ok
 
 
 def warns(c, *in_fix: str, in_detail: str = "") -> None:
@@ -227,37 +229,37 @@ def test_duplicate_hook_groups():
     once) whose fix says how to keep one."""
     both = wired()
     both["enabledPlugins"] = {"autoharness@market": True}
-    warns(doctor.check_duplicates([src(both)]), "--remove --scope user",
+    warns(setup_checks.check_duplicates([src(both)]), "--remove --scope user",
           "claude plugin disable autoharness@market", in_detail="2 different")
-    same = doctor.check_duplicates([src(wired()), src(wired(), "project settings", "/p")])
+    same = setup_checks.check_duplicates([src(wired()), src(wired(), "project settings", "/p")])
     assert same.ok and not same.warning and "runs it once" in same.detail, same
     other = wired("/other/venv/bin/autoharness-hook")
-    warns(doctor.check_duplicates([src(wired()), src(other, "project settings", "/p")]),
+    warns(setup_checks.check_duplicates([src(wired()), src(other, "project settings", "/p")]),
           "--scope project", in_detail="/other/venv")
     twice = wired()
     twice["hooks"]["PreToolUse"].append({"hooks": [{"type": "command", "command": HOOK}]})
-    c = doctor.check_duplicates([src(twice)])
+    c = setup_checks.check_duplicates([src(twice)])
     assert c.ok and not c.warning, c
-    assert doctor.check_duplicates([src(wired())]).ok
-    assert "warn  duplicates" in doctor.format_human([doctor.check_duplicates([src(both)])])
+    assert setup_checks.check_duplicates([src(wired())]).ok
+    assert "warn  duplicates" in doctor.format_human([setup_checks.check_duplicates([src(both)])])
 
 
 def test_commands_missing_or_cli_not_on_path(short_tmp):
     """/learn and /save-learnings must be installed, and `autoharnessctl` must be on PATH."""
     cdir = short_tmp / "commands"
-    assert_fails(doctor.check_commands([str(cdir)], False, {"PATH": str(BIN)}), "commands",
+    assert_fails(setup_checks.check_commands([str(cdir)], False, {"PATH": str(BIN)}), "commands",
                  "autoharnessctl install")
     cdir.mkdir()
-    for name in install.COMMANDS:
+    for name in settings_mod.COMMANDS:
         (cdir / name).write_bytes(install.command_text(name))
-    assert doctor.check_commands([str(cdir)], False, {"PATH": str(BIN)}).ok
-    assert_fails(doctor.check_commands([str(cdir)], False, {"PATH": str(short_tmp)}), "commands",
+    assert setup_checks.check_commands([str(cdir)], False, {"PATH": str(BIN)}).ok
+    assert_fails(setup_checks.check_commands([str(cdir)], False, {"PATH": str(short_tmp)}), "commands",
                  "PATH", in_detail="not on PATH")
 
 
 def test_invalid_config():
     """A config the daemon would refuse fails, naming the file to fix."""
-    c = doctor.check_config("/c/config.toml", "/c/config.toml: invalid config: `reflect_every` "
+    c = checks.check_config("/c/config.toml", "/c/config.toml: invalid config: `reflect_every` "
                             "must be > 0 (got 0)")
     assert_fails(c, "config", "/c/config.toml", in_detail="reflect_every")
 
@@ -265,59 +267,59 @@ def test_invalid_config():
 def test_no_reflector_backend(short_tmp):
     """No API key and no `claude` on PATH fails; the daemon's own view wins when it has one."""
     env = {"PATH": str(short_tmp / "empty")}
-    c = doctor.check_reflector(None, ReflectorConfig(), env, "/c/config.toml")
+    c = checks.check_reflector(None, ReflectorConfig(), env, "/c/config.toml")
     assert_fails(c, "reflector", "ANTHROPIC_API_KEY", "claude")
     none = status(reflector=r.ReflectorInfo(
         backend="none", configured="auto", model="m", reason="no reflector backend: nope",
         tokens_today=0, tokens_total=0, daily_token_budget=None))
-    assert_fails(doctor.check_reflector(none, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"},
+    assert_fails(checks.check_reflector(none, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"},
                                         "/c"), "reflector", in_detail="nope")
-    assert doctor.check_reflector(None, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"}, "/c").ok
+    assert checks.check_reflector(None, ReflectorConfig(), {"ANTHROPIC_API_KEY": "k"}, "/c").ok
     fake_claude(short_tmp / "bin")
-    assert doctor.check_reflector(None, ReflectorConfig(), {"PATH": str(short_tmp / "bin")},
+    assert checks.check_reflector(None, ReflectorConfig(), {"PATH": str(short_tmp / "bin")},
                                   "/c").ok
 
 
 def test_spool_backlog(short_tmp):
     """Spooled events fail the check: replayed only when the daemon (re)starts."""
-    assert_fails(doctor.check_spool(status(spool=r.SpoolInfo(replayed=0, pending=3)), "/s/spool"), "spool",
+    assert_fails(checks.check_spool(status(spool=r.SpoolInfo(replayed=0, pending=3)), "/s/spool"), "spool",
                  "autoharnessctl restart", in_detail="3 events")
     spool = short_tmp / "spool"
     spool.mkdir()
     (spool / "1.a").write_text('{"a":1}')
     (spool / "2.b").write_text('{"b":2}')
     (spool / ".3.c").write_text('{"c":')  # a hook still writing: not a record yet
-    assert_fails(doctor.check_spool(None, str(spool)), "spool", "autoharnessctl start",
+    assert_fails(checks.check_spool(None, str(spool)), "spool", "autoharnessctl start",
                  in_detail="2 events")
-    assert doctor.check_spool(None, str(short_tmp / "none")).ok
+    assert checks.check_spool(None, str(short_tmp / "none")).ok
 
 
 def test_quarantined_files(short_tmp):
     """Quarantined files fail the check with where to look; from status or, when down, the dir."""
-    c = doctor.check_quarantine(status(persistence=r.PersistenceInfo(
+    c = checks.check_quarantine(status(persistence=r.PersistenceInfo(
         last_snapshot_at=None, quarantined=["/q/snapshot.json.1"], failing=None)), "/q")
     assert_fails(c, "quarantine", "/q", in_detail="snapshot.json.1")
     q = short_tmp / "quarantine"
     q.mkdir()
     (q / "journal.jsonl.7").write_text("x")
-    assert_fails(doctor.check_quarantine(None, str(q)), "quarantine", in_detail="journal.jsonl.7")
+    assert_fails(checks.check_quarantine(None, str(q)), "quarantine", in_detail="journal.jsonl.7")
 
 
 def test_failed_jobs():
     """Failed jobs fail the check, showing the last error when the daemon reports one."""
     last = r.LastError(job="j1", error="401 unauthorized", status="failed")
-    c = doctor.check_jobs(status(jobs=r.JobCounts(failed=2, failed_24h=2, done=5,
+    c = checks.check_jobs(status(jobs=r.JobCounts(failed=2, failed_24h=2, done=5,
                                                   last_error=last)))
     assert_fails(c, "jobs", "autoharnessctl status", in_detail="401 unauthorized")
-    assert doctor.check_jobs(status(jobs=r.JobCounts(failed=0))).ok
+    assert checks.check_jobs(status(jobs=r.JobCounts(failed=0))).ok
 
 
 def test_low_disk_space(short_tmp):
     """Under 100 MB free for the state dir fails (a missing state dir is checked at its parent)."""
     low = lambda p: Usage(10**9, 10**9, 50 * 2**20)  # noqa: E731
-    c = doctor.check_disk(str(short_tmp / "not" / "yet"), usage=low)
+    c = checks.check_disk(str(short_tmp / "not" / "yet"), usage=low)
     assert_fails(c, "disk", "AUTOHARNESS_HOME", in_detail="50 MB")
-    assert doctor.check_disk(str(short_tmp), usage=lambda p: Usage(1, 1, 200 * 2**20)).ok
+    assert checks.check_disk(str(short_tmp), usage=lambda p: Usage(1, 1, 200 * 2**20)).ok
 
 
 # ---- end to end -------------------------------------------------------------------------------

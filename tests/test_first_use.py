@@ -14,8 +14,9 @@ from importlib import metadata
 
 import pytest
 
+from claude_autoharness.client import checks, words
 from claude_autoharness.client import ctl as ctlmod
-from claude_autoharness.client import doctor, words
+from claude_autoharness.client.verbs import queue
 from claude_autoharness.protocol.paths import project_slug
 from claude_autoharness.protocol.replies import Finding, Intent, Proposal
 from conftest import REAL, REPO
@@ -279,7 +280,7 @@ def test_errors_read_as_words():
     """Promoter findings print their message with the code after it, never the code alone."""
     f = Finding(family="shape", code="no_version", message="rev has no version 99")
     assert words.finding_text(f) == "rev has no version 99 (shape/no_version)"
-    line = ctlmod._intent_line(Intent(
+    line = queue.intent_line(Intent(
         id="i1", status="rejected", source="reflector", created_at=0.0, findings=[f],
         proposal=Proposal(action="create", skill="x", layer="user")))
     assert "rev has no version 99" in line
@@ -400,15 +401,15 @@ def test_doctor_on_a_read_only_state_dir(short_tmp):
     "0 MB free". (Injected: the tests may run as root, whom permissions do not stop.)"""
     d = short_tmp / "state"
     d.mkdir(mode=0o700)
-    c = doctor.check_state(str(d), writable=lambda _: "Read-only file system")
+    c = checks.check_state(str(d), writable=lambda _: "Read-only file system")
     assert not c.ok and "not writable (Read-only file system)" in c.detail
 
     class RO:
         f_flag = os.ST_RDONLY
 
-    c = doctor.check_disk(str(d), statvfs=lambda _: RO())
+    c = checks.check_disk(str(d), statvfs=lambda _: RO())
     assert not c.ok and "read-only filesystem" in c.detail and "MB" not in c.detail
-    assert doctor.check_state(str(d)).ok  # and the real probe passes on a writable dir
+    assert checks.check_state(str(d)).ok  # and the real probe passes on a writable dir
 
 
 def test_install_remove_restores_settings_byte_for_byte(home, short_tmp):

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from claude_autoharness.client import install
+from claude_autoharness.client import settings as settings_mod
 from claude_autoharness.protocol import VERSION
 from conftest import REPO
 from harness import CTL, HOOK, Daemon, pre_tool, wait_for
 
 PKG_COMMANDS = REPO / "client" / "commands"
 # what install writes: the hook's own interpreter with -I -S, guarded against a vanished install
-HOOK_PYTHON = install.script_python(HOOK)
-HOOK_CMD = install.settings_command(HOOK, HOOK_PYTHON)
+HOOK_PYTHON = settings_mod.script_python(HOOK)
+HOOK_CMD = settings_mod.settings_command(HOOK, HOOK_PYTHON)
 
 
 def run(*args, cwd, env=None):
@@ -33,7 +33,7 @@ def settings_file(home) -> Path:
 
 def write_json(path: Path, data) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = install.dumps(data).encode()
+    raw = settings_mod.dumps(data).encode()
     path.write_bytes(raw)
     return raw
 
@@ -45,7 +45,7 @@ def backups(home) -> list[Path]:
 
 def counting_groups(settings) -> list[dict]:
     return [g for g in settings["hooks"]["PreToolUse"]
-            if any(install.is_counting(h["command"]) for h in g["hooks"])]
+            if any(settings_mod.is_counting(h["command"]) for h in g["hooks"])]
 
 
 USER_SETTINGS = {
@@ -76,19 +76,19 @@ def test_install_without_settings_file(home):
     hooks = s["hooks"]
     assert list(hooks) == ["SessionStart", "PreToolUse", "Stop", "SessionEnd"]
     hook_cmd = hooks["SessionStart"][0]["hooks"][0]["command"]
-    assert hook_cmd == HOOK_CMD and install.hook_program(hook_cmd) == HOOK
-    assert os.access(HOOK, os.X_OK) and HOOK_PYTHON and install.hook_interpreter(hook_cmd) == HOOK_PYTHON
+    assert hook_cmd == HOOK_CMD and settings_mod.hook_program(hook_cmd) == HOOK
+    assert os.access(HOOK, os.X_OK) and HOOK_PYTHON and settings_mod.hook_interpreter(hook_cmd) == HOOK_PYTHON
     start = hooks["SessionStart"][0]["hooks"][0]
     assert not start.get("async") and start["timeout"] <= 10
     counting = counting_groups(s)
     assert len(counting) == 1 and "matcher" not in counting[0]
     assert counting[0]["hooks"] == [{"type": "command", "command": HOOK_CMD, "async": True,
-                                     "timeout": install.ASYNC_TIMEOUT}]
+                                     "timeout": settings_mod.ASYNC_TIMEOUT}]
     guard = [g for g in hooks["PreToolUse"] if g.get("matcher")]
     assert len(guard) == 1 and guard[0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
     assert not guard[0]["hooks"][0].get("async")
     stop = hooks["Stop"][0]["hooks"][0]
-    assert not stop.get("async") and stop["timeout"] == install.STOP_TIMEOUT
+    assert not stop.get("async") and stop["timeout"] == settings_mod.STOP_TIMEOUT
     end = hooks["SessionEnd"][0]["hooks"][0]
     assert not end.get("async") and end["timeout"] <= 1.5
     for name in ("learn.md", "save-learnings.md"):
@@ -158,7 +158,7 @@ def test_reinstall_makes_an_async_stop_synchronous(home):
     assert r.returncode == 0, r.stderr
     stop = json.loads(settings_file(home).read_text())["hooks"]["Stop"]
     assert stop == [{"hooks": [{"type": "command", "command": HOOK_CMD,
-                                "timeout": install.STOP_TIMEOUT}]}]
+                                "timeout": settings_mod.STOP_TIMEOUT}]}]
 
 
 def test_malformed_settings_are_never_overwritten(home):
@@ -311,13 +311,13 @@ def test_child_guard_decides_from_the_environment_alone():
     AUTOHARNESS_CHILD_SESSION=1, never for Claude Code's own CLAUDE_CODE_CHILD_SESSION, and
     always exits 0."""
     base = {"PATH": os.defpath}
-    r = subprocess.run(["/bin/sh", "-c", install.CHILD_GUARD], input=b"{}", capture_output=True,
+    r = subprocess.run(["/bin/sh", "-c", settings_mod.CHILD_GUARD], input=b"{}", capture_output=True,
                        env=dict(base, AUTOHARNESS_CHILD_SESSION="1"))
     assert r.returncode == 0
     out = json.loads(r.stdout)["hookSpecificOutput"]
     assert out["hookEventName"] == "PreToolUse" and out["permissionDecision"] == "deny"
     for env in (base, dict(base, CLAUDE_CODE_CHILD_SESSION="1")):
-        r = subprocess.run(["/bin/sh", "-c", install.CHILD_GUARD], input=b"{}", capture_output=True,
+        r = subprocess.run(["/bin/sh", "-c", settings_mod.CHILD_GUARD], input=b"{}", capture_output=True,
                            env=env)
         assert r.returncode == 0 and r.stdout == b""
 
@@ -367,13 +367,13 @@ def test_plugin_layout_matches_package_data():
     """The repository works as a Claude Code plugin: its commands are byte-identical to the
     package data, its hooks.json is what the installer would write for the plugin (hook from
     PATH), and plugin.json names autoharness at this version."""
-    for name in install.COMMANDS:
+    for name in settings_mod.COMMANDS:
         assert (REPO / "commands" / name).read_bytes() == (PKG_COMMANDS / name).read_bytes()
-    assert (REPO / "hooks" / "hooks.json").read_text() == install.dumps(install.plugin_hooks())
+    assert (REPO / "hooks" / "hooks.json").read_text() == settings_mod.dumps(settings_mod.plugin_hooks())
     manifest = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "autoharness" and manifest["version"] == VERSION
-    hooks = install.plugin_hooks()["hooks"]
-    assert all(install.is_ours(h["command"]) for groups in hooks.values() for g in groups
+    hooks = settings_mod.plugin_hooks()["hooks"]
+    assert all(settings_mod.is_ours(h["command"]) for groups in hooks.values() for g in groups
                for h in g["hooks"])
 
 
@@ -381,23 +381,23 @@ def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
     """The plugin's counting hooks run `${CLAUDE_PLUGIN_ROOT}/hooks/run-hook`;
     the shim is in the repository, executable, and is exactly what install.py generates; the
     child write guard stays inline as the installer writes it."""
-    shim = REPO / install.PLUGIN_SHIM
-    assert shim.read_text() == install.PLUGIN_SHIM_TEXT
+    shim = REPO / settings_mod.PLUGIN_SHIM
+    assert shim.read_text() == settings_mod.PLUGIN_SHIM_TEXT
     assert os.access(shim, os.X_OK) and shim.stat().st_mode & 0o111 == 0o111
-    hooks = install.plugin_hooks()["hooks"]
+    hooks = settings_mod.plugin_hooks()["hooks"]
     cmds = [h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]]
     assert sum(c == '"${CLAUDE_PLUGIN_ROOT}/hooks/run-hook"' for c in cmds) == 4
-    assert [c for c in cmds if "CLAUDE_PLUGIN_ROOT" not in c] == [install.CHILD_GUARD]
+    assert [c for c in cmds if "CLAUDE_PLUGIN_ROOT" not in c] == [settings_mod.CHILD_GUARD]
     assert [g for g in hooks["PreToolUse"] if "matcher" not in g] == [
-        {"hooks": [{"type": "command", "command": install.PLUGIN_HOOK, "async": True,
-                    "timeout": install.ASYNC_TIMEOUT}]}]
-    assert hooks["Stop"] == [{"hooks": [{"type": "command", "command": install.PLUGIN_HOOK,
-                                         "timeout": install.STOP_TIMEOUT}]}]
+        {"hooks": [{"type": "command", "command": settings_mod.PLUGIN_HOOK, "async": True,
+                    "timeout": settings_mod.ASYNC_TIMEOUT}]}]
+    assert hooks["Stop"] == [{"hooks": [{"type": "command", "command": settings_mod.PLUGIN_HOOK,
+                                         "timeout": settings_mod.STOP_TIMEOUT}]}]
 
 
 def run_plugin_hook(path_dirs, stdin=b'{"hook_event_name":"PreToolUse"}'):
     """The plugin hook command as Claude Code runs it: through sh, CLAUDE_PLUGIN_ROOT set."""
-    return subprocess.run(["/bin/sh", "-c", install.PLUGIN_HOOK], input=stdin,
+    return subprocess.run(["/bin/sh", "-c", settings_mod.PLUGIN_HOOK], input=stdin,
                           capture_output=True, timeout=90,
                           env={"PATH": os.pathsep.join(map(str, path_dirs)),
                                "CLAUDE_PLUGIN_ROOT": str(REPO)})

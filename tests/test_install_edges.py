@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from claude_autoharness.client import install
+from claude_autoharness.client import settings as settings_mod
 from claude_autoharness.protocol import paths
 from conftest import REPO
 from harness import BIN, HOOK, Daemon, connectable, ctl, event, frame, hook, send_raw, wait_for
@@ -60,12 +61,12 @@ def test_the_plugins_hook_is_told_the_plugins_command_names(home, project):
     try:
         env = dict(os.environ, CLAUDE_PLUGIN_ROOT=str(REPO),
                    PATH=os.pathsep.join([str(BIN), "/usr/bin", "/bin"]))
-        via_plugin = sh(install.PLUGIN_HOOK, json.dumps(start_event(project, "s-plugin")).encode(),
+        via_plugin = sh(settings_mod.PLUGIN_HOOK, json.dumps(start_event(project, "s-plugin")).encode(),
                         env)
         assert via_plugin.returncode == 0 and not via_plugin.stderr
         text = context(via_plugin)
         assert "1 unprocessed marker" in text and "→ Run: /autoharness:save-learnings" in text
-        cmd = install.settings_command(HOOK, install.script_python(HOOK))
+        cmd = settings_mod.settings_command(HOOK, settings_mod.script_python(HOOK))
         via_settings = sh(cmd, json.dumps(start_event(project, "s-settings")).encode(),
                           dict(os.environ))
         text = context(via_settings)
@@ -102,12 +103,12 @@ def test_two_hooks_delivering_one_start_inject_the_context_once(home, project):
 def test_settings_command_runs_the_hook_with_its_interpreter_isolated(home):
     """The installed command starts the hook's own interpreter with `-I -S`; it counts the
     event like the script does, and `install` recognises the form as its own."""
-    python = install.script_python(HOOK)
+    python = settings_mod.script_python(HOOK)
     assert python and os.path.isabs(python)
-    cmd = install.settings_command(HOOK, python)
+    cmd = settings_mod.settings_command(HOOK, python)
     assert f"{python} -I -S {HOOK}" in cmd
-    assert install.is_counting(cmd) and install.hook_program(cmd) == HOOK
-    assert install.hook_interpreter(cmd) == python and install.is_guarded(cmd)
+    assert settings_mod.is_counting(cmd) and settings_mod.hook_program(cmd) == HOOK
+    assert settings_mod.hook_interpreter(cmd) == python and settings_mod.is_guarded(cmd)
     d = Daemon(home["home"])
     try:
         r = sh(cmd, json.dumps(event("PreToolUse", "s-fast", tool_name="Bash",
@@ -127,8 +128,8 @@ def test_a_vanished_install_is_silent_and_doctor_says_how_to_reinstall(home, sho
     (gone / "python3").symlink_to(sys.executable)
     script = gone / "autoharness-hook"
     script.write_bytes(Path(HOOK).read_bytes())
-    cmd = install.settings_command(str(script), str(gone / "python3"))
-    settings = install.wire({}, cmd)
+    cmd = settings_mod.settings_command(str(script), str(gone / "python3"))
+    settings = settings_mod.wire({}, cmd)
     (home["claude"] / "settings.json").write_text(json.dumps(settings))
     ev = json.dumps(event("Stop", "s-gone")).encode()
     script.unlink()  # the script gone, the interpreter still there
@@ -144,22 +145,22 @@ def test_a_vanished_install_is_silent_and_doctor_says_how_to_reinstall(home, sho
     assert "autoharnessctl install --scope user" in check["fix"]
     assert ctl("install").returncode == 0  # the old form is recognised and replaced
     wired = json.loads((home["claude"] / "settings.json").read_text())
-    cmds = [c for _, _, c in install.iter_entries(wired) if install.is_counting(c)]
-    assert cmds and all(install.hook_program(c) == HOOK for c in cmds)
+    cmds = [c for _, _, c in settings_mod.iter_entries(wired) if settings_mod.is_counting(c)]
+    assert cmds and all(settings_mod.hook_program(c) == HOOK for c in cmds)
 
 
 def test_install_upgrades_the_plain_script_form(home):
     """Settings wired by an earlier version (the bare hook path) are rewritten to the guarded
     `-I -S` form, one counting group per event, and `--remove` takes out either form."""
-    old = install.wire({}, HOOK)
+    old = settings_mod.wire({}, HOOK)
     (home["claude"] / "settings.json").write_text(json.dumps(old))
     assert ctl("install").returncode == 0
     new = json.loads((home["claude"] / "settings.json").read_text())
-    counting = [c for ev, _, c in install.iter_entries(new) if install.is_counting(c)]
-    assert len(counting) == 4 and all(install.is_guarded(c) for c in counting)
+    counting = [c for ev, _, c in settings_mod.iter_entries(new) if settings_mod.is_counting(c)]
+    assert len(counting) == 4 and all(settings_mod.is_guarded(c) for c in counting)
     assert ctl("install", "--remove").returncode == 0
     left = json.loads((home["claude"] / "settings.json").read_text())
-    assert not [c for _, _, c in install.iter_entries(left) if install.is_ours(c)]
+    assert not [c for _, _, c in settings_mod.iter_entries(left) if settings_mod.is_ours(c)]
 
 
 # ---- junk on stdin ------------------------------------------------------------------------

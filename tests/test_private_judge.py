@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from claude_autoharness.client import doctor, install
+from claude_autoharness.client import checks, install
 from claude_autoharness.protocol import private
 from harness import DAEMON
 
@@ -73,7 +73,7 @@ def test_doctor_judges_the_state_dir_with_its_fixes(short_tmp):
     p = short_tmp / "state"
     p.mkdir()
     os.chmod(p, 0o711)
-    c = doctor.check_state(str(p))
+    c = checks.check_state(str(p))
     assert not c.ok and c.fix == f"chmod 700 {p}"
     assert c.detail == private.private_problem(str(p)).what + "; the daemon refuses to start"
 

@@ -185,19 +185,19 @@ def test_a_vanished_settings_install_fails_silently(claude_cli, model):
     `install` writes, Claude Code reports no hook error anywhere (stream, stderr, transcript);
     `doctor` names the missing interpreter and how to wire the hooks again. The form earlier
     versions wrote (the script's path alone) shows the error, on every event."""
-    from claude_autoharness.client import install
+    from claude_autoharness.client import settings as settings_mod
 
     box = Sandbox(claude_cli, model, install=False)
     try:
         gone = box.root / "gone-venv" / "bin"
-        cmd = install.settings_command(str(gone / "autoharness-hook"), str(gone / "python3"))
-        (box.claude / "settings.json").write_text(json.dumps(install.wire({}, cmd)))
+        cmd = settings_mod.settings_command(str(gone / "autoharness-hook"), str(gone / "python3"))
+        (box.claude / "settings.json").write_text(json.dumps(settings_mod.wire({}, cmd)))
         assert hook_errors(box, "vanished now") == []
         r = box.ctl("doctor", "--json")
         [hooks] = [c for c in json.loads(r.stdout)["checks"] if c["name"] == "hooks"]
         assert not hooks["ok"] and str(gone / "python3") in hooks["detail"]
         assert "autoharnessctl install --scope user" in hooks["fix"]
-        old = install.wire({}, str(gone / "autoharness-hook"))
+        old = settings_mod.wire({}, str(gone / "autoharness-hook"))
         (box.claude / "settings.json").write_text(json.dumps(old))
         errors = hook_errors(box, "vanished before")
         assert any("not found" in e for e in errors), errors

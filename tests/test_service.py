@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from claude_autoharness.client import service
+from claude_autoharness.client import service, service_launchd, service_systemd
 from claude_autoharness.protocol import paths
 from conftest import REPO
 from harness import CTL, DAEMON, Daemon, ctl
@@ -48,7 +48,7 @@ def test_rendered_units_have_the_required_settings(home, short_tmp):
     the environment, and has no RuntimeDirectory=; the socket is private at %t by default and
     follows AUTOHARNESS_HOME when that is set."""
     out = short_tmp / "units"
-    service.write_systemd(str(out), DAEMON, {"PATH": "/usr/bin:/bin"})
+    service_systemd.write_systemd(str(out), DAEMON, {"PATH": "/usr/bin:/bin"})
     unit = (out / "autoharness.service").read_text()
     assert "Type=notify\n" in unit and "Restart=on-failure\n" in unit
     assert f"ExecStart={DAEMON}\n" in unit and os.path.isabs(DAEMON)
@@ -58,7 +58,7 @@ def test_rendered_units_have_the_required_settings(home, short_tmp):
     sock = (out / "autoharness.socket").read_text()
     assert "ListenStream=%t/autoharness/autoharness.sock\n" in sock
     assert "SocketMode=0600\n" in sock and "DirectoryMode=0700\n" in sock
-    service.write_systemd(str(out), DAEMON, service.service_env())
+    service_systemd.write_systemd(str(out), DAEMON, service.service_env())
     sock = (out / "autoharness.socket").read_text()
     assert f"ListenStream={paths.socket_path()}\n" in sock
     unit = (out / "autoharness.service").read_text()
@@ -72,7 +72,7 @@ def test_rendered_units_pass_systemd_analyze_verify(home, short_tmp, with_home):
     """`systemd-analyze --user verify` accepts both rendered units without a complaint."""
     out = short_tmp / "units"
     env = service.service_env() if with_home else {"PATH": os.environ.get("PATH", os.defpath)}
-    written = service.write_systemd(str(out), DAEMON, env)
+    written = service_systemd.write_systemd(str(out), DAEMON, env)
     rt = short_tmp / "rt"
     rt.mkdir(mode=0o700)
     r = subprocess.run(["systemd-analyze", "--user", "verify", *written], capture_output=True,
@@ -85,7 +85,7 @@ def test_rendered_units_pass_systemd_analyze_verify(home, short_tmp, with_home):
 def test_plist_parses_with_required_keys(home, short_tmp):
     """The LaunchAgent parses with plistlib: Label, absolute ProgramArguments, KeepAlive,
     RunAtLoad, and absolute log paths under the state dir; written private."""
-    p = service.write_launchd(str(short_tmp / "agents"), DAEMON, paths.log_file(),
+    p = service_launchd.write_launchd(str(short_tmp / "agents"), DAEMON, paths.log_file(),
                               service.service_env())
     data = plistlib.loads(Path(p).read_bytes())
     assert data["Label"] == "com.autoharness.daemon"
@@ -165,12 +165,12 @@ def test_launchd_install_and_uninstall(home, short_tmp, monkeypatch):
     fake_tool(short_tmp / "bin", "launchctl", log)
     monkeypatch.setenv("PATH", str(short_tmp / "bin"))
     agents = short_tmp / "agents"
-    assert service.launchd_action("install", str(agents)) == 0
+    assert service_launchd.Launchd(str(agents)).act("install") == 0
     plist = agents / "com.autoharness.daemon.plist"
     assert plistlib.loads(plist.read_bytes())["ProgramArguments"] == [DAEMON]
     uid = os.getuid()
     assert f"bootstrap gui/{uid} {plist}" in log.read_text().splitlines()
-    assert service.launchd_action("uninstall", str(agents)) == 0
+    assert service_launchd.Launchd(str(agents)).act("uninstall") == 0
     assert not plist.exists()
     assert f"bootout gui/{uid}/com.autoharness.daemon" in log.read_text()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from claude_autoharness.client import doctor
+from claude_autoharness.client import checks
 from claude_autoharness.daemon.promote import lifecycle, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.skillsync import gitrepo, rounds
@@ -303,7 +303,7 @@ def test_the_remote_down_then_back(world):
     assert info.failures == 2
     # status and doctor show the reason and the fix; the daemon backs off
     with a.on():
-        check = doctor.check_sync(None, rounds.load)
+        check = checks.check_sync(None, rounds.load)
     assert not check.ok and info.last_error in check.detail and "git ls-remote" in check.fix
     cfg = SyncConfig(every_s=10)
     assert rounds.next_try(info, cfg) == info.last_round_at + 40
@@ -313,7 +313,7 @@ def test_the_remote_down_then_back(world):
     info = a.sync()
     assert info.last_error is None and info.failures == 0 and info.took == ["beta-skill"]
     with a.on():
-        assert doctor.check_sync(None, rounds.load).ok
+        assert checks.check_sync(None, rounds.load).ok
 
 
 def test_a_push_refused_by_the_remote_leaves_the_library_as_it_was(world):

@@ -7,7 +7,7 @@ import json
 import os
 import stat
 
-from claude_autoharness.client import ctl as ctlmod
+from claude_autoharness.client.verbs import queue, skills, status
 from claude_autoharness.client.words import plural, when
 from claude_autoharness.protocol import replies as r
 from fake_anthropic import FakeAnthropic, error_reply
@@ -66,11 +66,11 @@ def test_status_text_counts_and_failures_read_as_words():
     st = healthy_status(jobs=r.JobCounts(failed=7, recent_failures=[
         r.FailedJob(job="j1", kind="flush", session_id="s1", error="the API said no",
                     finished_at=100.0)]), library=r.LibraryInfo(turns=r.LibraryTurns(user=1)))
-    text = ctlmod.format_status(st, now=130.0)
+    text = status.format_status(st, now=130.0)
     assert "failed flush job j1, session s1 (30s ago): the API said no" in text
     assert "6 earlier failures not shown" in text
     assert "1 turn" in text and "1 turns" not in text
-    line = ctlmod.format_skill_line(r.SkillInfo(name="x", layer="user", path="/p",
+    line = skills.format_skill_line(r.SkillInfo(name="x", layer="user", path="/p",
                                                 owner="autoharness", turns=1))
     assert "1 turn " in line and "turns" not in line
     assert plural(1, "turn") == "1 turn" and plural(2, "turn") == "2 turns"
@@ -84,7 +84,7 @@ def test_show_verbs_print_for_people_and_json_with_the_flag():
                                           body="line one\nline two"),
                       status="rejected", findings=[r.Finding(family="safe", code="x",
                                                              message="bad thing")])
-    text = ctlmod.format_intent(intent)
+    text = queue.format_intent(intent)
     assert "1764583200" not in text and when(1_764_583_200.5) in text
     assert "create run-tests" in text and "    line two" in text and "bad thing" in text
     view = r.SkillView(info=r.SkillInfo(name="run-tests", layer="project", path="/p/SKILL.md",
@@ -92,9 +92,9 @@ def test_show_verbs_print_for_people_and_json_with_the_flag():
                        skill_md="---\nname: run-tests\n---\nRun them.\n", files=["SKILL.md"],
                        landings=[{"version": 2, "action": "patch", "at": 1_764_583_260.0,
                                   "source": "flush", "reason": "it broke"}])
-    text = ctlmod.format_skill_view(view)
+    text = skills.format_skill_view(view)
     assert "v2 patch " + when(1_764_583_260.0) in text and "it broke" in text
-    line = ctlmod.landing_line({"version": 3, "action": "update", "at": 1_764_583_200.0,
+    line = skills.landing_line({"version": 3, "action": "update", "at": 1_764_583_200.0,
                                 "source": "learn", "reason": "asked"})
     assert line == f"v3 update {when(1_764_583_200.0)}, source learn: asked"
     assert text.rstrip().endswith("Run them.") and "1764583" not in text

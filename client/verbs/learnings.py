@@ -11,7 +11,9 @@ import sys
 
 import msgspec
 
+from claude_autoharness.client import settings
 from claude_autoharness.client.conn import DaemonNotRunning, ask
+from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
@@ -30,17 +32,17 @@ def _print_report(markers, args, *, listing: bool) -> None:
 def _plugin_only(args) -> bool:
     """Whether the commands in effect are the plugin's (`/autoharness:save-learnings`): it is
     enabled and no settings install put `/save-learnings` in a commands dir."""
-    from claude_autoharness.client import install
     from claude_autoharness.protocol import paths
 
     project = os.path.abspath(getattr(args, "project", None) or os.getcwd())
-    sources = install.settings_sources(project)
-    if not any(s.data is not None and install.enabled_plugin(s.data) for s in sources):
+    sources = settings.settings_sources(project)
+    if not any(s.data is not None and settings.enabled_plugin(s.data) for s in sources):
         return False
     dirs = (paths.user_commands_dir(), paths.project_commands_dir(project))
     return not any(os.path.isfile(os.path.join(d, "save-learnings.md")) for d in dirs)
 
-def do_report(args) -> int:
+
+def _report(args) -> int:
     from claude_autoharness.daemon import offline
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
@@ -49,10 +51,8 @@ def do_report(args) -> int:
         print(f"autoharnessctl learnings report: {TERMINAL_NOTE}", file=sys.stderr)
         hook_mode = False
     if args.transcript_path and not os.path.isfile(args.transcript_path):
-        print(f"autoharnessctl learnings report: no such transcript: {args.transcript_path} "
-              "(pass a session's .jsonl file, as found under "
-              f"{_projects_hint()})", file=sys.stderr)
-        return 1
+        raise CtlError(f"no such transcript: {args.transcript_path} (pass a session's .jsonl "
+                       f"file, as found under {_projects_hint()})", verb="learnings report")
     try:
         if args.transcript_path:
             # The processed ids are the transcript's project's: its directory under projects/
@@ -73,8 +73,8 @@ def do_report(args) -> int:
         markers = offline.project_markers(slug)
         _print_report(markers, args, listing=False)
     except (OSError, ValueError) as e:
-        print(f"autoharnessctl learnings report: {e}", file=sys.stderr)
-        return 0 if hook_mode else 1
+        # as a hook it must never fail the session: said on stderr, exit 0
+        raise CtlError(str(e), code=0 if hook_mode else 1, verb="learnings report") from None
     return 0
 
 
@@ -91,22 +91,19 @@ def _projects_hint() -> str:
     return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
-def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> r.LearningsSaved | None:
-    """The save on the files themselves (no daemon); None after printing why it failed."""
+def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> r.LearningsSaved:
+    """The save on the files themselves (no daemon)."""
     from claude_autoharness.daemon import offline
 
     try:
         return offline.save_learnings(project, transcripts, dry_run=dry_run)
-    except offline.OfflineError as e:
-        print(f"autoharnessctl learnings save: {e}", file=sys.stderr)
-    except (OSError, ValueError) as e:
-        print(f"autoharnessctl learnings save: {e}", file=sys.stderr)
-    return None
+    except (offline.OfflineError, OSError, ValueError) as e:
+        raise CtlError(str(e), verb="learnings save") from None
 
-def do_save(args) -> int:
+
+def _save(args) -> int:
     project = os.path.abspath(args.project or os.getcwd())
     transcripts = [t for t in (args.transcripts or "").split(",") if t]
-    res: r.LearningsSaved | None
     try:
         res = ask(m.Learnings(op="save", project=project, transcripts=transcripts,
                               dry_run=args.dry_run), r.LearningsSaved, timeout=120)
@@ -114,8 +111,6 @@ def do_save(args) -> int:
         # Only when nothing listens: a daemon that took the request but did not answer may
         # still be saving, and an offline save beside it would race it (the error surfaces).
         res = _save_offline(project, transcripts, args.dry_run)
-    if res is None:
-        return 1
     if args.json:
         print(json.dumps(msgspec.to_builtins(res), indent=2))
         return 0
@@ -130,7 +125,7 @@ def do_save(args) -> int:
     return 0
 
 
-def do_rule(args) -> int:
+def _rule(args) -> int:
     from claude_autoharness.daemon import offline
 
     print(offline.rule_text())
@@ -150,12 +145,17 @@ def add_parser(sub) -> None:
     rep.add_argument("--silent-if-empty", action="store_true",
                      help="print nothing when there are no markers")
     rep.add_argument("--json", action="store_true", help="print JSON instead of text")
-    rep.set_defaults(func=do_report)
     s = lsub.add_parser("save", help="write journal, wiki, doc drafts and skill intents")
     s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
     s.add_argument("--transcripts", metavar="A,B", help="only markers from these transcripts")
     s.add_argument("--dry-run", action="store_true", help="say what would be written")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
-    s.set_defaults(func=do_save)
-    ru = lsub.add_parser("rule", help="print the marker rule injected at session start")
-    ru.set_defaults(func=do_rule)
+    lsub.add_parser("rule", help="print the marker rule injected at session start")
+    p.set_defaults(func=do_learnings)
+
+
+def do_learnings(args) -> int:
+    return OPS[args.learnings_verb](args)
+
+
+OPS = {"report": _report, "save": _save, "rule": _rule}

@@ -1,10 +1,12 @@
-"""`autoharnessctl doctor [--json]`: check an installation and say how to fix what is wrong.
+"""The checks `autoharnessctl doctor` runs on the daemon, its directories, config and backend.
 
 Each check is a plain function of plain inputs (the daemon's typed status or None, paths, an
-environment) returning a `Check`; `gather()` collects the inputs once. The daemon's own view (its
-status) wins over what this process can see, because the daemon may run with another environment.
-A daemon whose status this client cannot read (another version) is a `Foreign` answer: the
-version check names both versions and the restart, the checks that need its status skip.
+environment) returning a `Check`; the doctor verb (client/verbs/doctor.py) gathers the inputs
+once and runs them. The daemon's own view (its status) wins over what this process can see,
+because the daemon may run with another environment. A daemon whose status this client cannot
+read (another version) is a `Foreign` answer: the version check names both versions and the
+restart, the checks that need its status skip. The checks of the hooks and slash commands
+wired into Claude Code are in client/setup_checks.py.
 """
 
 from __future__ import annotations
@@ -15,19 +17,14 @@ import shutil
 import stat
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
-from functools import partial
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from claude_autoharness.client import install
-from claude_autoharness.client.conn import START_HINT, DaemonError, DaemonUnreachable, call
-from claude_autoharness.client.sync_cli import FIX_REMOTE
-from claude_autoharness.client.sync_cli import read_info as sync_info
+from claude_autoharness.client.conn import START_HINT
+from claude_autoharness.client.verbs.sync import FIX_REMOTE
 from claude_autoharness.client.words import plural
-from claude_autoharness.protocol import PROTOCOL, VERSION, paths, private, spool
-from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import PROTOCOL, VERSION, private, spool
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.paths import slash_command
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RESTART_HINT = ("restart it: `autoharnessctl restart` (`service stop`, then `service "
@@ -74,7 +71,7 @@ UNREACHABLE = "not checked: the daemon is not reachable"
 UNREADABLE = "not checked: the daemon's status is of another version (see the version check)"
 
 
-def _skipped(name: str, why: str = UNREACHABLE) -> Check:
+def skipped(name: str, why: str = UNREACHABLE) -> Check:
     return Check(name, True, why)
 
 
@@ -149,7 +146,7 @@ def _autostart_note(tries_file: str | None, now: float) -> str:
 def check_version(status: r.Status | Foreign | None, version: str = VERSION,
                   protocol: int = PROTOCOL) -> Check:
     if status is None:
-        return _skipped("version")
+        return skipped("version")
     if isinstance(status, Foreign):
         theirs = status.head.version or "of an unknown version"
         return Check("version", False, f"daemon {theirs} (protocol {status.head.protocol}) "
@@ -258,164 +255,6 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
     return Check("state", True, f"{state_dir}: private (700) and writable")
 
 
-def _scope_of(src: install.Source) -> str:
-    return "user" if src.label == "user settings" else "project"
-
-
-def _program_problem(prog: str, path_env: str | None) -> str | None:
-    """Why a hook program cannot run, or None. A moved venv leaves the script with a `#!` line
-    naming an interpreter that is gone: the file exists but every hook call fails."""
-    path = prog if os.sep in prog else shutil.which(prog, path=path_env)
-    if not path:
-        return f"`{prog}` is not on PATH"
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        return f"{path} is not an executable"
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(512)
-    except OSError as e:
-        return f"{path} cannot be read ({e.strerror})"
-    words = first[2:].split() if first.startswith(b"#!") else []
-    if words and not os.path.exists(words[0]):
-        return f"{path} starts {os.fsdecode(words[0])}, which does not exist"
-    return None
-
-
-def _command_problem(cmd: str, path_env: str | None) -> str | None:
-    """Why an autoharness hook command cannot run its hook, or None. `PYTHON -I -S HOOK` needs
-    both; a command that runs the script itself needs the script and its `#!` interpreter."""
-    prog = install.hook_program(cmd)
-    if not prog:
-        return None
-    python = install.hook_interpreter(cmd)
-    if python is None:
-        return _program_problem(prog, path_env)
-    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        return f"its interpreter {python} is gone"
-    if not os.path.isfile(prog):
-        return f"{prog} is gone"
-    return None
-
-
-def check_hooks(sources: list[install.Source], env: Mapping[str, str]) -> Check:
-    """autoharness's hooks are wired (settings or plugin), complete, and runnable."""
-    path_env = env.get("PATH", os.defpath)
-    broken = [s for s in sources if s.error]
-    if broken:
-        return Check("hooks", False, broken[0].error or "",
-                     f"fix the JSON in {broken[0].path}; Claude Code cannot read it either")
-    found, problems = [], []
-    for src in sources:
-        if src.data is None:
-            continue
-        plugin = install.enabled_plugin(src.data)
-        if plugin:
-            found.append(f"plugin {plugin[0]}")
-            if not shutil.which(install.HOOK, path=path_env):
-                problems.append((f"the plugin runs `{install.HOOK}` from PATH, which has none",
-                                 "install autoharness so its scripts are on PATH (e.g. "
-                                 "`pipx install claude-autoharness`)"))
-        ours = [(ev, cmd) for ev, _, cmd in install.iter_entries(src.data) if install.is_ours(cmd)]
-        if not ours:
-            continue
-        found.append(f"{src.label} ({src.path})")
-        fix = f"`autoharnessctl install --scope {_scope_of(src)}` rewrites them"
-        counting = {ev for ev, cmd in ours if install.is_counting(cmd)}
-        missing = [ev for ev in install.EVENTS if ev not in counting]
-        if missing:
-            problems.append((f"{src.path} has no autoharness hook for {', '.join(missing)}", fix))
-        if not any(install.GUARD_MARK in cmd for ev, cmd in ours if ev == "PreToolUse"):
-            problems.append((f"{src.path} lacks the child write guard (reflector sessions could "
-                             "edit files)", fix))
-        for ev, cmd in ours:
-            why = _command_problem(cmd, path_env)
-            if why:
-                silent = ("the hook does nothing (it exits 0 in silence)"
-                          if install.is_guarded(cmd) else "Claude Code shows a hook error")
-                problems.append((f"{src.path} runs the hook for {ev}, but {why}: autoharness "
-                                 f"moved or was uninstalled, and {silent} until it is wired "
-                                 "again", f"point the hooks at this installation: {fix} (or "
-                                 f"reinstall autoharness first: `pipx install --force "
-                                 f"claude-autoharness`, then `autoharnessctl install --scope "
-                                 f"{_scope_of(src)}`)"))
-                break
-    if not found:
-        return Check("hooks", False, "no autoharness hooks in the user or project settings, "
-                     "and the plugin is not enabled", "`autoharnessctl install` (or "
-                     "`--scope project` for this project only)")
-    if problems:
-        return Check("hooks", False, problems[0][0], problems[0][1])
-    return Check("hooks", True, "installed in " + ", ".join(found))
-
-
-def check_duplicates(sources: list[install.Source]) -> Check:
-    """Duplicate hooks as Claude Code runs them: the same command at several scopes runs once
-    (Claude Code de-duplicates identical commands), different ones (the plugin's shim and a
-    settings install, two installations) all run. The daemon counts a tool call once however
-    many hooks report it, and injects the session start context once; what is left is a
-    warning: every tool call starts one hook process per command."""
-    runs: dict[str, list[str]] = {}  # counting command -> where it is wired
-    plugins = []
-    for src in sources:
-        if src.data is None:
-            continue
-        for key in install.enabled_plugin(src.data):
-            plugins.append(key)
-            runs.setdefault(install.PLUGIN_HOOK, []).append(f"the plugin {key} ({src.label})")
-        for ev, _, cmd in install.iter_entries(src.data):
-            if ev == "PreToolUse" and install.is_counting(cmd):
-                where = f"{src.label} {src.path}"
-                if where not in runs.setdefault(cmd, []):
-                    runs[cmd].append(where)
-    if len(runs) <= 1:
-        [wheres] = runs.values() or [[]]
-        if len(wheres) > 1:
-            return Check("duplicates", True, f"the same hook command in {' and '.join(wheres)}: "
-                         "Claude Code runs it once")
-        return Check("duplicates", True, "one counting PreToolUse hook" if wheres
-                     else "no counting hook to duplicate")
-    places = "; ".join(", ".join(w) + ("" if cmd == install.PLUGIN_HOOK else
-                                       f": {install.hook_program(cmd) or cmd}")
-                       for cmd, w in runs.items())
-    detail = (f"{len(runs)} different autoharness hooks run for every event ({places}): each "
-              f"tool call starts {len(runs)} hook processes (the daemon counts it once and "
-              "gives a session its start context once)")
-    if plugins:
-        scopes = sorted({_scope_of(s) for s in sources if s.data is not None and any(
-            ev == "PreToolUse" and install.is_counting(c)
-            for ev, _, c in install.iter_entries(s.data))})
-        fix = ("keep one: the plugin (`autoharnessctl install --remove --scope "
-               f"{scopes[0] if scopes else 'user'}`), or the settings install (`claude plugin "
-               f"disable {plugins[0]}`)")
-    else:
-        fix = ("keep one: `autoharnessctl install --remove --scope project` (or `--scope "
-               "user`), or run `autoharnessctl install` at both scopes from one installation "
-               "so the commands are identical")
-    return Check("duplicates", True, detail, fix, warning=True)
-
-
-def check_commands(command_dirs: list[str], plugin: bool, env: Mapping[str, str]) -> Check:
-    """/learn and /save-learnings exist (the plugin's are /autoharness:learn and
-    /autoharness:save-learnings), and the `autoharnessctl` they run is on PATH."""
-    have = [d for d in command_dirs
-            if all(os.path.isfile(os.path.join(d, n)) for n in install.COMMANDS)]
-    if not have and not plugin:
-        return Check("commands", False, "/learn and /save-learnings are not installed",
-                     "`autoharnessctl install` (adds them with the hooks)")
-    if not shutil.which("autoharnessctl", path=env.get("PATH", os.defpath)):
-        here = install.find_script("autoharnessctl")
-        where = f"add {os.path.dirname(here)} to PATH" if here else "put autoharnessctl on PATH"
-        return Check("commands", False, "the slash commands run `autoharnessctl`, which is not "
-                     "on PATH", f"{where} (or `pipx install claude-autoharness`)")
-    names = []
-    if have:
-        names.append(f"{slash_command('learn')} and {slash_command('save-learnings')} in {', '.join(have)}")
-    if plugin:
-        names.append(f"{slash_command('learn', True)} and {slash_command('save-learnings', True)} from the "
-                     "plugin")
-    return Check("commands", True, "; ".join(names))
-
-
 def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
     """The same validation the daemon runs at start; `fix` is the error's own (the key's file
     line or variable, what it accepts)."""
@@ -505,7 +344,7 @@ def check_quarantine(status: r.Status | None, quarantine_dir: str) -> Check:
 def check_persistence(status: r.Status | None, now: float | None = None) -> Check:
     """The daemon's state writes succeed (a read-only or full state dir fails this)."""
     if status is None:
-        return _skipped("persistence")
+        return skipped("persistence")
     failing = status.persistence.failing
     if not failing:
         return Check("persistence", True, "the daemon's snapshot and journal writes succeed")
@@ -518,7 +357,7 @@ def check_persistence(status: r.Status | None, now: float | None = None) -> Chec
 
 def check_jobs(status: r.Status | None) -> Check:
     if status is None:
-        return _skipped("jobs")
+        return skipped("jobs")
     jobs = status.jobs
     pending = jobs.pending
     waiting = jobs.waiting or ""
@@ -576,105 +415,3 @@ def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],
     return Check("sync", False, f"{info.remote}: the last {plural(info.failures, 'round')} "
                  f"failed: {info.last_error} ({good}); the library is as it was",
                  FIX_REMOTE)
-
-
-# ---- running them -----------------------------------------------------------------------------
-
-
-def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Check]:
-    env = os.environ if env is None else env
-    answer: r.Status | Foreign | None = None
-    error = None
-    try:
-        answer = read_status(call(m.Status(), timeout=5))
-    except (DaemonUnreachable, DaemonError) as e:
-        error = str(e)
-    status = answer if isinstance(answer, r.Status) else None
-    cfg_file = paths.config_file()
-    cfg, cfg_error, cfg_fix = None, None, ""
-    try:
-        from claude_autoharness.protocol.config import ConfigError, load
-
-        cfg = load(cfg_file, dict(env))
-    except ConfigError as e:
-        cfg_error, cfg_fix = e.what, e.fix
-    if cfg is None:
-        from claude_autoharness.protocol.config import Config
-
-        cfg = Config()
-    sources = install.settings_sources(project)
-    plugin = any(s.data is not None and install.enabled_plugin(s.data) for s in sources)
-    command_dirs = [paths.user_commands_dir()]
-    if project:
-        command_dirs.append(paths.project_commands_dir(project))
-    checks: list[tuple[str, Callable[[], Check]]] = [
-        ("daemon", lambda: check_daemon(answer, error, paths.log_file(),
-                                        paths.autostart_tries_file())),
-        ("version", lambda: check_version(answer)),
-        ("state", lambda: check_state(paths.state_dir())),
-        ("socket", lambda: check_socket(paths.socket_path())),
-        ("config", lambda: check_config(cfg_file, cfg_error, cfg_fix)),
-        ("hooks", lambda: check_hooks(sources, env)),
-        ("duplicates", lambda: check_duplicates(sources)),
-        ("commands", lambda: check_commands(command_dirs, plugin, env)),
-        ("reflector", lambda: check_reflector(status, cfg.reflector, env, cfg_file)),
-        ("spool", lambda: check_spool(status, paths.spool_dir())),
-        ("quarantine", lambda: check_quarantine(status, paths.quarantine_dir())),
-        ("persistence", lambda: check_persistence(status)),
-        ("jobs", lambda: check_jobs(status)),
-        ("disk", lambda: check_disk(paths.state_dir())),
-        ("sync", lambda: check_sync(status, sync_info)),
-    ]
-    if project:
-        checks.append(("project", lambda: check_project(project)))
-    if isinstance(answer, Foreign):
-        checks = [(name, partial(_skipped, name, UNREADABLE) if name in NEEDS_STATUS else fn)
-                  for name, fn in checks]
-    return [_guarded(name, fn) for name, fn in checks]
-
-
-def _guarded(name: str, fn) -> Check:
-    """One check that raises fails alone, with what it hit: doctor itself never crashes."""
-    try:
-        return fn()
-    except Exception as e:
-        what = f"{e.strerror}: {e.filename}" if isinstance(e, OSError) and e.strerror else e
-        return Check(name, False, f"could not check ({type(e).__name__}: {what})",
-                     "see the other checks (state, socket) for the path at fault")
-
-
-def format_human(checks: list[Check]) -> str:
-    lines = []
-    for c in checks:
-        label = "FAIL" if not c.ok else "warn" if c.warning else "ok"
-        lines.append(f"{label:<5} {c.name}: {c.detail}")
-        if (not c.ok or c.warning) and c.fix:
-            lines.append(f"      fix: {c.fix}")
-    bad = sum(not c.ok for c in checks)
-    lines.append("all checks passed" if not bad else f"{bad} of {len(checks)} checks failed")
-    return "\n".join(lines)
-
-
-def do_doctor(args) -> int:
-    project = (os.path.abspath(args.project) if args.project
-               else install.worktree_top(os.getcwd()))
-    checks = gather(project)
-    ok = all(c.ok for c in checks)
-    if args.json:
-        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))
-    else:
-        print(format_human(checks))
-    return 0 if ok else 1
-
-
-def add_parser(sub) -> None:
-    s = sub.add_parser("doctor", help="check the installation and say how to fix what is wrong",
-                       description="Check the daemon, socket, hooks, slash commands, config, "
-                       "reflector backend, spool, quarantine, jobs and disk space; each failure "
-                       "comes with its fix. Exit 0 when all pass, 1 otherwise.")
-    s.add_argument("--json", action="store_true",
-                   help='print {"ok": bool, "checks": [{name, ok, detail, fix}]}')
-    s.add_argument("--project", metavar="DIR",
-                   help="project whose .claude/settings.json to check too (default: the git "
-                   "worktree of the current directory)")
-    s.set_defaults(func=do_doctor)

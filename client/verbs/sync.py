@@ -5,18 +5,17 @@ counts the turns, so its counts travel too) and runs here when it does not (skil
 """
 
 import json
-import sys
 import time
 
 import msgspec
 
 from claude_autoharness.client.conn import DaemonNotRunning, ask
+from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
 
-OPS = ("round", "init", "status")
 ROUND_TIMEOUT_S = 600.0
 FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "
               "(credentials, ssh keys, network), then run `autoharnessctl sync` again")
@@ -60,20 +59,27 @@ def format_info(info: r.SyncInfo) -> str:
 
 def do_sync(args) -> int:
     if args.op not in OPS:
-        print(f"autoharnessctl sync: unknown OP {args.op!r}: one of {', '.join(OPS)}",
-              file=sys.stderr)
-        return 2
-    if args.op == "init":
-        return _init(args)
-    if args.op == "status":
-        info = _ask(m.Sync(op="status")) or read_info()
-    else:
-        info = _ask(m.Sync(op="round")) or _offline_round()
+        raise CtlError(f"unknown OP {args.op!r}: one of {', '.join(OPS)}", code=2, verb="sync")
+    return OPS[args.op](args)
+
+
+def _status(args) -> int:
+    _print_info(_ask(m.Sync(op="status")) or read_info(), args)
+    return 0
+
+
+def _round(args) -> int:
+    """A round the remote failed is a negative answer (exit 1), printed like any round."""
+    info = _ask(m.Sync(op="round")) or _offline_round()
+    _print_info(info, args)
+    return 1 if info.last_error else 0
+
+
+def _print_info(info: r.SyncInfo, args) -> None:
     if args.json:
         print(json.dumps(msgspec.to_builtins(info), indent=2, sort_keys=True))
     else:
         print(format_info(info))
-    return 1 if info.last_error and args.op != "status" else 0
 
 
 def _ask(req: m.Sync) -> r.SyncInfo | None:
@@ -89,26 +95,26 @@ def _offline_round() -> r.SyncInfo:
     try:
         return offline.sync_round()
     except ValueError as e:
-        print(f"autoharnessctl sync: {e}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise CtlError(str(e), verb="sync") from None
 
 
 def _init(args) -> int:
     from claude_autoharness.daemon import offline
 
     if not args.remote:
-        print("autoharnessctl sync init: name the git remote to sync through "
-              "(a URL, an ssh path, or a local bare repository)", file=sys.stderr)
-        return 2
+        raise CtlError("name the git remote to sync through (a URL, an ssh path, or a local "
+                       "bare repository)", code=2, verb="sync init")
     try:
         info = offline.sync_init(args.remote)
     except ValueError as e:
-        print(f"autoharnessctl sync init: {e}\n  fix: {FIX_REMOTE}", file=sys.stderr)
-        return 1
+        raise CtlError(f"{e}\n  fix: {FIX_REMOTE}", verb="sync init") from None
     print(f"sync set up: {info.remote} (this machine is {info.machine}). Run "
           "`autoharnessctl sync` for a round; set `sync.every_s` in the config to let the "
           "daemon run them. What travels: docs/privacy.md")
     return 0
+
+
+OPS = {"round": _round, "init": _init, "status": _status}
 
 
 def add_parser(sub) -> None:

@@ -1,0 +1,75 @@
+"""Small file helpers of the CLI: atomic replacement keeping a file's mode, private
+directories, the directories a write would create, this installation's scripts, the worktree a
+project's settings live in."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+
+from claude_autoharness.daemon.offline import write_atomic
+from claude_autoharness.protocol import paths
+
+
+def default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
+    """Replace `path` all at once, keeping its mode.
+
+    A symlinked file (dotfile managers) is written through: the link stays a link.
+    """
+    target = os.path.realpath(path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = default_mode()
+    write_atomic(target, data, mode)
+
+
+def missing_dirs(path: str) -> list[str]:
+    """The parent directories of `path` that do not exist yet, outermost first."""
+    out = []
+    d = os.path.dirname(os.path.abspath(path))
+    while d and not os.path.exists(d):
+        out.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    return out[::-1]
+
+
+def private_dir(d: str) -> None:
+    """Create `d` and any missing parents 0700: the daemon refuses a state dir open to others."""
+    paths.make_private_dirs(d)
+
+
+def find_script(name: str) -> str | None:
+    """An installed script of this installation: pip puts them in the interpreter's scripts dir."""
+    for d in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return os.path.abspath(p)
+    found = shutil.which(name)
+    return os.path.abspath(found) if found else None
+
+
+def worktree_top(start: str) -> str:
+    """The worktree a project's `.claude/settings.json` lives in (git top level, else `start`)."""
+    try:
+        r = subprocess.run(["git", "-C", start, "rev-parse", "--show-toplevel"],
+                           capture_output=True, text=True, timeout=10)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return os.path.abspath(start)

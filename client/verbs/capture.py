@@ -1,0 +1,44 @@
+"""`autoharnessctl capture`: print exactly the packet a model would receive, so a user can
+audit what leaves. A transcript works offline too (the daemon's code runs here)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from claude_autoharness.client.conn import DaemonUnreachable, ask
+from claude_autoharness.client.errors import CtlError
+from claude_autoharness.client.verbs.common import JSON_HELP, print_json
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("capture", help="print exactly what would be sent to the model")
+    s.add_argument("--session", metavar="ID", help="a session the daemon knows")
+    s.add_argument("--transcript", metavar="PATH", help="a transcript file (works offline)")
+    s.add_argument("--from", dest="start", type=int, metavar="OFFSET",
+                   help="byte offset to start from (default: the session's watermark, or 0)")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
+    s.set_defaults(func=do_capture)
+
+
+def do_capture(args) -> int:
+    from claude_autoharness.daemon import offline
+
+    if bool(args.session) == bool(args.transcript):
+        raise CtlError("name exactly one of --session ID or --transcript PATH")
+    try:
+        packet = ask(m.Capture(session_id=args.session, start=args.start,
+                               transcript_path=args.transcript), r.Packet)
+    except DaemonUnreachable:
+        if args.session:
+            raise
+        try:
+            packet = offline.capture_packet(args.transcript, args.start or 0)
+        except offline.OfflineError as e:
+            raise CtlError(str(e)) from None
+    if args.json:
+        print_json(msgspec.to_builtins(packet))
+    else:
+        print(offline.format_packet(packet))
+    return 0

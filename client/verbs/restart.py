@@ -1,0 +1,47 @@
+"""`autoharnessctl restart`: stop the daemon if one runs, wait until it is gone, start a new
+one (this installation's: what an upgrade or a config change needs)."""
+
+from __future__ import annotations
+
+import time
+
+from claude_autoharness.client.errors import CtlError
+from claude_autoharness.client.verbs.start import READY_TIMEOUT_S, do_start, running
+from claude_autoharness.client.verbs.stop import stop_daemon
+from claude_autoharness.protocol import paths
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser(
+        "restart", help="stop the daemon (if it runs) and start it again",
+        description="Stop autoharnessd cleanly (its state is persisted), wait until it is gone, "
+        "then start it in the background as `autoharnessctl start` does: after an upgrade or "
+        "a config change. Under systemd or launchd use `autoharnessctl service stop` and "
+        "`service start`.")
+    s.add_argument("--timeout", type=float, default=READY_TIMEOUT_S, metavar="S",
+                   help=f"how long to wait for each of the stop and the start (default "
+                   f"{READY_TIMEOUT_S:.0f})")
+    s.set_defaults(func=do_restart)
+
+
+def wait_gone(timeout: float) -> bool:
+    """Wait until no daemon answers at the socket (it persists its state on the way out)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if running() is None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def do_restart(args) -> int:
+    out = stop_daemon()
+    if out is None:
+        print("autoharnessd is not running: starting it")
+    else:
+        print(f"stopping autoharnessd (pid {out.pid})")
+        if not wait_gone(args.timeout):
+            raise CtlError(f"autoharnessd (pid {out.pid}) still answers after "
+                           f"{args.timeout:.0f}s; see {paths.log_file()}, or end it "
+                           f"(`kill {out.pid}`) and run `autoharnessctl start`")
+    return do_start(args)

@@ -1,0 +1,157 @@
+"""`autoharnessctl skills list|show|history|revert|restore|publish|export`: the skill library.
+`publish` and `export` work on files (client/publish.py, client/export.py); the rest ask the
+daemon."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from claude_autoharness.client.conn import call, typed
+from claude_autoharness.client.errors import CtlError
+from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
+from claude_autoharness.client.words import findings_text, plural, when
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
+
+OPS = ("list", "show", "history", "revert", "restore", "publish", "export")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("skills", help="the skill library: list (uses, turns, stage), show, "
+                       "history, revert, restore; publish (git mode's review branch), export "
+                       "(a Claude Code plugin)")
+    s.add_argument("op", choices=OPS, metavar="OP",
+                   help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
+                   "landings; revert NAME: back to an earlier version; restore NAME: bring an "
+                   "archived one back; publish: git mode's review branch and how to share it; "
+                   "export --plugin DIR: the live skills as a Claude Code plugin")
+    s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
+    s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
+    s.add_argument("--layer", choices=("project", "user"),
+                   help="only this layer (default: both; a NAME in both layers must name one)")
+    s.add_argument("--project", metavar="DIR", help="project directory (default: cwd)")
+    s.add_argument("--plugin", metavar="DIR", help="export: write the plugin here")
+    s.add_argument("--marketplace", action="store_true",
+                   help="export: add a marketplace manifest, so DIR can be added as one")
+    s.add_argument("--plugin-name", default="autoharness-skills", metavar="NAME",
+                   help="export: the plugin's name (default: %(default)s)")
+    s.add_argument("--owner", default="autoharness", metavar="NAME",
+                   help="export: the author/owner to name (default: %(default)s)")
+    s.add_argument("--license", metavar="SPDX", default="LicenseRef-Proprietary",
+                   help="export: the plugin's licence, an SPDX id such as MIT (default: "
+                   "%(default)s: no rights granted)")
+    s.add_argument("--json", action="store_true", help=JSON_HELP)
+    s.set_defaults(func=do_skills)
+
+
+def do_skills(args) -> int:
+    if args.op == "export":
+        return _export(args)
+    if args.op == "publish":
+        return _publish(args)
+    if args.op != "list" and not args.name:
+        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
+    project = os.path.abspath(args.project) if args.project else os.getcwd()
+    req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
+    data = call(req)
+    if args.json:
+        print_json(data)
+        return 0
+    if args.op == "show":
+        print(format_skill_view(typed(data, r.SkillView, req)))
+        return 0
+    if args.op == "history":
+        entries = data if isinstance(data, list) else []
+        print("\n".join(landing_line(e) for e in entries if isinstance(e, dict))
+              or f"no history for {args.name}")
+        return 0
+    if args.op == "list":
+        skills = typed(data, list[r.SkillInfo], req)
+        if not skills:
+            print("no skills")
+        for s in skills:
+            print(format_skill_line(s))
+        return 0
+    out = typed(data, r.Outcome, req)  # revert, restore: a refusal is a negative answer
+    why = findings_text(out.findings)
+    print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
+    return 0 if out.status == "landed" else 1
+
+
+def _export(args) -> int:
+    from claude_autoharness.client import export
+
+    if not args.plugin:
+        raise CtlError("say where: --plugin DIR", verb="skills export")
+    layers = [args.layer] if args.layer else ["project", "user"]
+    project = os.path.abspath(args.project or os.getcwd())
+    try:
+        skills = export.export(args.plugin, layers=layers, project=project,
+                               name=args.plugin_name, owner=args.owner,
+                               marketplace=args.marketplace,
+                               license=args.license or export.DEFAULT_LICENSE)
+    except (export.ExportError, OSError) as e:
+        raise CtlError(str(e), verb="skills export") from None
+    where = os.path.abspath(args.plugin)
+    print(f"exported {len(skills)} skill(s) to {where}")
+    for s in skills:
+        print(f"  {s.name} [{s.layer}] version {s.version}")
+    if args.marketplace:
+        print(f"add it with: /plugin marketplace add {where}  then  /plugin install "
+              f"{args.plugin_name}@{args.plugin_name}")
+    else:
+        print(f"check it with: claude plugin validate {where}")
+    return 0
+
+
+def _publish(args) -> int:
+    from claude_autoharness.client.publish import publish
+
+    code, text = publish(os.path.abspath(args.project or os.getcwd()))
+    if code:
+        raise CtlError(text, code=code, verb="skills publish")
+    print(text)
+    return 0
+
+
+def format_skill_line(s: r.SkillInfo) -> str:
+    """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns,
+    grounded verdicts (helped/ignored/harmful/missed), and stale paths."""
+    stage = s.stage or s.status
+    if s.status == "archived":
+        stage = f"archived ({s.reason})" if s.reason else "archived"
+    turns = plural(s.turns, "turn") if s.owner == "autoharness" else "-"
+    fb = s.feedback
+    line = (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
+            f"uses {s.uses:<5} {turns:<11} "
+            f"verdicts {fb.helped}/{fb.ignored}/{fb.harmful}/{fb.missed} "
+            f"changed {ago(s.last_changed, time.time())}")
+    if s.stale:
+        line += "\n    stale: names missing " + ", ".join(s.stale)
+    return line
+
+
+def format_skill_view(v: r.SkillView) -> str:
+    """`skills show NAME` for people: the row of `skills list`, where it lives, its files,
+    who landed each version and why, then its SKILL.md."""
+    i = v.info
+    lines = [format_skill_line(i).rstrip(), f"path: {i.path}"]
+    if i.version is not None:
+        lines.append(f"version: {i.version}" + (f", created {when(i.created)}" if i.created
+                                                 else ""))
+    if v.files:
+        lines.append("files: " + ", ".join(v.files))
+    lines += [landing_line(land) for land in v.landings]
+    lines.append("")
+    lines.append(v.skill_md.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def landing_line(land: dict) -> str:
+    """One landing of a skill (provenance or history) as a line: version, action, when, from
+    where, why."""
+    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent") if land.get(k))
+    return (f"v{land.get('version', '?')} {land.get('action', '?')} {when(land.get('at'))}"
+            + (f", {extra}" if extra else "")
+            + (f": {land['reason']}" if land.get("reason") else ""))

@@ -1,0 +1,129 @@
+"""`autoharnessctl status`: sessions, events, jobs, spool, persistence, library, as the
+daemon counts them (`--json`: its reply as sent, the pages joined with `--all`)."""
+
+from __future__ import annotations
+
+import time
+
+from claude_autoharness.client.conn import call, typed
+from claude_autoharness.client.verbs.common import (
+    ago,
+    count,
+    print_json,
+    waiting_note,
+    waiting_reason,
+)
+from claude_autoharness.client.verbs.sync import format_info
+from claude_autoharness.client.words import plural
+from claude_autoharness.protocol import PROTOCOL, VERSION
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import replies as r
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("status", help="show sessions, events, jobs, spool and persistence")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--all", action="store_true",
+                   help="list every live session (default: the newest --limit, and a count)")
+    s.add_argument("--limit", type=count, default=50, metavar="N",
+                   help="live sessions to list, newest first (default 50)")
+    s.add_argument("--offset", type=count, default=0, metavar="N",
+                   help="skip the N newest sessions (page with --limit)")
+    s.set_defaults(func=do_status)
+
+
+def do_status(args) -> int:
+    limit = m.STATUS_MAX_SESSIONS if args.all else args.limit
+    req = m.Status(sessions_limit=limit, sessions_offset=args.offset)
+    data = call(req)
+    if args.all:  # every live session, a page at a time: each reply stays small
+        pages = [data]
+        while (got := sum(len(p["sessions"]) for p in pages)) < pages[0].get("sessions_total", 0) \
+                and pages[-1]["sessions"]:
+            pages.append(call(m.Status(sessions_limit=m.STATUS_MAX_SESSIONS,
+                                       sessions_offset=args.offset + got)))
+        data = dict(pages[-1], sessions=[s for p in pages for s in p["sessions"]],
+                    sessions_offset=args.offset)
+    if args.json:
+        print_json(data)  # as the daemon sent it (the pages joined with --all)
+    else:
+        print(format_status(typed(data, r.Status, req)))
+    return 0
+
+
+def format_status(st: r.Status, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    lines = [
+        f"autoharnessd {st.version} (protocol {st.protocol}), pid {st.pid}, "
+        f"up {st.uptime_s:.0f}s, socket {st.socket}"
+    ]
+    if st.protocol != PROTOCOL or st.version != VERSION:
+        lines.append(f"WARNING: daemon {st.version}/protocol {st.protocol} differs from this "
+                     f"client {VERSION}/protocol {PROTOCOL}: restart the daemon")
+    if st.paused:
+        lines.append("PAUSED: hooks count nothing (`autoharnessctl resume`)")
+    ev = st.events
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev.by_kind.items())) or "none"
+    copies = f", {ev.duplicates} repeated copies dropped" if ev.duplicates else ""
+    lines.append(f"events: {ev.received} received, {ev.rejected} rejected{copies} ({kinds})")
+    j = st.jobs
+    lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
+                 f"{j.failed} failed")
+    for f in j.recent_failures:
+        where = f", session {f.session_id}" if f.session_id else ""
+        lines.append(f"  failed {f.kind or 'job'} job {f.job}{where} "
+                     f"({ago(f.finished_at, now)}): {f.error or 'no reason recorded'}")
+    if j.failed > len(j.recent_failures) and j.recent_failures:
+        lines.append(f"  ({plural(j.failed - len(j.recent_failures), 'earlier failure')} not "
+                     "shown)")
+    if j.pending:
+        note = waiting_note(st)
+        if note:
+            lines.append(f"WAITING: {note}")
+    elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
+        lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
+    b = st.batches
+    items = b.items
+    if b.in_flight or items.get("waiting"):
+        lines.append(f"batches: {len(b.in_flight)} in flight, "
+                     f"{plural(items.get('waiting', 0), 'item')} waiting, "
+                     f"{items.get('done', 0)} done, {items.get('failed', 0)} failed; "
+                     f"{plural(b.tokens, 'token')} (at the batch price: {b.tokens_at_batch_price} "
+                     "standard-token equivalents)" + (f" — {b.waiting}" if b.waiting else ""))
+    sp = st.spool
+    lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed")
+    p = st.persistence
+    q = ", ".join(p.quarantined) or "none"
+    lines.append(f"persistence: last snapshot {ago(p.last_snapshot_at, now)}; quarantined: {q}")
+    if p.failing:
+        lines.append(f"PERSISTENCE FAILING since {ago(p.failing.since, now)}: "
+                     f"{p.failing.reason}")
+    lib = st.library
+    by = ", ".join(f"{k} {v}" for k, v in sorted(lib.archived_by_reason.items()))
+    lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "
+                 f"{lib.hand_written} hand-written, {lib.archived} archived"
+                 + (f" ({by})" if by else "") + f"; {plural(lib.turns.user, 'turn')}")
+    if st.sync.configured:
+        lines.append(format_info(st.sync))
+    fb = lib.feedback
+    lines.append(f"evidence: {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} harmful, "
+                 f"{fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
+                 f"{lib.stale} stale")
+    if st.sessions:
+        shown = len(st.sessions)
+        total = max(st.sessions_total, st.sessions_offset + shown)
+        more = "" if shown == total else (
+            f" ({shown} of {total} shown, newest first from {st.sessions_offset + 1}; "
+            "`autoharnessctl status --all` lists every one)")
+        lines.append(f"sessions:{more}")
+        # CALLS: tool calls counted from hook events / from the transcript (none reported);
+        # SUBAGENT: its subagents' calls, which are not activity
+        lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
+                     f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8}  LAST EVENT")
+        for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
+            calls = f"{s.calls.hook}/{s.calls.transcript}"
+            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21} "
+                         f"{s.subagent_calls:>8}  {ago(s.last_event_at, now)}")
+    else:
+        lines.append("sessions: none active")
+    return "\n".join(lines)
