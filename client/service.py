@@ -3,7 +3,8 @@ implements (`Manager`), the environment carried into the service, running the ma
 and making way for a daemon the hook autostarted.
 
 Linux: a systemd user unit plus a socket unit (client/service_systemd.py). macOS: a LaunchAgent
-(client/service_launchd.py). Templates are package data (`client/templates/`); rendering fills
+(client/service_launchd.py). The templates are the top-level `systemd/` and `launchd/` folders,
+shipped as package data; rendering fills
 in this installation's absolute paths. Without either manager the hook's autostart keeps the
 daemon running, and the verb says so.
 """
@@ -63,8 +64,10 @@ class Manager(ABC):
     def status(self) -> int: ...
 
 
-def template(name: str) -> str:
-    return (resources.files("claude_autoharness.client") / "templates" / name).read_text()
+def template(manager: str, name: str) -> str:
+    """A unit template shipped in the package: `manager` is `systemd` or `launchd`, the
+    top-level folder (and package) it comes from."""
+    return (resources.files(f"claude_autoharness.{manager}") / name).read_text()
 
 
 def daemon_path() -> str:
