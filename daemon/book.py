@@ -440,16 +440,17 @@ class Book:
         self.state.events.duplicates += 1
         self._mark_dirty()
 
-    def event_kind(self, name: str, *, known: bool) -> None:
-        """Count an event by its hook name. A known one is made durable by its `record_event`
-        or `event_duplicate` (as `event_received`); one of a kind this daemon does not know is
-        counted as unknown, and nothing else is done with it."""
+    def event_kind(self, name: str) -> bool:
+        """Count an event by its hook name; False for a kind this daemon does not know, which
+        is counted as unknown and nothing else. A known one is made durable by its
+        `record_event` or `event_duplicate` (as `event_received`)."""
         ev = self.state.events
-        if known:
+        if name in sm.KNOWN_EVENTS:
             ev.by_kind[name] = ev.by_kind.get(name, 0) + 1
-        else:
-            ev.unknown_kinds += 1
-            self._mark_dirty()
+            return True
+        ev.unknown_kinds += 1
+        self._mark_dirty()
+        return False
 
     def apply_event(self, ev: sm.HookEvent, *, now: float, reflect_every: int,
                     make_id: Callable[[], str], counting: bool) -> list[sm.Job]:

@@ -90,8 +90,7 @@ class Hooks:
         if self.book.seen_before(req.id):  # a copy of an event already counted
             self.book.event_duplicate()
             return await self._reply(req, ev, counting, from_spool)
-        self.book.event_kind(name, known=name in sm.KNOWN_EVENTS)
-        if name not in sm.KNOWN_EVENTS:
+        if not self.book.event_kind(name):
             return m.HookReply()
         final = None
         if name == "Stop" and counting and ev.last_assistant_message \
