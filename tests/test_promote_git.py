@@ -311,6 +311,26 @@ def test_publish_prints_commands_and_pushes_nothing(repo, tmp_path):
     assert user_state(proj) == before
 
 
+def test_publish_says_what_is_missing(repo, monkeypatch):
+    """Not in git mode: exit 1 naming the project's settings file; in git mode with no
+    review branch yet: says so; with one but no remote: the commands, and the note to add
+    a remote first. Nothing is pushed either way."""
+    from claude_autoharness.client.publish import publish
+
+    proj = repo["proj"]
+    code, text = publish(str(proj))
+    assert code == 1 and "not in git mode" in text
+    assert os.path.join(str(proj), ".claude", "autoharness.toml") in text
+    monkeypatch.setenv("AUTOHARNESS_PROMOTER_MODE", "git")
+    assert publish(str(proj)) == (0, f"no review branch {BRANCH} yet: nothing has landed "
+                                     "in git mode")
+    promote(repo, intent("create", "no-remote"))
+    code, text = publish(str(proj))
+    assert code == 0
+    assert f"{BRANCH}: 1 commit(s) beyond main" in text
+    assert "no remote configured" in text and f"push <remote> {BRANCH}" in text
+
+
 class Crash(BaseException):
     """Stands for kill -9: nothing after it runs, no handler catches it."""
 

@@ -37,9 +37,9 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
 def observe(plan: Plan) -> Seen:
     """The facts `validate.check` needs about `plan`'s skills dir and skill dir. Nothing is
     read through a name that is not a plain directory name (the check refuses it)."""
-    owned = is_owned(plan.skill_dir, plan.state) if plan.exists else True
     if not validate.name_is_contained(plan.name):
-        return Seen(owned=owned)
+        return Seen()
+    owned = is_owned(plan.skill_dir, plan.state) if plan.exists else True
     skill_dir = plan.skill_dir
     is_link = os.path.islink(skill_dir)
     seen = Seen(

@@ -77,11 +77,6 @@ def init(repo: str, remote: str) -> None:
         git(repo, "remote", "add", "origin", remote)
 
 
-def remote_url(repo: str) -> str | None:
-    out = git(repo, "remote", "get-url", "origin", check=False)
-    return out.stdout.decode().strip() or None if out.returncode == 0 else None
-
-
 def fetch(repo: str) -> str | None:
     """Fetch the remote branch; its tip, or None while the remote has no such branch yet."""
     git(repo, "fetch", "-q", "--no-tags", "origin",
