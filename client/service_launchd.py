@@ -26,7 +26,7 @@ PLIST = f"{LABEL}.plist"
 
 
 def render_plist(daemon: str, log_file: str, env: dict[str, str]) -> bytes:
-    data = plistlib.loads(template(PLIST).encode())
+    data = plistlib.loads(template("launchd", PLIST).encode())
     data["ProgramArguments"] = [daemon]
     data["StandardOutPath"] = log_file
     data["StandardErrorPath"] = log_file

@@ -43,7 +43,7 @@ def _systemd_exec(path: str) -> str:
 
 def render_service(daemon: str, env: dict[str, str]) -> str:
     lines = "".join(f"Environment={_systemd_quote(f'{k}={v}')}\n" for k, v in sorted(env.items()))
-    return (template(UNIT).replace("{{AUTOHARNESSD}}", _systemd_exec(daemon))
+    return (template("systemd", UNIT).replace("{{AUTOHARNESSD}}", _systemd_exec(daemon))
             .replace("{{ENVIRONMENT}}\n", lines))
 
 
@@ -56,7 +56,7 @@ def listen_path(env: dict[str, str]) -> str:
 
 
 def render_socket(listen: str) -> str:
-    return template(SOCKET_UNIT).replace("{{SOCKET}}", listen)
+    return template("systemd", SOCKET_UNIT).replace("{{SOCKET}}", listen)
 
 
 def write_systemd(dest: str, daemon: str, env: dict[str, str]) -> list[str]:

@@ -30,9 +30,9 @@ RESTART = next(line.strip() for line in UPGRADE_SH.splitlines()
                if line.startswith("autoharnessctl") and "start" in line)
 PACKAGE_DATA = ("claude_autoharness/client/commands/learn.md",
                 "claude_autoharness/client/commands/save-learnings.md",
-                "claude_autoharness/client/templates/autoharness.service",
-                "claude_autoharness/client/templates/autoharness.socket",
-                "claude_autoharness/client/templates/com.autoharness.daemon.plist",
+                "claude_autoharness/systemd/autoharness.service",
+                "claude_autoharness/systemd/autoharness.socket",
+                "claude_autoharness/launchd/com.autoharness.daemon.plist",
                 "claude_autoharness/daemon/capture/redact_rules.toml",
                 "claude_autoharness/daemon/reflect/instructions.md",
                 "claude_autoharness/daemon/reflect/curator.md",
@@ -73,7 +73,7 @@ def test_the_sdist_builds_the_same_release(dist):
         meta = _metadata(pkg_info.read().decode())
     assert meta["Name"] == "claude-autoharness" and meta["Version"] == VERSION
     for need in ("README.md", "LICENSE", "pyproject.toml", "client/autoharness-hook",
-                 "client/templates/autoharness.service", "client/commands/learn.md",
+                 "systemd/autoharness.service", "client/commands/learn.md",
                  "daemon/capture/redact_rules.toml", "client/toplevel/__main__.py"):
         assert need in names, need
 

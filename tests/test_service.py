@@ -20,8 +20,6 @@ from claude_autoharness.protocol import paths
 from conftest import REPO
 from harness import CTL, DAEMON, Daemon, ctl
 
-TEMPLATES = REPO / "client" / "templates"
-
 
 def run(*args, env):
     return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=60, env=env)
@@ -33,14 +31,6 @@ def fake_tool(bindir: Path, name: str, log: Path, script: str = "") -> None:
     p = bindir / name
     p.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\n{script}\nexit 0\n')
     p.chmod(0o755)
-
-
-def test_top_level_copies_equal_package_data():
-    """systemd/ and launchd/ at the top level are byte-identical to the templates shipped in
-    the wheel (client/templates)."""
-    for top, name in (("systemd", "autoharness.service"), ("systemd", "autoharness.socket"),
-                      ("launchd", "com.autoharness.daemon.plist")):
-        assert (REPO / top / name).read_bytes() == (TEMPLATES / name).read_bytes(), name
 
 
 def test_rendered_units_have_the_required_settings(home, short_tmp):
@@ -96,7 +86,7 @@ def test_plist_parses_with_required_keys(home, short_tmp):
         assert data[key].startswith(paths.state_dir() + os.sep)
     assert data["EnvironmentVariables"]["AUTOHARNESS_HOME"] == str(home["home"])
     assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
-    template = plistlib.loads((TEMPLATES / "com.autoharness.daemon.plist").read_bytes())
+    template = plistlib.loads((REPO / "launchd" / "com.autoharness.daemon.plist").read_bytes())
     assert template["Label"] == data["Label"]
 
 
