@@ -22,7 +22,7 @@ import time
 
 from _common import BIN, start_daemon, stop, summary, temp_home
 
-from claude_autoharness.client import settings as settings_mod
+from claude_autoharness.client import settings
 
 PAYLOAD = json.dumps({
     "session_id": "c45af7b1-cb7c-4e51-93db-8cbb250a877a",
@@ -50,7 +50,7 @@ def main() -> None:
     bare = [sys.executable, "-c", "pass"]
     script = str(BIN / "autoharness-hook")
     old_sh = ["/bin/sh", "-c", shlex.quote(script)]  # the script's path: what earlier versions wrote
-    new_sh = ["/bin/sh", "-c", settings_mod.settings_command(script, settings_mod.script_python(script))]
+    new_sh = ["/bin/sh", "-c", settings.settings_command(script, settings.script_python(script))]
     try:
         for _ in range(10):  # warm the page cache
             timed(hook, env, PAYLOAD)

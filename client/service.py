@@ -3,10 +3,10 @@ implements (`Manager`), the environment carried into the service, running the ma
 and making way for a daemon the hook autostarted.
 
 Linux: a systemd user unit plus a socket unit (client/service_systemd.py). macOS: a LaunchAgent
-(client/service_launchd.py). The templates are the top-level `systemd/` and `launchd/` folders,
-shipped as package data; rendering fills
-in this installation's absolute paths. Without either manager the hook's autostart keeps the
-daemon running, and the verb says so.
+(client/service_launchd.py). The templates are package data packaged from the repository's
+top-level `systemd/` and `launchd/` folders; rendering fills in this installation's absolute
+paths. Without either manager the hook's autostart keeps the daemon running, and the verb says
+so.
 """
 
 from __future__ import annotations
@@ -64,10 +64,9 @@ class Manager(ABC):
     def status(self) -> int: ...
 
 
-def template(manager: str, name: str) -> str:
-    """A unit template shipped in the package: `manager` is `systemd` or `launchd`, the
-    top-level folder (and package) it comes from."""
-    return (resources.files(f"claude_autoharness.{manager}") / name).read_text()
+def template(folder: str, name: str) -> str:
+    """A unit template as packaged from the repository's top-level `systemd/` or `launchd/`."""
+    return (resources.files(f"claude_autoharness.{folder}") / name).read_text()
 
 
 def daemon_path() -> str:

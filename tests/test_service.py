@@ -33,15 +33,6 @@ def fake_tool(bindir: Path, name: str, log: Path, script: str = "") -> None:
     p.chmod(0o755)
 
 
-def test_the_unit_templates_are_the_top_level_folders():
-    """The installed package's unit templates are the repository's systemd/ and launchd/
-    files themselves (one source: the wheel maps those folders, nothing keeps a copy)."""
-    for manager, name in (("systemd", "autoharness.service"), ("systemd", "autoharness.socket"),
-                          ("launchd", "com.autoharness.daemon.plist")):
-        assert service.template(manager, name) == (REPO / manager / name).read_text(), name
-    assert not (REPO / "client" / "templates").exists()
-
-
 def test_rendered_units_have_the_required_settings(home, short_tmp):
     """The service is Type=notify, Restart=on-failure, runs the absolute autoharnessd, carries
     the environment, and has no RuntimeDirectory=; the socket is private at %t by default and
