@@ -14,7 +14,7 @@ import pytest
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import state as ls
-from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist import dirs, quarantine
 from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.promote import records
 from claude_autoharness.daemon.reflect import batches, batchstore
@@ -189,3 +189,25 @@ def test_every_file_set_aside_shows_in_status_and_doctor(home):
         assert {c["name"]: c for c in json.loads(r.stdout)["checks"]}["quarantine"]["ok"]
     finally:
         d.stop()
+
+
+def test_no_state_file_is_written_into_a_state_dir_swapped_since_start(home, monkeypatch):
+    """Every writer of the state dir re-checks it is still the one pinned at start: the
+    reflected records and the report ledger (appends, as the journal's) and the documents
+    (a learnings state, the batch journal) refuse a directory put in its place, naming it."""
+    monkeypatch.setattr(dirs, "_pinned", {})  # this test's pin only
+    state = paths.state_dir()
+    dirs.ensure_private_dir(state)
+    dirs.pin_dir(state)
+    os.rename(state, state + ".moved")
+    os.mkdir(state, 0o700)  # ours and private, but not the directory the daemon checked
+    writes = {
+        "reflected": lambda: ReflectedRecords().add(["u-1"]),
+        "report": lambda: ReportLog().append("context", session="s", chars=1),
+        "batches": lambda: batchstore.save(batchstore.Journal()),
+        "learnings": lambda: ls.save("-proj-a", ls.ProjectState()),
+    }
+    for what, write in writes.items():
+        with pytest.raises(dirs.StateDirMoved, match="moved or replaced"):
+            write()
+        assert not [n for n in os.listdir(state) if not os.path.isdir(os.path.join(state, n))], what

@@ -39,13 +39,17 @@ def pin_dir(path: str) -> None:
 
 
 def recheck_dir(path: str) -> None:
-    """Before state is written into a pinned directory: raise StateDirMoved (an OSError, so
-    persistence reports and retries it) unless it is still that same private directory of
-    ours. A directory swapped for another user's, or for a link, is never written into."""
+    """Before state is written into a pinned directory (or one inside it): raise
+    StateDirMoved (an OSError, so persistence reports and retries it) unless the pinned one is
+    still that same private directory of ours. A directory swapped for another user's, or for
+    a link, is never written into."""
     d = os.path.abspath(path)
-    want = _pinned.get(d)
-    if want is None:
-        return
+    while d not in _pinned:
+        up = os.path.dirname(d)
+        if up == d:
+            return  # not in a pinned directory (an offline command, a test)
+        d = up
+    want = _pinned[d]
     try:
         st = os.lstat(d)
         problem = private_problem(d)
