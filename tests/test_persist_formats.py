@@ -17,7 +17,7 @@ from claude_autoharness.daemon.learnings import state as ls
 from claude_autoharness.daemon.persist import dirs, quarantine
 from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.promote import records
-from claude_autoharness.daemon.reflect import batches, batchstore
+from claude_autoharness.daemon.reflect import batchstore
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.reportlog import ReportLog
 from claude_autoharness.protocol import paths
@@ -112,10 +112,9 @@ def test_the_old_intent_file_loads_as_before(home):
 def test_the_old_batch_journal_loads_as_before(home):
     paths.make_private_dirs(paths.state_dir())
     shutil.copyfile(FORMATS / "batches" / "batches.json", batchstore.journal_path())
-    runner = batches.BatchRunner(None)
-    runner.load()
-    assert msgspec.to_builtins(runner.j) == expected("batches", "expected.json")
-    assert runner.j.creating is not None and runner.j.creating.items == ["b4"]
+    j = batchstore.load()
+    assert msgspec.to_builtins(j) == expected("batches", "expected.json")
+    assert j.creating is not None and j.creating.items == ["b4"]
 
 
 def test_the_old_learnings_state_loads(home):
