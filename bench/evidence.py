@@ -60,11 +60,11 @@ def main() -> None:
         (tmp / "h").mkdir(mode=0o700)
         (tmp / "claude").mkdir()
         os.environ.update(AUTOHARNESS_HOME=str(tmp / "h"), CLAUDE_CONFIG_DIR=str(tmp / "claude"))
+        from claude_autoharness.daemon.persist.dirs import ensure_private_dir
         from claude_autoharness.daemon.promote import feedback
         from claude_autoharness.daemon.promote.evidence import evidence_in_window
         from claude_autoharness.daemon.promote.land import Promoter
         from claude_autoharness.daemon.proposals import Intent, Proposal
-        from claude_autoharness.daemon.store import ensure_private_dir
         from claude_autoharness.protocol import paths
         from claude_autoharness.protocol.config import PromoterConfig
 

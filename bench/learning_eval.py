@@ -350,9 +350,9 @@ def wait_for(pred, timeout: float, what: str):
 
 def seed_skill(project: Path) -> None:
     """The library skill the verdict episodes are about, landed as the promoter lands any."""
+    from claude_autoharness.daemon.persist.dirs import ensure_private_dir
     from claude_autoharness.daemon.promote.land import Promoter
     from claude_autoharness.daemon.proposals import Intent, Proposal
-    from claude_autoharness.daemon.store import ensure_private_dir
     from claude_autoharness.protocol import paths
     from claude_autoharness.protocol.config import PromoterConfig
 

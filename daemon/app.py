@@ -16,8 +16,10 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import listener as accept
-from claude_autoharness.daemon import persistence, shutdown, store
+from claude_autoharness.daemon import shutdown
 from claude_autoharness.daemon.core import Daemon
+from claude_autoharness.daemon.persist import dirs
+from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.server import Server
 from claude_autoharness.protocol import VERSION, paths, private
 from claude_autoharness.protocol.config import ConfigError
@@ -217,9 +219,9 @@ def prepare_dirs(sock_path: str) -> None:
     if why:  # a 000 state dir passes as private, then fails every listing and write
         raise StartupError(why)
     try:
-        store.ensure_private_dir(paths.state_dir())
+        dirs.ensure_private_dir(paths.state_dir())
         tighten_state_files(paths.state_dir())
-        store.pin_dir(paths.state_dir())  # every later state write checks it is still this one
+        dirs.pin_dir(paths.state_dir())  # every later state write checks it is still this one
         if os.environ.get("AUTOHARNESS_SOCKET"):
             # an explicit socket's directory must already be safe
             bad = private.private_problem(sock_dir, fixes={
@@ -228,8 +230,8 @@ def prepare_dirs(sock_path: str) -> None:
             if bad:
                 raise StartupError(str(bad))
         else:
-            store.ensure_private_dir(sock_dir)
-    except store.UnsafeDir as e:
+            dirs.ensure_private_dir(sock_dir)
+    except dirs.UnsafeDir as e:
         raise StartupError(str(e)) from None
     except OSError as e:
         why = private.unusable_dir(paths.state_dir()) or private.unusable_dir(sock_dir)
@@ -303,14 +305,14 @@ def run() -> None:
             daemon.load()
             daemon.persist_now(snapshot=False)  # what load changed; a snapshot only if due
         except OSError as e:  # an unreadable or unwritable state file: say which, and the fix
-            raise StartupError(f"cannot load or save the daemon state: {persistence.describe(e)}, "
+            raise StartupError(f"cannot load or save the daemon state: {describe(e)}, "
                                "then start again") from None
         anyio.run(serve, daemon, sock, remove_socket)
         stop_children()
         try:
             daemon.persist_now()
         except OSError as e:  # the journal holds everything acknowledged: said, not fatal
-            log.error("state not saved at stop", reason=persistence.describe(e))
+            log.error("state not saved at stop", reason=describe(e))
     finally:
         daemon.close()
         remove_socket()
@@ -352,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
         pass
     except Exception as e:  # one line for the user; the traceback goes to the log
         log.exception("autoharnessd failed")
-        print(f"autoharnessd: stopped by an unexpected error: {persistence.describe(e)} "
+        print(f"autoharnessd: stopped by an unexpected error: {describe(e)} "
               "(its traceback is in the daemon's log output)", file=sys.stderr)
         sys.stderr.flush()
         os._exit(1)

@@ -9,7 +9,7 @@ nothing acknowledged; `sync` (fsync, against power loss) runs at least every
 counts nothing.
 
 A persist writes what changed, not the state: the sessions changed outside an event (marked
-by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`store.Parts`) and what
+by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`persist.parts`) and what
 pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
 last one has grown as large as it (and at least `SNAPSHOT_MIN_JOURNAL_BYTES`), or when a
 snapshot failed and must be retried, or at stop: the bytes written per change stay about the
@@ -34,9 +34,14 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
-from claude_autoharness.daemon.persistence import PersistenceHealth
+from claude_autoharness.daemon.persist import document
+from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.persist.health import PersistenceHealth
+from claude_autoharness.daemon.persist.journal import Journal, encoder
+from claude_autoharness.daemon.persist.parts import Parts
+from claude_autoharness.daemon.persist.replay import apply_records
 from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
@@ -56,6 +61,10 @@ def previous_snapshot_file() -> str:
     return f"{stem}.prev{ext}"
 
 
+def _light(session: sm.Session | None) -> sm.Session | None:
+    return None if session is None else st.light(session)
+
+
 class Book:
     def __init__(self, *, clock: Callable[[], float],
                  tables: Callable[[], dict[str, dict]] = dict,
@@ -64,10 +73,9 @@ class Book:
         value), which the book copies into the state (a table left out keeps its previous copy);
         `retention_s()` is how long a finished session is kept (read live)."""
         self.clock = clock
-        self.state = store.State()
-        self.journal = store.Journal(paths.journal_file())
+        self.state = st.State()
+        self.journal: Journal[st.Record] = Journal(paths.journal_file(), st.Record)
         self.capture_stats = CaptureStats()
-        self.quarantined: list[str] = []
         self.dirty = False
         self.last_snapshot_at: float | None = None
         self.health = PersistenceHealth(clock)  # a failing state dir, said in status
@@ -78,7 +86,7 @@ class Book:
         self._last_pass = 0  # records of the previous replay pass (ids loaded, before the first)
         self.tables = tables
         self.retention_s = retention_s or (lambda: DEFAULT_RETENTION_S)
-        self.parts = store.Parts()
+        self.parts = Parts()
         self._touched: set[str] = set()  # sessions changed outside an event record
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`
         self._snap_seq = 0  # the journal seq the newest durable snapshot covers
@@ -90,31 +98,27 @@ class Book:
 
     def load(self, *, backoff_base_s: float = 2.0,
              rand: Callable[[], float] = random.random) -> None:
-        """Snapshot, then the journal records newer than it; quarantine whatever is corrupt.
+        """Snapshot, then the journal records newer than it (`persist.replay`); whatever is
+        corrupt is quarantined (a corrupt snapshot: the previous one and its segments are read).
 
         A job found running was interrupted: it runs again (`sessions.resume_interrupted`);
         one interrupted more than PARK_AFTER_INTERRUPTIONS times waits, backing off, first.
         """
-        qdir = paths.quarantine_dir()
-        self.state, bad = store.load_snapshot(paths.snapshot_file(), previous_snapshot_file(),
-                                              qdir)
-        self.quarantined += bad
+        self.state = document.load(paths.snapshot_file(), st.State,
+                                   previous=previous_snapshot_file()) or st.State()
         self._snap_seq = self.state.journal_seq
         try:
             self._snap_size = os.path.getsize(paths.snapshot_file())
         except OSError:
             self._snap_size = 0
-        records, bad = self.journal.replay(self.state.journal_seq, qdir)
-        self.quarantined += bad
+        records = self.journal.replay(self.state.journal_seq)
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
         # copy of any of them (a reply lost just before the crash, behind a long replay).
         self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)
         for eid in self.state.seen_ids:
             self.remember(eid)
-        parts = store.PartsReplay(self.state)
-        for rec in records:
-            self.apply(rec, parts)
-        parts.finish()
+        for eid in apply_records(self.state, records):
+            self.remember(eid)
         self._last_pass = len(self.seen)
         self.capture_stats.from_state(self.state.capture)
         self.parts.reset(self.state)  # what is on disk now
@@ -126,31 +130,6 @@ class Book:
                 self._resumed.append(job)
                 if job.next_attempt_at > self.clock():
                     log.warning("job parked", job=job.id, reason=job.last_error)
-
-    def apply(self, rec: store.JournalRecord, parts: store.PartsReplay) -> None:
-        """Replay one journal record. Records carry post-states: applying one twice changes
-        nothing, except a turn, whose record is applied once (its seq is newer than the
-        snapshot's only until a snapshot covers it)."""
-        for job in ([rec.job] if rec.job is not None else []) + rec.jobs:
-            self.state.jobs[job.id] = job
-        for s in rec.sessions + ([rec.session] if rec.session is not None else []):
-            prev = self.state.sessions.get(s.session_id)
-            s.tool_ids = list(prev.tool_ids) if prev is not None else []
-            s.tool_at = list(prev.tool_at) if prev is not None else []
-            if s is rec.session:
-                for tool_use_id in rec.calls:  # made no later than journaled: `at` bounds them
-                    sm.remember_call(s, tool_use_id, rec.at)
-            self.state.sessions[s.session_id] = s
-        for sid in rec.forget_sessions:
-            self.state.sessions.pop(sid, None)
-        for jid in rec.forget_jobs:
-            self.state.jobs.pop(jid, None)
-        if rec.op == "turn" or rec.turn:
-            self.state.turns.add(rec.project)
-        if rec.kind:  # an event record: the counters a snapshot would have carried
-            parts.count_event(rec.kind)
-        parts.add(rec)
-        self.remember(rec.eid)
 
     def remember(self, eid: str) -> None:
         if not eid:
@@ -173,12 +152,10 @@ class Book:
 
     def open(self) -> None:
         """Start journaling (after `load` and any recovery): first the jobs `load` resumed."""
-        for path in self.quarantined:
-            log.warning("quarantined", file=path)
         self.journal.open()
         resumed, self._resumed = self._resumed, []
         if resumed:
-            self._append("job", jobs=resumed)
+            self._append(st.JobsRecord(jobs=resumed), resumed)
         self.dirty = True
 
     def close(self) -> None:
@@ -208,7 +185,8 @@ class Book:
         if not (changed or put or gone):
             return
         try:
-            self._append("parts", jobs=[], sessions=changed, set=put, unset=gone)
+            self._append(st.PartsRecord(sessions=[st.light(s) for s in changed], set=put,
+                                        unset=gone))
         except OSError:
             self.parts.undo(put, gone)
             self._touched.update(touched)
@@ -222,7 +200,7 @@ class Book:
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
-        data = store.encode_state(self.state)
+        data = encoder.encode(self.state)
         self.parts.reset(self.state)
         self._touched.clear()
         self.journal.rotate()
@@ -232,7 +210,7 @@ class Book:
         """Write a snapshot (blocking): the one it replaces is kept as the previous one, and
         the journal segments that one covers are no longer needed."""
         self._snapshot_failed = True  # until it is on disk
-        store.write_private(paths.snapshot_file(), data, previous=previous_snapshot_file())
+        write_private(paths.snapshot_file(), data, previous=previous_snapshot_file())
         self.journal.drop_segments(self._snap_seq)
         self._snap_seq, self._snap_size = seq, len(data)
         self._snapshot_failed = False
@@ -293,7 +271,7 @@ class Book:
             self.state.jobs_failed += 1
             log.warning("job expired", job=job.id, kind=job.kind)
         if expired:
-            self._append("job", jobs=expired)
+            self._append(st.JobsRecord(jobs=expired), expired)
         finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
         dropped = []
         if len(finished) > KEEP_DONE_JOBS:
@@ -305,7 +283,7 @@ class Book:
         gone = sm.prune_sessions(self.state.sessions, now=now, keep_ended_s=KEEP_ENDED_SESSIONS_S,
                                  retention_s=retention, busy=busy)
         if gone or dropped:
-            self._append("forget", jobs=[], forget_sessions=gone, forget_jobs=dropped)
+            self._append(st.ForgetRecord(forget_sessions=gone, forget_jobs=dropped))
 
     def _copy_tables(self) -> None:
         for name, table in self.tables().items():
@@ -340,7 +318,8 @@ class Book:
         changes were made."""
         if not jobs:
             return
-        self._append("job", jobs=jobs, session=session, sessions=list(sessions))
+        self._append(st.JobsRecord(jobs=jobs, session=_light(session),
+                                   sessions=[st.light(s) for s in sessions]), jobs)
 
     def record_event(self, eid: str, kind: str, *, session: sm.Session | None,
                      jobs: list[sm.Job], calls: list[str], turn: bool = False,
@@ -351,16 +330,16 @@ class Book:
         if turn:
             self.state.turns.add(project)
         self.remember(eid)
-        self._append("event", jobs=jobs, session=session, eid=eid, kind=kind, calls=calls,
-                     turn=turn, project=project)
+        self._append(st.EventRecord(eid=eid, kind=kind, session=_light(session), calls=calls,
+                                    jobs=jobs, turn=turn, project=project), jobs)
 
-    def _append(self, op: str, *, jobs: list[sm.Job], session: sm.Session | None = None,
-                **fields) -> None:
-        for job in jobs:
+    def _append(self, rec: st.Record, jobs: list[sm.Job] | None = None) -> None:
+        """Journal `rec` (its `jobs` put into the state first) and mark the state dirty."""
+        for job in jobs or ():
             self.state.jobs[job.id] = job
         self.dirty = True
         try:
-            self.journal.append(op, jobs=jobs, session=session, **fields)
+            self.journal.append(rec)
         except OSError as e:
             self.health.failed(e)
             raise
@@ -464,7 +443,7 @@ class Book:
         (`sessions.transcript_calls`); journaled like an event. Returns the ids counted."""
         added = sm.transcript_calls(s, calls)
         if added:
-            self._append("calls", jobs=[], session=s, calls=added)
+            self._append(st.CallsRecord(session=st.light(s), calls=added))
         return added
 
     async def flush(self, session_ids: list[str], *, kind: str, now: float,

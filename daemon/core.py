@@ -145,10 +145,8 @@ class Daemon:
         or abandon the landings a crash interrupted, and start journaling."""
         self.book.load(backoff_base_s=self.live.cfg.reflector.backoff_base_s)
         state = self.book.state
-        report = self.intents.load()
+        self.intents.load()
         self.reflected.load()
-        if report.quarantined:
-            self.book.quarantined.append(report.quarantined)
         self.watcher.from_state(state.watcher.get("tails", {}))
         self.transcripts.from_state(state.watcher.get("index", {}))
         self.markers.restore(state.markers)

@@ -78,12 +78,12 @@ def stage_transcript(path: str, sid: str) -> str:
     transcripts only under its roots, and the file named here may live anywhere."""
     import shutil
 
-    from claude_autoharness.daemon import store
     from claude_autoharness.daemon.capture.source import open_transcript
+    from claude_autoharness.daemon.persist import dirs
     from claude_autoharness.protocol import paths
 
-    store.ensure_private_dir(paths.state_dir())
-    store.ensure_private_dir(paths.replays_dir())
+    dirs.ensure_private_dir(paths.state_dir())
+    dirs.ensure_private_dir(paths.replays_dir())
     dst = os.path.join(paths.replays_dir(), f"{sid}.jsonl")
     tmp = dst + ".tmp"
     with open(open_transcript(path, None), "rb") as src, \
@@ -309,7 +309,7 @@ def reflector_available(cfg, env: Mapping[str, str]) -> dict:
 # ---- files and the library ---------------------------------------------------------------------
 
 def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
-    from claude_autoharness.daemon.atomic import write_atomic as write
+    from claude_autoharness.daemon.persist.files import write_atomic as write
 
     write(path, data, mode)
 

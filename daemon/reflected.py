@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import structlog
 
-from claude_autoharness.daemon import store
+from claude_autoharness.daemon.persist.dirs import recheck_dir, write_private
 from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
@@ -106,6 +106,7 @@ class ReflectedRecords:
         return out.tobytes()
 
     def _append(self, keys: list[int]) -> None:
+        recheck_dir(os.path.dirname(os.path.abspath(self.path)))  # never into a swapped state dir
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             data = self._encode(keys)
@@ -119,5 +120,5 @@ class ReflectedRecords:
             os.close(fd)
 
     def _rewrite(self) -> None:
-        store.write_private(self.path, self._encode(self._order))
+        write_private(self.path, self._encode(self._order))
         self._on_disk = len(self._order)

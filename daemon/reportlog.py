@@ -26,6 +26,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from claude_autoharness.daemon.persist.dirs import recheck_dir, write_private
+from claude_autoharness.daemon.persist.files import AppendFile
 from claude_autoharness.protocol import paths
 
 MAX_BYTES = 16 * 1024 * 1024  # past this the file is compacted to the last KEEP_S
@@ -46,22 +48,17 @@ class ReportLog:
         rec = {"k": kind, "at": fields.pop("at", None) or self.clock(), **fields}
         line = json.dumps(rec, separators=(",", ":"), sort_keys=True).encode() + b"\n"
         with self._lock:
-            paths.make_private_dirs(os.path.dirname(self.path))
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600)
+            d = os.path.dirname(os.path.abspath(self.path))
+            paths.make_private_dirs(d)
+            recheck_dir(d)  # never into a state dir swapped since start
+            f = AppendFile(self.path)
+            f.open()
             try:
-                size = os.fstat(fd).st_size
-                if size and _last_byte(self.path, size) != b"\n":
-                    line = b"\n" + line  # a torn tail must not swallow this record
-                try:
-                    _write_all(fd, line)
-                except OSError:
-                    os.ftruncate(fd, size)  # no partial record stays behind
-                    raise
+                f.append(line)  # whole or absent; a torn tail never swallows it
                 if sync:
-                    os.fsync(fd)
+                    f.sync()
             finally:
-                os.close(fd)
+                f.close()
 
     def usage(self, *, job: str, attempt: int, kind: str, backend: str, model: str,
               usage: dict, batch: bool = False, ok: bool = True) -> None:
@@ -106,23 +103,10 @@ class ReportLog:
                 return False
         except OSError:
             return False
-        from claude_autoharness.daemon.atomic import write_atomic
-
         with self._lock:
             cutoff = self.clock() - KEEP_S
             keep = [json.dumps(r, separators=(",", ":"), sort_keys=True)
                     for r in self.records() if r["at"] >= cutoff]
-            write_atomic(self.path, ("\n".join(keep) + "\n" if keep else "").encode(), 0o600)
+            write_private(self.path, ("\n".join(keep) + "\n" if keep else "").encode())
         return True
 
-
-def _last_byte(path: str, size: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(size - 1)
-        return f.read(1)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]

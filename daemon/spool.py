@@ -13,8 +13,8 @@ import anyio
 import msgspec
 import structlog
 
-from claude_autoharness.daemon import store
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import spool as files
@@ -63,7 +63,7 @@ class SpoolReplayer:
                 await self.handle(req)
             done.append(name)
         await self.book.sync()  # durable before deleted (a failure is in the book's health)
-        self.book.quarantined += await anyio.to_thread.run_sync(_clear, d, done, bad)
+        await anyio.to_thread.run_sync(_clear, d, done, bad)
         return len(done)
 
 
@@ -99,9 +99,10 @@ def _read_all(d: str, names: list[str]) -> list[tuple[str, bytes | None]]:
     return out
 
 
-def _clear(d: str, done: list[str], bad: list[str]) -> list[str]:
+def _clear(d: str, done: list[str], bad: list[str]) -> None:
     """Delete processed records; move unreadable ones to quarantine, as they are (a symlink
-    is moved, not followed). Returns where they went."""
+    is moved, not followed)."""
     for name in done:
         files.remove(d, name)
-    return [store.quarantine(os.path.join(d, name), paths.quarantine_dir()) for name in bad]
+    for name in bad:
+        quarantine.set_aside(os.path.join(d, name), why="no spool record")

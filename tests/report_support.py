@@ -3,9 +3,9 @@ against the fake Messages API, and a skill seeded the way the promoter lands any
 
 import shutil
 
+from claude_autoharness.daemon.persist.dirs import ensure_private_dir
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.daemon.store import ensure_private_dir
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from claude_autoharness.protocol.paths import project_slug

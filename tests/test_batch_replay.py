@@ -271,9 +271,9 @@ def test_batch_feedback_is_grounded_like_a_live_reflection(setup):
     """`replay --batch`: a reply's verdicts go through the same intake and grounding: a
     `missed` verdict quoting the window is accepted and counted on the skill; one naming a
     layer the skill is not in is refused as missing."""
+    from claude_autoharness.daemon.persist.dirs import ensure_private_dir
     from claude_autoharness.daemon.promote.land import Promoter
     from claude_autoharness.daemon.proposals import Intent, Proposal
-    from claude_autoharness.daemon.store import ensure_private_dir
     from claude_autoharness.protocol import paths
     from claude_autoharness.protocol.config import PromoterConfig
 

@@ -13,8 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from claude_autoharness.daemon import store
 from claude_autoharness.daemon.core import Daemon as Core
+from claude_autoharness.daemon.persist import dirs, quarantine
+from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.persist.journal import Journal
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
 from conftest import CORPUS
@@ -156,7 +159,7 @@ async def test_spool_replay_between_a_hooks_open_and_write_loses_nothing(home):
     """A replay that runs after the hook created its spool file but before it wrote the record
     neither swallows nor tears it: the record is replayed by the next pass, whole."""
     mod = load_hook()
-    store.ensure_private_dir(paths.state_dir())  # as the daemon's start makes it
+    dirs.ensure_private_dir(paths.state_dir())  # as the daemon's start makes it
     core = Core(load_config())
     core.load()
     replays = []
@@ -197,7 +200,7 @@ async def test_torn_spool_record_is_quarantined_and_the_next_one_kept(home):
         assert core.book.state.sessions["torn"].activity == 2
         assert core.book.state.events.rejected == 1
         assert os.listdir(paths.spool_dir()) == []
-        assert any(os.path.basename(torn) in q for q in core.book.quarantined)
+        assert any(os.path.basename(torn) in q for q in quarantine.files())
     finally:
         core.close()
 
@@ -325,7 +328,7 @@ async def test_corrupt_snapshot_keeps_pending_jobs_and_counts_from_the_journal(h
         try:
             assert [j.status for j in core.book.state.jobs.values()] == ["pending"]
             assert core.book.state.sessions["cj"].activity == 1
-            assert any("snapshot" in q for q in core.book.quarantined)
+            assert any("snapshot" in q for q in quarantine.files())
         finally:
             core.close()
     finally:
@@ -379,8 +382,8 @@ def test_an_event_the_daemon_cannot_journal_is_spooled_not_lost(home):
         d2.stop()
 
 
-def fail_an_append_midway(j: store.Journal, monkeypatch, eid: str, *, cut_back: bool) -> None:
-    fill_disk_midway(monkeypatch, lambda: j.append("event", eid=eid, kind="PreToolUse"),
+def fail_an_append_midway(j: Journal, monkeypatch, eid: str, *, cut_back: bool) -> None:
+    fill_disk_midway(monkeypatch, lambda: j.append(st.EventRecord(eid=eid, kind="PreToolUse")),
                      cut_back=cut_back)
 
 
@@ -392,14 +395,15 @@ def test_a_journal_append_that_fails_midway_does_not_eat_the_next(home, monkeypa
     (the daemon's state already holds its change), and replay reads every record, also after
     a compaction that keeps the whole file."""
     path = str(home["tmp"] / "journal.jsonl")
-    j = store.Journal(path)
+    j = Journal(path, st.Record)
     j.open()
-    j.append("event", eid="1" * 32, kind="PreToolUse")
+    j.append(st.EventRecord(eid="1" * 32, kind="PreToolUse"))
     fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=cut_back)
-    j.append("event", eid="3" * 32, kind="PreToolUse")
+    j.append(st.EventRecord(eid="3" * 32, kind="PreToolUse"))
     j.rotate()
     j.close()
-    records, quarantined = store.Journal(path).replay(0, str(home["tmp"] / "q"))
+    records = Journal(path, st.Record).replay(0)
+    quarantined = quarantine.files()
     assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
     assert [r.seq for r in records] == [1, 2, 3]
     assert bool(quarantined) is not cut_back  # a torn line left in place is kept for inspection
@@ -410,14 +414,14 @@ def test_a_rotation_between_a_torn_append_and_the_next_keeps_the_next(home, monk
     file (the partial line in it) as a segment, then an append: the next record starts the new
     file, so replay reads it and the failed one written ahead of it."""
     path = str(home["tmp"] / "journal.jsonl")
-    j = store.Journal(path)
+    j = Journal(path, st.Record)
     j.open()
-    j.append("event", eid="1" * 32, kind="PreToolUse")
+    j.append(st.EventRecord(eid="1" * 32, kind="PreToolUse"))
     fail_an_append_midway(j, monkeypatch, "2" * 32, cut_back=False)
     j.rotate()
-    j.append("event", eid="3" * 32, kind="PreToolUse")
+    j.append(st.EventRecord(eid="3" * 32, kind="PreToolUse"))
     j.close()
-    records, _ = store.Journal(path).replay(0, str(home["tmp"] / "q"))
+    records = Journal(path, st.Record).replay(0)
     assert [r.eid for r in records] == ["1" * 32, "2" * 32, "3" * 32]
 
 
@@ -537,7 +541,7 @@ async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp
         assert await core.replay_spool() == 1  # (a FIFO opened blocking would hang here)
         assert core.book.state.sessions["hostile"].activity == 1
         assert os.listdir(d) == [] and outside.read_bytes().startswith(b'{"type":"hook"')
-        moved = [os.path.basename(q).split(".")[1] for q in core.book.quarantined]
+        moved = [os.path.basename(q).split(".")[1] for q in quarantine.files()]
         assert sorted(moved) == ["2" * 32, "3" * 32, "4" * 32]
         assert core.book.state.events.rejected == 3
     finally:
@@ -605,7 +609,7 @@ async def test_kill9_around_a_snapshot_counts_nothing_twice(home, monkeypatch):
     for i, p in enumerate([pre_tool("cmp"), pre_tool("cmp"), event("Stop", "cmp")]):
         await send(core, i, p)
     data, _ = core.book.snapshot_bytes()  # the journal moves on to a new segment
-    store.write_private(paths.snapshot_file(), data)  # the snapshot is on disk...
+    write_private(paths.snapshot_file(), data)  # the snapshot is on disk...
     await send(core, 3, pre_tool("cmp"))
     core.close()  # ...and the crash comes before the segments it covers are dropped
     core = Core(load_config())

@@ -12,7 +12,6 @@ import stat
 import uuid as uuidlib
 from pathlib import Path
 
-from claude_autoharness.daemon import store
 from claude_autoharness.daemon.capture.final import (
     MAX_FINAL_CHARS,
     final_answer_text,
@@ -27,6 +26,7 @@ from claude_autoharness.daemon.capture.window import (
     cut_window,
     record_uuid_from_tail,
 )
+from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.witness import tool_uses
 from claude_autoharness.protocol.config import CaptureConfig
@@ -207,7 +207,7 @@ def test_reflected_records_are_durable_bounded_and_private(short_tmp):
     later.load()
     assert "after-tear" in later and "w9-29" in later
     assert os.path.getsize(path) % 8 == 0
-    store.write_private(path, b"")  # an empty file is an empty set
+    write_private(path, b"")  # an empty file is an empty set
     empty = ReflectedRecords(path)
     empty.load()
     assert len(empty) == 0

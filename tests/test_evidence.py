@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from claude_autoharness.daemon.persist.dirs import ensure_private_dir
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.daemon.store import ensure_private_dir
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from claude_autoharness.protocol.paths import project_slug

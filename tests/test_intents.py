@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from claude_autoharness.daemon import intents as intents_mod
 from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.persist import files as files_mod
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.paths import intents_file
@@ -268,9 +268,9 @@ STALL = 5.0  # how long a stalled writer waits before giving up (bounds a failin
 
 @pytest.fixture
 def stalled_fsync(monkeypatch):
-    """`os.fsync` as the intents module calls it stalls in any thread but this test's own until
+    """`os.fsync` as the intent log calls it stalls in any thread but this test's own until
     `release` is set; `entered` says a writer is inside it."""
-    real = intents_mod.os.fsync
+    real = files_mod.os.fsync
     me = threading.current_thread()
     entered, release = threading.Event(), threading.Event()
 
@@ -280,7 +280,7 @@ def stalled_fsync(monkeypatch):
             release.wait(STALL)
         return real(fd)
 
-    monkeypatch.setattr(intents_mod.os, "fsync", fsync)
+    monkeypatch.setattr(files_mod.os, "fsync", fsync)
     yield entered, release
     release.set()
 

@@ -14,6 +14,7 @@ from claude_autoharness.daemon.learnings import markers as mk
 from claude_autoharness.daemon.learnings import save as sv
 from claude_autoharness.daemon.learnings import state as st
 from claude_autoharness.daemon.learnings.report import session_start_report
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.proposals import check_shape
 from conftest import REAL, copy_corpus
 from marker_support import (
@@ -100,12 +101,15 @@ def test_state_file_is_private_and_atomic(home):
 
 
 def test_corrupt_state_is_quarantined_not_fatal(home):
-    """A corrupt state file is renamed aside and the project starts empty (a re-report)."""
+    """A corrupt state file is quarantined (where status and doctor show it) and the project
+    starts empty (a re-report)."""
     path = Path(st.state_file(SLUG))
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     assert st.load(SLUG) == st.ProjectState()
-    assert Path(f"{path}.corrupt").exists()
+    assert not path.exists()
+    [aside] = quarantine.files()
+    assert os.path.basename(aside).startswith(path.name) and Path(aside).read_text() == "{not json"
 
 
 def write_atl(home, projects, flat=False):

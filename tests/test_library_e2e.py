@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from claude_autoharness.client.conn import call
+from claude_autoharness.daemon.persist.dirs import ensure_private_dir
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.daemon.store import ensure_private_dir
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from claude_autoharness.daemon import store
+from claude_autoharness.daemon.persist.dirs import check_private_dir
 from claude_autoharness.daemon.promote import fileops, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.protocol import paths
@@ -257,4 +257,4 @@ def test_promoter_run_before_the_daemon_leaves_a_state_dir_the_daemon_accepts(ho
         os.umask(old)
     state = paths.state_dir()
     assert os.stat(state).st_mode & 0o777 == 0o700
-    store.check_private_dir(state)  # what the daemon checks at start; raises when open
+    check_private_dir(state)  # what the daemon checks at start; raises when open

@@ -8,7 +8,9 @@ import msgspec
 import platformdirs
 import pytest
 
-from claude_autoharness.daemon import store
+from claude_autoharness.daemon.persist import document, quarantine
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.persist.state import State
 from claude_autoharness.protocol import framing, paths
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol.config import ConfigError, load
@@ -114,13 +116,12 @@ def test_tagged_messages_decode_to_their_types():
     assert isinstance(err, m.Error) and err.code == "x"
 
 
-def test_old_snapshot_still_loads(tmp_path):
+def test_old_snapshot_still_loads(home, tmp_path):
     """A snapshot written by version 1 of the schema loads into today's State."""
     snap = tmp_path / "snapshot.json"
     shutil.copyfile(FIXTURES / "snapshot_v1.json", snap)
-    state, bad = store.load_snapshot(str(snap), str(tmp_path / "snapshot.prev.json"),
-                                     str(tmp_path / "q"))
-    assert bad == []
+    state = document.load(str(snap), State, previous=str(tmp_path / "snapshot.prev.json"))
+    assert state is not None and quarantine.files() == []
     s = state.sessions["c45af7b1-cb7c-4e51-93db-8cbb250a877a"]
     assert (s.activity, s.watermark) == (12, 4096)
     assert state.jobs["0123456789abcdef"].status == "pending"
@@ -130,7 +131,7 @@ def test_old_snapshot_still_loads(tmp_path):
 def test_private_writes(tmp_path):
     """State files are written 0600 and atomically (no temp left behind)."""
     p = tmp_path / "f.json"
-    store.write_private(str(p), b"x" * 100_000)
+    write_private(str(p), b"x" * 100_000)
     assert p.read_bytes() == b"x" * 100_000
     assert p.stat().st_mode & 0o777 == 0o600
     assert [x.name for x in tmp_path.iterdir()] == ["f.json"]

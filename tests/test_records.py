@@ -9,6 +9,7 @@ import shutil
 import msgspec
 import pytest
 
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.promote import records
 from conftest import REPO
 from promote_support import tree_digest
@@ -82,8 +83,9 @@ def test_provenance_needs_a_landing():
     assert records.parse_provenance(b"\xff not json") is None
 
 
-def test_append_history_is_idempotent_and_keeps_a_corrupt_file(tmp_path):
-    """Replaying a landing adds nothing; an unreadable history is set aside, not lost."""
+def test_append_history_is_idempotent_and_keeps_a_corrupt_file(home, tmp_path):
+    """Replaying a landing adds nothing; an unreadable history is quarantined (where status
+    and doctor show it), not lost."""
     data = _fixture("history.json")
     target = _install_history(tmp_path, data)
 
@@ -98,7 +100,9 @@ def test_append_history_is_idempotent_and_keeps_a_corrupt_file(tmp_path):
         f.write("{torn")
     entry = {**data["entries"][0], "landing": "new-landing"}
     records.append_history(str(tmp_path), entry, write=write)
-    assert os.path.exists(f"{path}.corrupt-new-landing")
+    [aside] = quarantine.files()
+    assert os.path.basename(aside).startswith(os.path.basename(path))
+    assert open(aside).read() == "{torn"
     assert [e["landing"] for e in records.read_history(str(tmp_path), target)] == ["new-landing"]
 
 
@@ -122,8 +126,9 @@ def test_todays_pending_landings_load(name, kind):
     lambda r: r.update(id="another-landing"),        # not the record its file name says
 ])
 def test_a_pending_landing_not_of_our_shape_is_set_aside(env, change):
-    """recover() replays only records of our shape: any other is renamed `.corrupt` for the
-    operator, never half-applied, and the skill tree is left as it was."""
+    """recover() replays only records of our shape: any other is quarantined for the
+    operator (where status and doctor show it), never half-applied, and the skill tree is left
+    as it was."""
     rec = _fixture("pending-write.json")
     change(rec)
     pending = os.path.join(env["pr"].state, "pending")
@@ -132,5 +137,7 @@ def test_a_pending_landing_not_of_our_shape_is_set_aside(env, change):
         json.dump(rec, f)
     before = tree_digest(*env["trees"])
     assert env["pr"].recover() == []
-    assert os.listdir(pending) == ["1796104026341-7b648e42.json.corrupt"]
+    assert os.listdir(pending) == []
+    [aside] = quarantine.files()
+    assert os.path.basename(aside).startswith("1796104026341-7b648e42.json.")
     assert tree_digest(*env["trees"]) == before

@@ -11,6 +11,7 @@ import pytest
 
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.core import Daemon as Core
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import load as load_config
@@ -71,7 +72,7 @@ def test_the_segmented_journal_with_parts_and_forget_records_loads(home, corrupt
     assert (ev.received, ev.peer_rejected) == (6, 1)
     assert ev.by_kind == {"SessionStart": 2, "PreToolUse": 3, "Stop": 1}
     assert st.tokens == {"day:2027-01-15": 2000, "total": 2000} and st.turns.user == 1
-    assert bool(book.quarantined) is corrupt
+    assert bool(quarantine.files()) is corrupt
 
 
 @pytest.mark.anyio

@@ -24,7 +24,7 @@ from harness import Daemon, event, frame, wait_for
 
 PACKAGE = Path(claude_autoharness.__file__).parent
 # The book, and the storage it loads the state with (a state being loaded is theirs to fill).
-OWNERS = ("daemon/book.py", "daemon/store.py", "daemon/persist/")
+OWNERS = ("daemon/book.py", "daemon/persist/")
 MUTATING = {"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update",
             "setdefault", "add", "discard", "sort", "reverse", "difference_update",
             "intersection_update", "symmetric_difference_update", "__setitem__", "__delitem__"}

@@ -18,6 +18,7 @@ from claude_autoharness.daemon.learnings import report as lreport
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
 from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.pipeline import today
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
@@ -77,14 +78,14 @@ class StatusReport:
                               subagent_calls=s.subagent_calls)
                 for s in newest], len(live)
 
-    def _from_files(self) -> tuple[int, r.LearningsInfo, dict]:
+    def _from_files(self) -> tuple[int, r.LearningsInfo, dict, list[str]]:
         learnings = lreport.status_json(
             self.src.markers, lambda slug: set(load_learning_state(slug).processed_ids))
         return (spool.pending(), r.LearningsInfo(**learnings),
-                backends.available(self.live.cfg.reflector))
+                backends.available(self.live.cfg.reflector), quarantine.files())
 
-    def assemble(self, spool_pending: int, learnings: r.LearningsInfo, avail: dict, *,
-                 page: m.Status) -> r.Status:
+    def assemble(self, spool_pending: int, learnings: r.LearningsInfo, avail: dict,
+                 quarantined: list[str], *, page: m.Status) -> r.Status:
         st = self.book.state
         sessions, total = self.sessions_page(page)
         rcfg = self.live.cfg.reflector
@@ -103,7 +104,7 @@ class StatusReport:
             connections=self.src.connections(),
             spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),
             persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
-                                          quarantined=list(self.book.quarantined),
+                                          quarantined=quarantined,
                                           failing=self.book.health.failing()),
             watcher={**self.src.transcripts.stats(), "watching": self.src.watcher.watching,
                      "refused": len(self.src.watcher.refused)},

@@ -17,7 +17,7 @@ from typing import Protocol
 import msgspec
 
 from claude_autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
-from claude_autoharness.daemon.learnings.state import write_atomic
+from claude_autoharness.daemon.persist.files import write_atomic
 from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.protocol.replies import LearningsSaved
 
@@ -46,7 +46,8 @@ class SaveState(Protocol):
 
 def _write(path: str, text: str) -> None:
     """The one writer of project files (tests make it fail to simulate a crash)."""
-    write_atomic(path, text.encode(), mode=0o644, dir_mode=0o755)
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    write_atomic(path, text.encode(), 0o644)
 
 
 class _Project:

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import msgspec
 
-from claude_autoharness.daemon import atomic
+from claude_autoharness.daemon.persist import document
 from claude_autoharness.protocol import paths
 
 MAX_PROCESSED = 5_000
@@ -113,27 +113,10 @@ def read_atl(slug: str) -> ProjectState | None:
 
 
 def load(slug: str) -> ProjectState:
-    """Our state for `slug`; on first use (no file of ours yet) atl's, else empty."""
-    try:
-        with open(state_file(slug), "rb") as f:
-            return msgspec.json.decode(f.read(), type=ProjectState)
-    except FileNotFoundError:
-        pass
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        _quarantine(state_file(slug))
-    return read_atl(slug) or ProjectState()
-
-
-def _quarantine(path: str) -> None:
-    """A corrupt state file is set aside, never fatal: the worst case is a re-report."""
-    with contextlib.suppress(OSError):
-        os.replace(path, f"{path}.corrupt")
-
-
-def write_atomic(path: str, data: bytes, mode: int = 0o600, dir_mode: int = 0o700) -> None:
-    """Create the directory if needed, then replace `path` atomically."""
-    os.makedirs(os.path.dirname(path), mode=dir_mode, exist_ok=True)
-    atomic.write_atomic(path, data, mode)
+    """Our state for `slug`; on first use (no file of ours yet) atl's, else empty. A corrupt
+    state file is quarantined, never fatal: the worst case is a re-report."""
+    return document.load_or_set_aside(state_file(slug), ProjectState) or read_atl(slug) \
+        or ProjectState()
 
 
 def _ensure_state_dir() -> None:
@@ -143,7 +126,9 @@ def _ensure_state_dir() -> None:
 
 def save(slug: str, state: ProjectState) -> None:
     _ensure_state_dir()
-    write_atomic(state_file(slug), msgspec.json.encode(state))
+    path = state_file(slug)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    document.save(path, state)
 
 
 @contextlib.contextmanager

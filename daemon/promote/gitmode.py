@@ -29,8 +29,8 @@ import subprocess
 import tomllib
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.atomic import write_atomic
 from claude_autoharness.daemon.capture.source import open_regular
+from claude_autoharness.daemon.persist.files import write_atomic
 from claude_autoharness.daemon.promote import fileops
 from claude_autoharness.daemon.promote.plan import PROVENANCE, TMP_PREFIX
 from claude_autoharness.protocol import paths

@@ -15,6 +15,8 @@ from typing import Literal
 
 import msgspec
 
+from claude_autoharness.daemon.persist import quarantine
+
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
     """One version of a skill directory, as the promoter landed it. Besides these, an entry
@@ -169,8 +171,8 @@ def append_history(state: str, entry: dict, *, write: Callable[[str, bytes], Non
     if any(e["landing"] == entry["landing"] for e in entries):
         return  # replayed by recover(): already recorded
     if not entries and os.path.exists(path):
-        # Unreadable (we never write an empty one): set aside for the operator, not lost.
-        os.replace(path, f"{path}.corrupt-{entry['landing']}")
+        # Unreadable (we never write an empty one): quarantined for the operator, not lost.
+        quarantine.set_aside(path, why="not a skill history")
     entries.append(entry)
     data = {"target": entry["target"], "entries": entries}
     write(path, json.dumps(data, indent=1).encode())

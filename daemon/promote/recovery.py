@@ -14,7 +14,8 @@ import shutil
 
 import msgspec
 
-from claude_autoharness.daemon.atomic import fsync_dir
+from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.files import fsync_dir
 from claude_autoharness.daemon.promote import fileops, gitmode, records, skilltree
 from claude_autoharness.daemon.promote.observe import is_owned
 from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
@@ -144,14 +145,14 @@ def recover(sd: StateDir) -> list[Recovered]:
                 fileops.unlink(path)
                 continue
             if not fn.endswith(".json"):
-                continue  # .corrupt / .failed: kept for the operator, never retried
+                continue  # .failed (or .corrupt, as older versions set aside): never retried
             try:
                 with open(path, "rb") as f:
                     rec = json.load(f)
             except (OSError, ValueError, RecursionError):
                 rec = None
             if rec is None or not records.landing_ok(rec) or f"{rec['id']}.json" != fn:
-                os.replace(path, path + ".corrupt")  # kept for the operator, never retried
+                quarantine.set_aside(path, why="not a landing record")  # never retried
                 continue
             recs.append(rec)
         out = []

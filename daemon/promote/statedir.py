@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from claude_autoharness.daemon.atomic import fsync_dir
+from claude_autoharness.daemon.persist.files import fsync_dir
 from claude_autoharness.daemon.promote import fileops, records
 from claude_autoharness.daemon.promote.plan import TMP_PREFIX
 from claude_autoharness.protocol import paths

@@ -112,7 +112,7 @@ class BatchRunner:
     # ---- journal -------------------------------------------------------------------------
 
     def load(self) -> None:
-        self.j = batchstore.load(self.clock())
+        self.j = batchstore.load()
 
     def save(self) -> None:
         batchstore.save(self.j)

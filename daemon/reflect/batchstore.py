@@ -1,16 +1,13 @@
 """The batch runner's durable record, `<state>/batches.json`: every item and every batch id,
-and the create request in flight. Replaced atomically on every change; an unreadable file is
-set aside and the runner starts empty."""
+and the create request in flight. A typed document replaced atomically on every change; an
+unreadable one is quarantined (where status and doctor show it) and the runner starts empty."""
 
 import os
 
 import msgspec
-import structlog
 
-from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.persist import document
 from claude_autoharness.protocol import paths
-
-log = structlog.get_logger("autoharness")
 
 
 class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -55,19 +52,10 @@ def journal_path() -> str:
     return os.path.join(paths.state_dir(), "batches.json")
 
 
-def load(now: float) -> Journal:
-    """The journal as last saved (empty when there is none); an unreadable one is set aside
-    as `batches.json.corrupt-<now>`. Batches still in flight are due for a poll at once."""
-    try:
-        with open(journal_path(), "rb") as f:
-            j = msgspec.json.decode(f.read(), type=Journal)
-    except FileNotFoundError:
-        j = Journal()
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as e:
-        bad = journal_path() + f".corrupt-{int(now)}"
-        os.replace(journal_path(), bad)
-        log.error("batch journal unreadable: set aside", path=bad, error=str(e))
-        j = Journal()
+def load() -> Journal:
+    """The journal as last saved (empty when there is none, or when it is unreadable: then it
+    is quarantined). Batches still in flight are due for a poll at once."""
+    j = document.load_or_set_aside(journal_path(), Journal) or Journal()
     for b in j.batches.values():
         if b.status != "ended":
             b.next_poll_at = 0.0  # resume polling right away
@@ -75,6 +63,6 @@ def load(now: float) -> Journal:
 
 
 def save(j: Journal) -> None:
-    """Replace the journal on disk (atomically)."""
-    os.makedirs(paths.state_dir(), mode=0o700, exist_ok=True)
-    write_atomic(journal_path(), msgspec.json.encode(j))
+    """Replace the journal on disk (atomically, 0600; never into a swapped state dir)."""
+    paths.make_private_dirs(paths.state_dir())
+    document.save(journal_path(), j)

@@ -31,7 +31,7 @@ from claude_autoharness.daemon.capture.source import (
     transcript_roots,
 )
 from claude_autoharness.daemon.capture.window import tail_start
-from claude_autoharness.daemon.persistence import describe
+from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.curate import (
     CuratedSkill,

@@ -4,7 +4,7 @@ proposal's evidence really was in what the model saw."""
 
 import os
 
-from claude_autoharness.daemon import store
+from claude_autoharness.daemon.persist.dirs import ensure_private_dir, write_private
 from claude_autoharness.protocol import paths
 
 
@@ -14,8 +14,8 @@ def window_path(job_id: str) -> str:
 
 def save_window(job_id: str, text: str) -> None:
     """Keep a job's window (blocking)."""
-    store.ensure_private_dir(paths.windows_dir())
-    store.write_private(window_path(job_id), text.encode())
+    ensure_private_dir(paths.windows_dir())
+    write_private(window_path(job_id), text.encode())
 
 
 def read_window(job_id: str) -> str | None:

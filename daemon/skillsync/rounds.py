@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 import msgspec
 
-from claude_autoharness.daemon.atomic import write_atomic
+from claude_autoharness.daemon.persist.files import write_atomic
 from claude_autoharness.daemon.promote import feedback, layers, validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD

@@ -1,0 +1,148 @@
+"""Judging a proposal at the door, before the intent queue records it: each is judged once.
+
+Malformed → rejected `schema`, past the per-job cap → `over_limit`, carrying a secret → `secret`
+(and stored redacted), evidence not a verbatim quote of the window → `unattributable`. A
+feedback verdict is checked for shape, secrets, a verbatim quote and one per skill per job; the
+promoter grounds the rest (see `promote.feedback`). Pure but for the redactor: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+
+import msgspec
+
+from claude_autoharness.daemon.proposals import (
+    Finding,
+    Proposal,
+    proposal_from_obj,
+    verdict_from_obj,
+)
+
+RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
+MAX_VERDICTS = 20  # per job: more are recorded as over_limit (a window touches few skills)
+_REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
+_TEXT_FIELDS = ("skill", "layer", "reason", "evidence", "description", "body", "old", "new",
+                "path", "content", "action")
+
+
+def canonical(raw: object) -> str:
+    return json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class Scanner:
+    """One interface over capture's Redactor (`find` + `redact` -> (text, counts)) and a plain
+    `str -> str` callable (tests, custom rules)."""
+
+    def __init__(self, redactor=None):
+        if redactor is None:
+            from claude_autoharness.daemon.capture.redact import default_redactor
+
+            redactor = default_redactor()
+        self._r = redactor
+
+    def redact(self, text: str) -> str:
+        fn = getattr(self._r, "redact", self._r)
+        out = fn(text)
+        return out[0] if isinstance(out, tuple) else out
+
+    def kinds(self, text: str) -> Counter:
+        """What would make this text unfit to land: secrets, and PII that is not an obvious
+        placeholder."""
+        find = getattr(self._r, "find", None)
+        if find is not None:
+            return Counter(kind for kind, _s, _e in find(text, allow_placeholders=True))
+        return new_kinds(text, self.redact(text))
+
+
+def new_kinds(before: str, after: str) -> Counter:
+    """Which redaction kinds appeared (a text may legitimately quote `[REDACTED:x]` already)."""
+    added = Counter(_REDACTED.findall(after)) - Counter(_REDACTED.findall(before))
+    if not added and after != before:
+        added["private"] += 1  # something was removed without a marker (a <private> span)
+    return added
+
+
+def scan_proposal(p: Proposal, scan: Scanner) -> tuple[Proposal, Counter]:
+    """The proposal's hits, and the proposal to store: redacted when it has any, else as is
+    (so a placeholder like user@example.com survives to land)."""
+    kinds: Counter = Counter()
+    for name in _TEXT_FIELDS:
+        v = getattr(p, name)
+        if isinstance(v, str) and v:
+            kinds += scan.kinds(v)
+    if not kinds:
+        return p, kinds
+    changes = {}
+    for name in _TEXT_FIELDS:
+        v = getattr(p, name)
+        if isinstance(v, str) and v:
+            changes[name] = scan.redact(v)
+    return msgspec.structs.replace(p, **changes), kinds
+
+
+def judge_proposal(raw, index: int, window: str, max_intents: int, scan: Scanner) -> tuple:
+    """(proposal or None, raw text or None, findings) for one raw proposal."""
+    from claude_autoharness.daemon.promote.evidence import evidence_in_window
+
+    proposal, problems = proposal_from_obj(raw)
+    findings: list[Finding] = []
+    for msg in problems:
+        findings.append(Finding(family="well_formed", code="schema",
+                                message=scan.redact(msg)[:500]))
+    if index >= max_intents:
+        findings.append(Finding(family="limit", code="over_limit",
+                                message=f"proposal {index + 1} of a job limited to {max_intents}"))
+    if proposal is None:
+        # Redact the whole text before clipping: a cut could hide half a secret from the rules.
+        return None, scan.redact(canonical(raw))[:RAW_LIMIT], findings
+    stored, kinds = scan_proposal(proposal, scan)
+    if kinds:
+        findings.append(Finding(family="safe", code="secret",
+                                message="the proposal carries " + ", ".join(sorted(kinds))
+                                + "; stored redacted"))
+    if not evidence_in_window(proposal.evidence, window):
+        findings.append(Finding(family="attributable", code="unattributable",
+                                message="the evidence is not a verbatim quote from the window"))
+    return stored, None, findings
+
+
+def judge_verdict(raw, index: int, window: str, scan: Scanner,
+                   seen: set[tuple[str, str]]) -> tuple:
+    """(verdict or None, raw text or None, findings) for one raw feedback item: the checks that
+    need only the window. The promoter grounds the rest against the tree."""
+    from claude_autoharness.daemon.promote.evidence import evidence_in_window
+
+    verdict, problems = verdict_from_obj(raw)
+    findings = [Finding(family="well_formed", code="schema", message=scan.redact(m)[:500])
+                for m in problems]
+    if index >= MAX_VERDICTS:
+        findings.append(Finding(family="limit", code="over_limit",
+                                message=f"verdict {index + 1} of a job limited to {MAX_VERDICTS}"))
+    if verdict is None:
+        return None, scan.redact(canonical(raw))[:RAW_LIMIT], findings
+    kinds: Counter = Counter()
+    for v in (verdict.skill, verdict.evidence):
+        kinds += scan.kinds(v)
+    if kinds:
+        findings.append(Finding(family="safe", code="secret",
+                                message="the verdict carries " + ", ".join(sorted(kinds))
+                                + "; stored redacted"))
+        verdict = msgspec.structs.replace(verdict, skill=scan.redact(verdict.skill),
+                                          evidence=scan.redact(verdict.evidence))
+    if not evidence_in_window(verdict.evidence, window):
+        findings.append(Finding(family="attributable", code="unattributable",
+                                message="the evidence is not a verbatim quote from the window"))
+    who = (verdict.layer, verdict.skill)
+    if who in seen:
+        findings.append(Finding(family="grounded", code="repeated",
+                                message=f"a second verdict on {verdict.skill} for one window"))
+    seen.add(who)
+    return verdict, None, findings
+
+
+def dedupe_key(job_id: str | None, raw) -> str:
+    return f"{job_id or ''}:{hashlib.sha256(canonical(raw).encode()).hexdigest()[:32]}"

@@ -1,0 +1,244 @@
+"""Typed append-only journals: JSON lines, each a record of a msgspec tagged union whose tag
+field is `op`. A record type is the union of its kinds (`Event | Calls | ...`); a line that
+does not decode as one of them (torn by a crash, garbage, a kind a later version added) is
+skipped and its file quarantined, so nothing readable is lost.
+
+Two shapes:
+- `Journal`: the daemon state's journal, in segments. Appends are one `write()` each (page
+  cache) and fsynced in batches (`sync`); every record carries a `seq`.
+- `RecordLog`: one file whose every append is fsynced before it returns, compacted by an atomic
+  rewrite (the intent queue).
+"""
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
+
+import msgspec
+
+from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.dirs import recheck_dir
+from claude_autoharness.daemon.persist.files import AppendFile, append_durably, fsync_dir, write_atomic
+from claude_autoharness.protocol import paths
+
+encoder = msgspec.json.Encoder()
+
+
+class Sequenced(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op"):
+    """A record of a `Journal`: its place in the journal and when it was appended."""
+
+    seq: int = 0
+    at: float = 0.0
+
+
+S = TypeVar("S", bound=Sequenced)
+R = TypeVar("R")
+
+
+def encode_lines(records: Iterable[object]) -> bytes:
+    return b"".join(encoder.encode(rec) + b"\n" for rec in records)
+
+
+def read_lines(path: str, decoder: msgspec.json.Decoder) -> tuple[list, list[int]]:
+    """The records of a JSON-lines file and the numbers of the lines that are none (blank
+    lines are neither). Raises FileNotFoundError for a missing file."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    out, bad = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(decoder.decode(line))
+        except msgspec.DecodeError:  # ValidationError included
+            bad.append(n)
+    return out, bad
+
+
+class Journal(Generic[S]):
+    """Append-only JSONL in segments: `path` is appended to; `rotate` (when a snapshot is
+    taken) closes it as `<stem>.<last seq>.jsonl` and starts an empty one, and segments a
+    snapshot no longer needs are deleted, whole: nothing is ever copied. Replay reads the
+    segments, oldest first, then `path` (a journal of one file, as older versions wrote, reads
+    the same).
+
+    `append` is one `write()` (the event loop calls it: page cache, no fsync); `sync` fsyncs
+    from a worker thread. The lock orders appends against `sync` picking up the file. An
+    append that fails (a full disk) leaves no partial line (`AppendFile`) and raises; its
+    record is written ahead of the next one that has room, so records stay whole and in
+    order."""
+
+    def __init__(self, path: str, record_type: object):
+        self.path = path
+        self.seq = 0
+        self.file = AppendFile(path)
+        self.appended = 0  # bytes in the journal since the last rotation
+        self._decoder = msgspec.json.Decoder(record_type)
+        self._lock = threading.Lock()
+        self._unsynced = False
+        self._unsynced_dir = False  # a rotation renamed and created files
+        self._closed: list[AppendFile] = []  # rotated away, not fsynced yet
+        self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
+
+    @property
+    def size(self) -> int:
+        return self.file.size
+
+    def open(self) -> None:
+        recheck_dir(os.path.dirname(self.path))
+        self.file.open()
+        self.appended = self.file.size + sum(os.path.getsize(p) for _, p in self.segments())
+
+    def close(self) -> None:
+        with self._lock:
+            for f in self._closed:
+                f.close()
+            self._closed.clear()
+            self.file.close()
+
+    def append(self, rec: S) -> int:
+        """Give `rec` the next seq and the time, and append it; return its seq."""
+        with self._lock:
+            self.seq += 1
+            rec.seq, rec.at = self.seq, time.time()
+            # A record a failed append could not write goes first: the caller's state already
+            # holds its change, so the post-states recorded after it carry that change too.
+            self._unwritten.append(encoder.encode(rec) + b"\n")
+            n = self.file.append(b"".join(self._unwritten))
+            self._unwritten.clear()
+            self.appended += n
+            self._unsynced = True
+            return self.seq
+
+    def sync(self) -> None:
+        """fsync what was appended (batched: the daemon calls this every fsync_interval_s),
+        segments rotated away since the last sync, and the directory after a rotation."""
+        with self._lock:
+            if not self._unsynced or self.file.fd is None:
+                return
+            closed, self._closed = self._closed, []
+            fd, self._unsynced = os.dup(self.file.fd), False  # fsync unlocked: appends go on
+            dir_too, self._unsynced_dir = self._unsynced_dir, False
+        try:
+            for f in closed:
+                try:
+                    f.sync()
+                finally:
+                    f.close()
+            os.fsync(fd)
+            if dir_too:
+                fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        except BaseException:
+            with self._lock:
+                self._unsynced = True
+                self._unsynced_dir = self._unsynced_dir or dir_too
+            raise
+        finally:
+            os.close(fd)
+
+    def segments(self) -> list[tuple[int, str]]:
+        """(last seq, path) of each closed segment, oldest first."""
+        d = os.path.dirname(os.path.abspath(self.path))
+        stem, ext = os.path.splitext(os.path.basename(self.path))
+        out = []
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            middle = name[len(stem) + 1:-len(ext)] if name.startswith(stem + ".") \
+                and name.endswith(ext) else ""
+            seq, _, extra = middle.partition(".")
+            if seq.isdigit() and (not extra or extra.isdigit()):
+                out.append((int(seq), os.path.join(d, name)))
+        return sorted(out)
+
+    def rotate(self) -> None:
+        """Close the file as a segment named by its last record's seq and start an empty one
+        (on the loop, between appends: a snapshot encoded just now covers the whole segment).
+        Cheap: two renames' worth of metadata; the old file is fsynced by the next `sync`."""
+        with self._lock:
+            if self.file.size == 0 or self.file.fd is None:
+                return
+            stem, ext = os.path.splitext(self.path)
+            seg = f"{stem}.{self.seq:020d}{ext}"
+            n = 0
+            while os.path.lexists(seg):  # never replace a segment (the same seq twice)
+                n += 1
+                seg = f"{stem}.{self.seq:020d}.{n}{ext}"
+            recheck_dir(os.path.dirname(self.path))
+            os.rename(self.path, seg)
+            fresh = AppendFile(self.path)
+            try:
+                fresh.open()
+            except OSError:
+                os.rename(seg, self.path)  # keep appending where we were
+                raise
+            self._closed.append(self.file)
+            self.file = fresh
+            self.appended = 0
+            self._unsynced = self._unsynced_dir = True
+
+    def drop_segments(self, upto_seq: int) -> None:
+        """Delete the segments whose records are all at or below `upto_seq` (a durable
+        snapshot that is not the newest covers them: the newest may turn out unreadable)."""
+        for last, path in self.segments():
+            if last <= upto_seq:
+                os.unlink(path)
+
+    def replay(self, after_seq: int) -> list[S]:
+        """Records newer than `after_seq`, from the segments and the file. A torn or garbage
+        line is skipped and its file copied to the quarantine, so nothing readable is lost and
+        the damage stays inspectable."""
+        out: list[S] = []
+        for path in [p for _, p in self.segments()] + [self.path]:
+            try:
+                records, bad = read_lines(path, self._decoder)
+            except FileNotFoundError:
+                continue
+            for rec in records:
+                self.seq = max(self.seq, rec.seq)
+                if rec.seq > after_seq:
+                    out.append(rec)
+            if bad:
+                quarantine.set_aside(path, copy=True, why=f"{len(bad)} unreadable line(s)")
+        self.seq = max(self.seq, after_seq)
+        return out
+
+
+class RecordLog(Generic[R]):
+    """One JSON-lines file of records whose every append is durable (fsynced, the directory
+    entry too when the file is new) before it returns; a failed append leaves no partial line
+    in front of the next. `rewrite` replaces the whole file atomically. Not thread-safe:
+    callers serialise writes. Never written into a state dir swapped since start."""
+
+    def __init__(self, path: str, record_type: object):
+        self.path = path
+        self._decoder = msgspec.json.Decoder(record_type)
+
+    def read(self) -> tuple[list[R], list[int]]:
+        """The records and the numbers of unreadable lines; ([], []) for a missing file."""
+        try:
+            return read_lines(self.path, self._decoder)
+        except FileNotFoundError:
+            return [], []
+
+    def _ready(self) -> None:
+        d = os.path.dirname(os.path.abspath(self.path))
+        paths.make_private_dirs(d)
+        recheck_dir(d)
+
+    def append(self, records: Sequence[R]) -> None:
+        if records:
+            self._ready()
+            append_durably(self.path, encode_lines(records))
+
+    def rewrite(self, records: Iterable[R]) -> None:
+        self._ready()
+        write_atomic(self.path, encode_lines(records), 0o600)
+
+    def set_aside(self, why: str) -> str:
+        """Move the file into the quarantine (it held unreadable lines); return where."""
+        return quarantine.set_aside(self.path, why=why)

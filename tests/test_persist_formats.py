@@ -1,0 +1,212 @@
+"""Old state files still load: every on-disk format, as the daemon wrote it before its
+persistence became one package (tests/fixtures/formats, see its README), loads with today's code
+into what the old code loaded from the same bytes. And every file set aside, whatever part of
+the daemon found it unreadable, is in the one quarantine `status` and `doctor` show."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.learnings import state as ls
+from claude_autoharness.daemon.persist import dirs, quarantine
+from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.promote import records
+from claude_autoharness.daemon.reflect import batchstore
+from claude_autoharness.daemon.reflected import ReflectedRecords
+from claude_autoharness.daemon.reportlog import ReportLog
+from claude_autoharness.protocol import paths
+from harness import Daemon, ctl, wait_for
+
+FORMATS = Path(__file__).parent / "fixtures" / "formats"
+T0 = 1_790_000_000.0
+
+
+def expected(*parts: str):
+    return json.loads(FORMATS.joinpath(*parts).read_text())
+
+
+def install_state(skip: str = "", replace: dict[str, bytes] | None = None) -> None:
+    """The fixture's snapshots and journal into the state dir, as the old daemon left them."""
+    paths.make_private_dirs(paths.state_dir())
+    for f in (FORMATS / "state").iterdir():
+        if f.name.startswith("expected") or f.name == skip:
+            continue
+        dest = os.path.join(paths.state_dir(), f.name)
+        if replace and f.name in replace:
+            Path(dest).write_bytes(replace[f.name])
+        else:
+            shutil.copyfile(f, dest)
+
+
+def loaded_book() -> Book:
+    book = Book(clock=lambda: T0 + 100)
+    book.load()
+    return book
+
+
+def test_the_journal_fixture_holds_every_record_kind():
+    """The fixture exercises each kind of the journal's union, the legacy ones included: a kind
+    added later needs a fixture of its own."""
+    ops = set()
+    for f in (FORMATS / "state").glob("journal*.jsonl"):
+        ops |= {json.loads(line)["op"] for line in f.read_text().splitlines() if line.strip()}
+    kinds = {t.__struct_config__.tag for t in st.Record.__args__}
+    assert ops == kinds == {"event", "calls", "job", "parts", "forget", "session", "carry",
+                            "turn"}
+
+
+def test_the_old_snapshot_and_journal_load_as_before(home):
+    """Newest snapshot + the journal after it: the same state, ids and no quarantine."""
+    install_state()
+    book = loaded_book()
+    want = expected("state", "expected.json")
+    assert msgspec.to_builtins(book.state) == want["state"]
+    assert list(book.seen) == want["seen"]
+    assert quarantine.files() == []
+
+
+@pytest.mark.parametrize("newest", ["missing", "corrupt"])
+def test_every_old_record_kind_replays_as_before(home, newest):
+    """Without a readable newest snapshot the previous one and every journal segment since it
+    are replayed: each record kind (the legacy single-`job`, `session`, `carry` and `turn`
+    records too) gives the state the old code gave. A corrupt newest snapshot is quarantined."""
+    if newest == "missing":
+        install_state(skip="snapshot.json")
+    else:
+        install_state(replace={"snapshot.json": b'{"schema": 1, "sessions": {'})
+    book = loaded_book()
+    want = expected("state", "expected-from-prev.json")
+    assert msgspec.to_builtins(book.state) == want["state"]
+    assert list(book.seen) == want["seen"]
+    assert book.state.turns.projects == {"/proj/a": 1, "/proj/b": 1}  # the legacy turn counted
+    assert {"j-legacy", "j-carry"} <= set(book.state.jobs)
+    assert {"s-legacy", "s-carry"} <= set(book.state.sessions)
+    aside = [os.path.basename(p) for p in quarantine.files()]
+    assert aside == [] if newest == "missing" else (
+        len(aside) == 1 and aside[0].startswith("snapshot.json."))
+
+
+def test_the_old_intent_file_loads_as_before(home):
+    paths.make_private_dirs(paths.state_dir())
+    shutil.copyfile(FORMATS / "intents" / "intents.jsonl", paths.intents_file())
+    q = IntentQueue()
+    report = q.load()
+    want = expected("intents", "expected.json")
+    assert report.bad_lines == 0 and report.problems == []
+    assert msgspec.to_builtins(q.list()) == want["intents"]
+    assert msgspec.to_builtins(q.verdicts()) == want["verdicts"]
+    assert q.counts() == want["counts"]
+    q.compact()  # rewritten in today's format: the same queue
+    again = IntentQueue()
+    again.load()
+    assert msgspec.to_builtins(again.list()) == want["intents"]
+    assert msgspec.to_builtins(again.verdicts()) == want["verdicts"]
+
+
+def test_the_old_batch_journal_loads_as_before(home):
+    paths.make_private_dirs(paths.state_dir())
+    shutil.copyfile(FORMATS / "batches" / "batches.json", batchstore.journal_path())
+    j = batchstore.load()
+    assert msgspec.to_builtins(j) == expected("batches", "expected.json")
+    assert j.creating is not None and j.creating.items == ["b4"]
+
+
+def test_the_old_learnings_state_loads(home):
+    path = ls.state_file("-proj-a")
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    shutil.copyfile(FORMATS / "learnings" / "-proj-a.json", path)
+    assert ls.load("-proj-a") == ls.ProjectState(last_processed_at=T0, processed_ids=["m1", "m2"],
+                                                 queued_intents=["m3"])
+
+
+def test_the_old_promoter_records_load(home, tmp_path):
+    history = json.loads((FORMATS / "records" / "history.json").read_text())
+    target = history["target"]
+    os.makedirs(os.path.dirname(records.history_path(str(tmp_path), target)))
+    shutil.copyfile(FORMATS / "records" / "history.json",
+                    records.history_path(str(tmp_path), target))
+    assert [(e["landing"], e["version"]) for e in records.read_history(str(tmp_path), target)] \
+        == [("1790000000000-aaaa", 1), ("1790000001000-bbbb", 2)]
+    pending = json.loads((FORMATS / "records" / "pending-write.json").read_text())
+    assert records.landing_ok(pending)
+    assert records.parse_provenance((FORMATS / "records" / "provenance.json").read_bytes())
+
+
+def test_the_old_reflected_keys_and_report_ledger_load(home):
+    paths.make_private_dirs(paths.state_dir())
+    shutil.copyfile(FORMATS / "misc" / "reflected-records.bin", paths.reflected_file())
+    shutil.copyfile(FORMATS / "misc" / "report.jsonl", paths.report_log_file())
+    rr = ReflectedRecords()
+    rr.load()
+    assert len(rr) == 3 and all(u in rr for u in ("u-1", "u-2", "u-3")) and "u-4" not in rr
+    log = ReportLog()
+    assert [r["k"] for r in log.records()] == ["usage", "context"]
+    log.append("context", session="s-two", chars=5)  # appends after the old records
+    assert [r.get("session") for r in log.records("context")] == ["s-one", "s-two"]
+
+
+def test_every_file_set_aside_shows_in_status_and_doctor(home):
+    """A corrupt snapshot, intent file, batch journal, pending landing record and spool record,
+    each found by a different part of the daemon at start, all land in the one quarantine:
+    `status` lists every one and `doctor` fails its quarantine check naming them; moved out of
+    the quarantine, they are gone from both."""
+    state = home["home"] / "state"
+    state.mkdir(mode=0o700)
+    (state / "snapshot.json").write_bytes(b"\x00garbage")
+    (state / "intents.jsonl").write_bytes(b'{"op": "add", "key"\n')
+    (state / "batches.json").write_bytes(b'{"items": [')
+    pending = state / "promote" / "pending"
+    pending.mkdir(parents=True, mode=0o700)
+    (pending / "1796104026341-7b648e42.json").write_bytes(b'{"op": "move"}')
+    spool = state / "spool"
+    spool.mkdir(mode=0o700)
+    (spool / f"{1:020d}.{'1' * 32}").write_bytes(b"not a record")
+    names = ("snapshot.json.", "intents.jsonl.", "batches.json.", "1796104026341-7b648e42.json.",
+             f"{1:020d}.{'1' * 32}.")
+    d = Daemon(home["home"])
+    try:
+        q = wait_for(lambda: (q := d.status()["persistence"]["quarantined"]) and len(q) >= 5
+                     and q, what="five files quarantined")  # the spool replays after start
+        shown = sorted(os.path.basename(p) for p in q)
+        assert len(shown) == len(names), shown
+        assert all(any(s.startswith(n) for s in shown) for n in names), shown
+        assert all(os.path.dirname(p) == paths.quarantine_dir() for p in q)
+        r = ctl("doctor", "--json")
+        check = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["quarantine"]
+        assert r.returncode != 0 and check["ok"] is False
+        assert "5 corrupt files" in check["detail"] and paths.quarantine_dir() in check["fix"]
+        for p in q:  # the operator has looked at them
+            os.unlink(p)
+        assert d.status()["persistence"]["quarantined"] == []
+        r = ctl("doctor", "--json")
+        assert {c["name"]: c for c in json.loads(r.stdout)["checks"]}["quarantine"]["ok"]
+    finally:
+        d.stop()
+
+
+def test_no_state_file_is_written_into_a_state_dir_swapped_since_start(home, monkeypatch):
+    """Every writer of the state dir re-checks it is still the one pinned at start: the
+    reflected records and the report ledger (appends, as the journal's) and the documents
+    (a learnings state, the batch journal) refuse a directory put in its place, naming it."""
+    monkeypatch.setattr(dirs, "_pinned", {})  # this test's pin only
+    state = paths.state_dir()
+    dirs.ensure_private_dir(state)
+    dirs.pin_dir(state)
+    os.rename(state, state + ".moved")
+    os.mkdir(state, 0o700)  # ours and private, but not the directory the daemon checked
+    writes = {
+        "reflected": lambda: ReflectedRecords().add(["u-1"]),
+        "report": lambda: ReportLog().append("context", session="s", chars=1),
+        "batches": lambda: batchstore.save(batchstore.Journal()),
+        "learnings": lambda: ls.save("-proj-a", ls.ProjectState()),
+    }
+    for what, write in writes.items():
+        with pytest.raises(dirs.StateDirMoved, match="moved or replaced"):
+            write()
+        assert not [n for n in os.listdir(state) if not os.path.isdir(os.path.join(state, n))], what
