@@ -11,6 +11,7 @@ it are skipped with one reason saying what they need and how to get it; under CI
 they fail instead, never skip.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -73,7 +74,11 @@ def claude_cli_path() -> Path:
     npm = shutil.which("npm")
     if not npm:
         raise CliUnavailable(NO_NPM)
-    install(npm)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".install-lock", "w") as lock:  # parallel workers install it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (BIN.exists() and _runs(BIN)):
+            install(npm)
     if not _runs(BIN):
         raise RuntimeError(f"{BIN} was installed by npm but does not run `--version`")
     return BIN

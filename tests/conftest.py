@@ -152,7 +152,9 @@ def dist(tmp_path_factory) -> dict[str, Path]:
 CREATED: list[str] = []  # every temp dir made through tempfile.mkdtemp during the run
 _mkdtemp = tempfile.mkdtemp
 LEAK_PREFIX = "ah"  # the suite's own temp dirs: ah-*, ahb-* (fixtures, sandboxes, benches)
-STOPPING_S = 15.0  # a daemon told to stop at teardown may still be saving its state
+# a daemon told to stop at teardown may still be saving its state; the leak check's own test
+# sets it short for the run it makes, whose leaked process never stops by itself
+STOPPING_S = float(os.environ.get("AUTOHARNESS_TEST_STOPPING_S", "15"))
 
 
 def _tracking_mkdtemp(*args, **kwargs):
@@ -174,21 +176,40 @@ def _roots(session) -> list[str]:
     return roots
 
 
-def pytest_sessionfinish(session, exitstatus):
-    """Fail the run, naming them, if processes started under the run's temp dirs (a daemon a
-    hook autostarted, a Claude Code CLI) outlived it, or if the suite's own temp dirs are
-    still on disk; both are removed here, so the next run starts clean."""
+LEFT_BY_WORKERS: list[str] = []  # under pytest-xdist: what each worker's own check found
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: a worker finished; its end check's findings are reported with ours."""
+    LEFT_BY_WORKERS.extend(getattr(node, "workeroutput", {}).get("left_behind", []))
+
+
+def _left_behind(session) -> list[str]:
+    """What outlived the tests of this process (now ended and removed), one line each."""
     left = leaks.wait_gone(_roots(session), STOPPING_S)
     leaks.kill(left)
     dirs = [d for d in dict.fromkeys(CREATED)
             if os.path.basename(d).startswith(LEAK_PREFIX) and os.path.lexists(d)]
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
-    if not left and not dirs:
+    return [f"  process {pid}: {cmd}" for pid, cmd in left] + [f"  temp dir {d}" for d in dirs]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run, naming them, if processes started under the run's temp dirs (a daemon a
+    hook autostarted, a Claude Code CLI) outlived it, or if the suite's own temp dirs are
+    still on disk; both are removed here, so the next run starts clean. Under pytest-xdist
+    each worker checks its own and the controller fails the run for all of them."""
+    found = _left_behind(session)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports
+        workeroutput["left_behind"] = found
         return
-    lines = ["the test run left things behind (now removed):"]
-    lines += [f"  process {pid}: {cmd}" for pid, cmd in left]
-    lines += [f"  temp dir {d}" for d in dirs]
+    found += LEFT_BY_WORKERS
+    if not found:
+        return
+    lines = ["the test run left things behind (now removed):", *found]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         if reporter is not None:

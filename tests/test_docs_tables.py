@@ -94,3 +94,11 @@ def test_readme_says_what_the_tests_need_and_how_long_they_take():
     assert re.search(r"\d+ to \d+ minutes", section)
     assert "CI=true" in section and "AUTOHARNESS_TEST_CLAUDE" in section
     assert "need no network" not in section
+
+
+def test_ci_runs_the_readmes_test_command():
+    """.ci/run runs the README's test command as written, so the figure the README gives is
+    the one CI sees."""
+    readme = (REPO / "README.md").read_text().split("## Run the tests", 1)[1]
+    [command] = re.findall(r"^python3 -m venv .*pytest.*$", readme, re.M)
+    assert command in (REPO / ".ci" / "run").read_text().splitlines()

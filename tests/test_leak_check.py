@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import leaks
 
 HERE = Path(__file__).resolve().parent
@@ -32,20 +34,23 @@ def test_cleans_up():
 '''
 
 
-def run_suite(short_tmp: Path, body: str) -> subprocess.CompletedProcess:
+def run_suite(short_tmp: Path, body: str, *opts: str) -> subprocess.CompletedProcess:
     suite = short_tmp / "suite"
     suite.mkdir()
     for name in ("conftest.py", "leaks.py"):
         shutil.copyfile(HERE / name, suite / name)
     (suite / "test_it.py").write_text(body)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(suite)], cwd=suite, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *opts,
+                           str(suite)], cwd=suite, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, AUTOHARNESS_TEST_STOPPING_S="1"))
 
 
-def test_a_leaked_process_and_dir_fail_the_run(short_tmp):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_leaked_process_and_dir_fail_the_run(short_tmp, workers):
     """The leaking test itself passes, yet the run fails naming the process (by its command
-    line) and the temp dir; afterwards the process is dead and the dir gone."""
-    r = run_suite(short_tmp, LEAKY)
+    line) and the temp dir; afterwards the process is dead and the dir gone. The same when
+    pytest-xdist runs the tests in worker processes (each checks its own; the run fails)."""
+    r = run_suite(short_tmp, LEAKY, *workers)
     out = r.stdout + r.stderr
     home = (short_tmp / "suite" / "leaked-home").read_text()
     pid = int((short_tmp / "suite" / "leaked-pid").read_text())

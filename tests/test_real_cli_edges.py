@@ -12,7 +12,9 @@ from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
 from real_cli import CliModel, strings
 
-HOLD_S = 4.0  # how long the fake holds the final reply back (the transcript is quiet meanwhile)
+# how long the fake holds the final reply back: the transcript is quiet meanwhile, twice as long
+# as a job waits for a quiet transcript (reflect/pool.py SETTLE_S), however loaded the machine
+HOLD_S = 2.0
 RUNS = 10
 
 
@@ -39,7 +41,7 @@ def seen_by_reflector(model: CliModel, *texts: str) -> bool:
 
 
 def test_final_reply_held_back_reaches_the_reflector_every_time(sandbox, model):
-    """Ten sessions, each crossing the threshold (2 calls) and then waiting 4 s for the model's
+    """Ten sessions, each crossing the threshold (2 calls) and then waiting 2 s for the model's
     final reply, which holds a learning marker and its lesson: in every one of the ten, the
     threshold job's window carries that final answer to the reflector (the job is cut after
     the turn's final record, or carries the Stop event's text), never just the turn before."""
