@@ -11,6 +11,6 @@
 - `quarantine`: the one place a corrupt file is set aside; what it holds is what `status` and
   `doctor` show.
 - `health`: whether the state dir takes the daemon's writes, said where a user looks.
-- `state`, `parts`: the daemon state's schema, its journal records and the snapshot fields
-  journaled as changed leaves.
+- `state`, `parts`, `replay`: the daemon state's schema and its journal records, the snapshot
+  fields journaled as changed leaves, and the journal replayed onto the snapshot at start.
 """

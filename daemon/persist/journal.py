@@ -82,10 +82,6 @@ class Journal(Generic[S]):
         self._closed: list[AppendFile] = []  # rotated away, not fsynced yet
         self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
 
-    @property
-    def size(self) -> int:
-        return self.file.size
-
     def open(self) -> None:
         recheck_dir(os.path.dirname(self.path))
         self.file.open()
