@@ -301,12 +301,10 @@ def test_readers_are_not_blocked_by_a_writer_in_fsync(queue, stalled_fsync):
     t.start()
     try:
         assert entered.wait(STALL), "the writer never reached its fsync"
-        start = time.monotonic()
+        # the fsync is held until `release`: reads that return at all did not wait for it
         listed, counts, got = queue.list(), queue.counts(), queue.get(i.id)
         queue.needs_compaction()
-        elapsed = time.monotonic() - start
         assert not done.is_set(), "the reads waited for the writer's fsync"
-        assert elapsed < 1.0
         assert [x.status for x in listed] == ["queued"] and got.status == "queued"
         assert counts["queued"] == 1 and counts["landed"] == 0
     finally:

@@ -393,9 +393,9 @@ def test_job_waits_for_the_transcript_to_settle(make_env, fake):
                 {"type": "text", "text": text}]}}) + "\n")
 
     def writer():  # records keep coming in for a while after the Stop, then the last one
-        for i in range(6):
+        for i in range(12):  # a tenth of the settle time apart: a loaded machine has slack
             append(f"still writing {i}")
-            time.sleep(0.2)
+            time.sleep(0.1)
         append(late)
 
     e.work(stop=False)

@@ -188,7 +188,7 @@ def test_cancel_kills_the_child(home):
     t0 = time.monotonic()
     with pytest.raises(TransientError, match="cancelled"):
         backend.reflect(prompt(), cfg(timeout_s=30), env=env_for(f), cancel=cancel)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 25  # well before the 30 s timeout: the cancel ended it
     [seen] = f.seen()
     assert wait_until(lambda: not group_alive(seen["pgid"]))
 
