@@ -226,3 +226,27 @@ def test_two_files_of_one_name_set_aside_at_once_are_both_kept(home, tmp_path, m
     assert a != b and not f.exists()
     assert sorted(Path(p).read_bytes() for p in quarantine.files()) == [b"first", b"second"]
     assert os.stat(a).st_mode & 0o777 == 0o600  # a copy is private like the state it holds
+
+
+def test_files_older_versions_set_aside_in_place_are_adopted_at_start(home):
+    """Older versions renamed a corrupt batch journal, learnings state, skill history or
+    pending landing record in place (`.json.corrupt…`): at start they move into the quarantine,
+    so status shows them as well; files of other names are left where they are."""
+    state = Path(paths.state_dir())
+    legacy = [state / "batches.json.corrupt-1790000000",
+              state / "learnings" / "-proj-a.json.corrupt",
+              state / "promote" / "history" / ("ab" * 16 + ".json.corrupt-1790000000000-aaaa"),
+              state / "promote" / "pending" / "1796104026341-7b648e42.json.corrupt"]
+    for f in legacy:
+        f.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        f.write_bytes(b"{torn " + f.name.encode())
+    kept = state / "learnings" / "-proj-b.json"
+    kept.write_bytes(b'{"processed_ids": []}')
+    d = Daemon(home["home"])
+    try:
+        shown = d.status()["persistence"]["quarantined"]
+    finally:
+        d.stop()
+    assert sorted(Path(p).read_bytes() for p in shown) == sorted(
+        b"{torn " + f.name.encode() for f in legacy)
+    assert not any(f.exists() for f in legacy) and kept.exists()
