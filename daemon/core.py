@@ -32,6 +32,7 @@ from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.listener import Connections
 from claude_autoharness.daemon.live import Live, fixed_changes
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.proposals import Finding
 from claude_autoharness.daemon.reflect import backends
@@ -143,6 +144,7 @@ class Daemon:
     def load(self) -> None:
         """The book, the intent queue and the indexes as the last run left them; then finish
         or abandon the landings a crash interrupted, and start journaling."""
+        quarantine.adopt_legacy()  # what older versions set aside in place: shown in status
         self.book.load(backoff_base_s=self.live.cfg.reflector.backoff_base_s)
         state = self.book.state
         self.intents.load()

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 import pytest
@@ -210,3 +211,42 @@ def test_no_state_file_is_written_into_a_state_dir_swapped_since_start(home, mon
         with pytest.raises(dirs.StateDirMoved, match="moved or replaced"):
             write()
         assert not [n for n in os.listdir(state) if not os.path.isdir(os.path.join(state, n))], what
+
+
+def test_two_files_of_one_name_set_aside_at_once_are_both_kept(home, tmp_path, monkeypatch):
+    """The same name set aside twice within a second (a journal copied twice, two runs of a
+    check) gets a counter: neither copy replaces the other."""
+    # one second for the quarantine's clock (only its own: the log keeps the real time)
+    monkeypatch.setattr(quarantine, "time", SimpleNamespace(strftime=lambda fmt: "20260101T000000"))
+    f = tmp_path / "journal.jsonl"
+    f.write_bytes(b"first")
+    a = quarantine.set_aside(str(f), copy=True)
+    f.write_bytes(b"second")
+    b = quarantine.set_aside(str(f))
+    assert a != b and not f.exists()
+    assert sorted(Path(p).read_bytes() for p in quarantine.files()) == [b"first", b"second"]
+    assert os.stat(a).st_mode & 0o777 == 0o600  # a copy is private like the state it holds
+
+
+def test_files_older_versions_set_aside_in_place_are_adopted_at_start(home):
+    """Older versions renamed a corrupt batch journal, learnings state, skill history or
+    pending landing record in place (`.json.corrupt…`): at start they move into the quarantine,
+    so status shows them as well; files of other names are left where they are."""
+    state = Path(paths.state_dir())
+    legacy = [state / "batches.json.corrupt-1790000000",
+              state / "learnings" / "-proj-a.json.corrupt",
+              state / "promote" / "history" / ("ab" * 16 + ".json.corrupt-1790000000000-aaaa"),
+              state / "promote" / "pending" / "1796104026341-7b648e42.json.corrupt"]
+    for f in legacy:
+        f.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        f.write_bytes(b"{torn " + f.name.encode())
+    kept = state / "learnings" / "-proj-b.json"
+    kept.write_bytes(b'{"processed_ids": []}')
+    d = Daemon(home["home"])
+    try:
+        shown = d.status()["persistence"]["quarantined"]
+    finally:
+        d.stop()
+    assert sorted(Path(p).read_bytes() for p in shown) == sorted(
+        b"{torn " + f.name.encode() for f in legacy)
+    assert not any(f.exists() for f in legacy) and kept.exists()
