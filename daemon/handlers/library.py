@@ -1,8 +1,9 @@
 """The skill library's lifecycle: the layers due to be judged (turns counted from main
 sessions' Stops, verdicts accepted), the judging that archives what the counts and the
 evidence call for (driven by the promoter loop, `Review`, in its thread; this module knows
-nothing of it), the curator's jobs (merges; description repairs of skills missed twice; stale skills
-with their missing paths), and the per-stage and feedback counts `status` shows."""
+nothing of it), the curator's jobs (merges; description repairs of skills missed twice;
+stale skills with their missing paths), and the per-stage and feedback counts `status`
+shows."""
 
 import os
 from collections.abc import Callable
