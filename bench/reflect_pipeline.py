@@ -182,6 +182,8 @@ def run_level(level: int, args, ctx) -> dict:
             "AUTOHARNESS_REFLECT_EVERY": "1",
             "AUTOHARNESS_REFLECTOR_BACKEND": "anthropic",
             "AUTOHARNESS_REFLECTOR_CONCURRENCY": str(level),
+            # reflection jobs only: curator jobs would be counted among the jobs done
+            "AUTOHARNESS_LIBRARY_CURATE_EVERY": "0",
         })
         project = d / "proj"
         project.mkdir()

@@ -78,8 +78,8 @@ class Daemon:
                                          clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
         self.report = Report(self.book, self.live, self.intents, clock=clock)
-        self.library = Library(self.book, self.live, project_root=self.root_of, clock=clock,
-                               verdicts=self.intents.verdicts)
+        self.library = Library(self.book, self.live, project_root=self.root_of,
+                               intents=self.intents, clock=clock)
         self.review = Review(self.live, self.intents, self.library,
                              record_load=self.report.record_load, clock=clock)
         self.skills = Skills(self.live, self.projects)

@@ -1,9 +1,11 @@
 """The skill library's lifecycle: the layers due to be judged (turns counted from main
 sessions' Stops, verdicts accepted), the judging that archives what the counts and the
 evidence call for (driven by the promoter loop, `Review`, in its thread; this module knows
-nothing of it), the curator's jobs (merges; description repairs of skills missed twice; stale skills
-with their missing paths), and the per-stage and feedback counts `status` shows."""
+nothing of it), the curator's jobs (merges; description repairs of skills missed twice;
+stale skills with their missing paths), and the per-stage and feedback counts `status`
+shows."""
 
+import hashlib
 import os
 from collections.abc import Callable
 
@@ -12,9 +14,11 @@ import structlog
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.promote import feedback, lifecycle
-from claude_autoharness.daemon.proposals import curator_session
+from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
+from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
@@ -24,15 +28,16 @@ log = structlog.get_logger("autoharness")
 
 class Library:
     def __init__(self, book: Book, live: Live, *, project_root: Callable[[str | None], str | None],
-                 clock: Callable[[], float], verdicts=None):
-        """`verdicts(status)` lists the queue's feedback verdicts."""
+                 intents: IntentQueue, clock: Callable[[], float]):
+        """`intents` holds the archives review mode keeps for the user, and the feedback
+        verdicts `status` counts."""
         self.book = book
         self.live = live
         self.project_root = project_root
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
-        self.verdicts: Callable[..., list] = verdicts or (lambda status=None: [])
+        self.intents = intents
 
     def mark_due(self, project_root: str | None) -> None:
         """This project's skills (and the user layer's) are judged at the next pass."""
@@ -41,14 +46,14 @@ class Library:
     def reloaded(self) -> None:
         self.due.add(None)  # new limits apply now
 
-    def judge(self, root: str | None, *, hold=None) -> None:
+    def judge(self, root: str | None) -> None:
         """Judge one project's layer and the user layer (blocking; the promoter loop's thread):
         archive what the counts call for, refresh the per-stage counts `status` shows, and
-        queue the curator for repairs and stale skills. `hold(decision, quotes)` holds a
-        `harmful` archive for the user (review mode)."""
+        queue the curator for repairs and stale skills. In review mode a `harmful` archive is
+        held for the user (`hold_archive`) instead."""
         promoter = self.live.promoter
         try:
-            done = promoter.lifecycle_run(root, hold=hold)
+            done = promoter.lifecycle_run(root, hold=self.hold_archive)
             for d in done.done:
                 log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
                          uses=d.uses, turns=d.turns)
@@ -64,6 +69,23 @@ class Library:
             wanted.add("project")
         if wanted:
             self._curate_from_thread(sorted(wanted), root)
+
+    def hold_archive(self, d, quotes: list[str]) -> bool:
+        """Review mode: a `harmful` archive waits for the user as a held intent whose evidence
+        is a grounded harmful quote (kept as its window), instead of landing (blocking).
+        True when it is newly held (the same decision again is the intent already held)."""
+        key = f"lifecycle:{d.layer}:{d.scope}:{d.name}:{d.detail}"
+        job = "lifecycle-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        if self.intents.get("i-" + job[10:]) is not None:
+            return False
+        windows.save_window(job, "\n\n".join(quotes))
+        now = self.clock()
+        p = Proposal(action="archive", skill=d.name, layer=d.layer, reason=d.detail,
+                     evidence=quotes[-1] if quotes else "")
+        held = self.intents.add_held(key, Intent(
+            id="i-" + job[10:], source="lifecycle", created_at=now, proposal=p, job_id=job,
+            project_root=d.scope, status="held", updated_at=now))
+        return held.id == "i-" + job[10:]
 
     def _curate_from_thread(self, layers: list[str], root: str | None) -> None:
         """Queue curator jobs from the promoter loop's worker thread (the book is the event
@@ -92,7 +114,7 @@ class Library:
         for k in feedback.VERDICTS:
             setattr(out.feedback, k, by_stage.get("feedback:" + k, 0))
         out.stale = by_stage.get("stale", 0)
-        out.verdicts_refused = len(self.verdicts("rejected"))
+        out.verdicts_refused = len(self.intents.verdicts("rejected"))
         out.probation = by_stage.get(lifecycle.PROBATION, 0)
         out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
         out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)

@@ -21,7 +21,7 @@ from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.promote import lifecycle
-from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, VerdictRecord
+from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
@@ -99,7 +99,7 @@ class Review:
         so far: a use queued before the Stop counts in this pass."""
         while self.library.due:
             self.record_uses()
-            self.library.judge(self.library.due.pop(), hold=self.hold_archive)
+            self.library.judge(self.library.due.pop())
 
     async def _promote_guarded(self, intent: Intent) -> None:
         """An intent that makes the promoter raise is rejected, not retried at every start."""
@@ -132,25 +132,6 @@ class Review:
         if status == "accepted":  # new evidence for this project's skills: judge them again
             self.library.mark_due(rec.project_root)
             self.wake()
-
-    def hold_archive(self, d, quotes: list[str]) -> bool:
-        """Review mode: a `harmful` archive waits for the user as a held intent whose evidence
-        is a grounded harmful quote (kept as its window), instead of landing (blocking).
-        True when it is newly held (the same decision again is the intent already held)."""
-        import hashlib
-
-        key = f"lifecycle:{d.layer}:{d.scope}:{d.name}:{d.detail}"
-        job = "lifecycle-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-        if self.intents.get("i-" + job[10:]) is not None:
-            return False
-        windows.save_window(job, "\n\n".join(quotes))
-        now = self.clock()
-        p = Proposal(action="archive", skill=d.name, layer=d.layer, reason=d.detail,
-                     evidence=quotes[-1] if quotes else "")
-        held = self.intents.add_held(key, Intent(
-            id="i-" + job[10:], source="lifecycle", created_at=now, proposal=p, job_id=job,
-            project_root=d.scope, status="held", updated_at=now))
-        return held.id == "i-" + job[10:]
 
     def over_share(self, intent: Intent) -> Finding | None:
         """A curator archive past the share of its layer one run may archive (blocking)."""
