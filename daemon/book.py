@@ -35,6 +35,7 @@ import structlog
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
+from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist import document
 from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.persist.dirs import write_private
@@ -56,16 +57,11 @@ PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
 
-def previous_snapshot_file() -> str:
-    stem, ext = os.path.splitext(paths.snapshot_file())
-    return f"{stem}.prev{ext}"
-
-
 def _light(session: sm.Session | None) -> sm.Session | None:
     return None if session is None else st.light(session)
 
 
-class Book:
+class Book(JobBook):
     def __init__(self, *, clock: Callable[[], float],
                  tables: Callable[[], dict[str, dict]] = dict,
                  retention_s: Callable[[], float] | None = None):
@@ -105,7 +101,7 @@ class Book:
         one interrupted more than PARK_AFTER_INTERRUPTIONS times waits, backing off, first.
         """
         self.state = document.load(paths.snapshot_file(), st.State,
-                                   previous=previous_snapshot_file()) or st.State()
+                                   previous=paths.previous_snapshot_file()) or st.State()
         self._snap_seq = self.state.journal_seq
         try:
             self._snap_size = os.path.getsize(paths.snapshot_file())
@@ -210,7 +206,7 @@ class Book:
         """Write a snapshot (blocking): the one it replaces is kept as the previous one, and
         the journal segments that one covers are no longer needed."""
         self._snapshot_failed = True  # until it is on disk
-        write_private(paths.snapshot_file(), data, previous=previous_snapshot_file())
+        write_private(paths.snapshot_file(), data, previous=paths.previous_snapshot_file())
         self.journal.drop_segments(self._snap_seq)
         self._snap_seq, self._snap_size = seq, len(data)
         self._snapshot_failed = False
@@ -297,7 +293,7 @@ class Book:
             self._touched.add(session.session_id)
         self.dirty = True
 
-    # ---- the job book (what the reflector pool reads and writes) -------------------------
+    # ---- the job book (what the reflector pool reads; its changes are `JobBook`'s) -------
 
     def jobs(self) -> Iterable[sm.Job]:
         return list(self.state.jobs.values())

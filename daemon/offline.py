@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 # The promoter's temp-file prefix (a plain constant): an export's temp dirs carry it too.
+from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.promote.plan import TMP_PREFIX as TMP_PREFIX
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ def _log_warnings_to_stderr() -> None:
                         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
 
 
-class _Book:
+class _Book(JobBook):
     """The pool's job book for a dry run: in memory, nothing journaled."""
 
     def __init__(self, sessions):

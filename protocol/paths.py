@@ -103,6 +103,11 @@ def snapshot_file() -> str:
     return os.path.join(state_dir(), "snapshot.json")
 
 
+def previous_snapshot_file() -> str:
+    """The snapshot a newer one replaced, kept with the journal since it."""
+    return os.path.join(state_dir(), "snapshot.prev.json")
+
+
 def journal_file() -> str:
     return os.path.join(state_dir(), "journal.jsonl")
 

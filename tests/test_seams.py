@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.listener import Connections, accept_loop
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.reflect.pipeline import Reflection, today
@@ -19,7 +20,7 @@ from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol.config import Config, ReflectorConfig
 
 
-class MemoryBook:
+class MemoryBook(JobBook):
     """A JobBook that keeps every recorded version of every job, in order."""
 
     def __init__(self, jobs=(), sessions=()):

@@ -181,6 +181,47 @@ def test_nothing_outside_the_book_writes_the_state():
     assert marking == [], marking  # the book marks its own changes
 
 
+# A job's and a session's changes are the job book's (daemon/jobchanges.py) and the state
+# machine's (daemon/sessions.py): elsewhere a parameter typed Job or Session is only read.
+JOB_OWNERS = (*OWNERS, "daemon/jobchanges.py", "daemon/sessions.py")
+TYPED = {"Job", "Session"}
+
+
+def typed_param_writes(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each assignment to a field of a parameter annotated Job or Session."""
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+        names = {a.arg for a in args if a.annotation is not None
+                 and ast.unparse(a.annotation).rsplit(".", 1)[-1] in TYPED}
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                for el in t.elts if isinstance(t, ast.Tuple) else [t]:
+                    if isinstance(el, ast.Attribute) and isinstance(el.value, ast.Name) \
+                            and el.value.id in names:
+                        out.append((el.lineno, ast.unparse(el)))
+    return out
+
+
+def test_the_pool_asks_the_job_book_to_change_a_job():
+    """No module but the job book and the state machine sets a field of a job or session it
+    is handed: the pool's starts, windows, attempts, ends, failures and retries are the job
+    book's named changes, each journaled."""
+    modules = [(rel, src) for rel, src in package_modules() if not rel.startswith(JOB_OWNERS)]
+    assert any(rel == "daemon/reflect/pool.py" for rel, _ in modules)
+    found = [f"{rel}:{line}: {what}" for rel, src in modules
+             for line, what in typed_param_writes(src)]
+    assert found == [], "\n".join(found)
+    caught = typed_param_writes("async def _fail(self, job: Job, why: str):\n"
+                                "    job.status, job.last_error = 'failed', why\n"
+                                "def f(s: sm.Session):\n    s.watermark += 1\n")
+    assert [w for _, w in caught] == ["job.status", "job.last_error", "s.watermark"]
+
+
 @pytest.mark.parametrize("source", [
     "def f(self):\n    self.book.state.paused = True\n",
     "def f(self):\n    self.book.state.events.rejected += 1\n",

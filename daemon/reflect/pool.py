@@ -31,6 +31,7 @@ from claude_autoharness.daemon.capture.source import (
     transcript_roots,
 )
 from claude_autoharness.daemon.capture.window import tail_start
+from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.curate import (
@@ -70,22 +71,6 @@ def order_runnable(jobs: list[Job], *, now: float, busy_sessions: set[str]) -> l
         if j.next_attempt_at <= now:
             out.append(j)
     return sorted(out, key=lambda j: (j.kind != "learn", j.created_at, j.id))
-
-
-class JobBook(Protocol):
-    """Where jobs and sessions live; `record_jobs` is durable before it returns."""
-
-    def jobs(self) -> Iterable[Job]: ...
-
-    def session(self, session_id: str) -> Session | None: ...
-
-    async def record_jobs(self, jobs: list[Job], session: Session | None = None) -> None: ...
-
-    def watch(self) -> anyio.Event:
-        """An event set at the next change to the jobs."""
-        ...
-
-    def changed(self) -> None: ...
 
 
 class Counters(Protocol):
@@ -195,7 +180,7 @@ class ReflectorPool:
                                           retry_after=STATE_DIR_RETRY_S)
             except Exception as e:  # a bug in one job must not stop the pool
                 log.exception("job crashed", job=job.id)
-                job.attempts += 1  # counted, or a job that always trips it would never end
+                self.book.job_called(job, usage=None)  # or one that always trips would never end
                 await self._retry_or_fail(job, f"internal error: {type(e).__name__}",
                                           transient=True)
         except Exception:
@@ -208,11 +193,10 @@ class ReflectorPool:
 
     async def run_job(self, job: Job) -> None:
         book = self.book
-        job.status = "running"
-        await book.record_jobs([job])
+        await book.job_started(job)
         if self.intents.job_recorded(job.id):  # intake happened before a crash: don't ask twice
             done_before = [i for i in self.intents.list() if i.job_id == job.id]
-            await self._finish(job, [i.id for i in done_before], None, {})
+            await self._finish(job, [i.id for i in done_before], None)
             return
         if job.kind == "curate":
             await self.run_curator(job)
@@ -236,15 +220,12 @@ class ReflectorPool:
             return
         if packet is not None:
             self.counters.captured(packet)
-            # the window is fixed now: a crash after intake still knows where it ended
-            job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
-            job.wm_inode, job.wm_size = packet.inode, packet.size
-            await book.record_jobs([job])
+            await book.job_windowed(job, packet)
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
         if not job.text and (packet is None or not packet.window.strip()):
-            await self._finish(job, [], packet, {})  # nothing (new) was written
+            await self._finish(job, [], packet)  # nothing (new) was written
             return
         project_root = self.project_root(job.cwd)
         prompt = await self.step("listing the skills", self.reflection.prompt, packet, job.text,
@@ -255,12 +236,10 @@ class ReflectorPool:
         source = "learn" if job.kind == "learn" else "reflector"
         intents, dups = await self.reflection.take_in(job.id, job.session_id, source, result,
                                                       evidence_window, project_root)
-        if dups:  # the agent's own marker already carries this lesson as a `marker` intent
-            job.duplicates = dups
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), feedback=len(result.feedback), duplicates=dups,
                  tokens=result.tokens)
-        await self._finish(job, [i.id for i in intents], packet, result.usage)
+        await self._finish(job, [i.id for i in intents], packet, duplicates=dups)
 
     async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
         """One model call for the job; None when it failed (the job is retried or failed).
@@ -275,7 +254,7 @@ class ReflectorPool:
             result = await self.step("waiting for the model", self.reflection.ask, backend,
                                      prompt, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.BackendError as e:
-            job.attempts += 1
+            self.book.job_called(job, usage=None)
             await self._charge(job, backend, cfg.model, e.usage or {}, ok=False)
             if isinstance(e, backends.TransientError):
                 await self._retry_or_fail(job, e.reason, transient=True,
@@ -284,10 +263,10 @@ class ReflectorPool:
                 await self._fail(job, e.reason)
             return None
         except StepStuck:
-            job.attempts += 1
+            self.book.job_called(job, usage=None)
             raise
         await self._charge(job, backend, result.model or cfg.model, result.usage)
-        job.usage = dict(result.usage)
+        self.book.job_called(job, usage=result.usage)
         return result
 
     async def _charge(self, job: Job, backend: str, model: str, usage: dict, *,
@@ -303,7 +282,7 @@ class ReflectorPool:
         root = job.cwd if layer == "project" else None
         skills = await self.step("reading the skills", self.curator_skills, layer, root)
         if not wants_model(skills):  # nothing to merge or repair: no model call
-            await self._finish(job, [], None, {})
+            await self._finish(job, [], None)
             return
         redactor = self.live.redactor
         prompt, window, left_out = build_curate_request(
@@ -318,7 +297,7 @@ class ReflectorPool:
                                                    drop_saved=False)
         log.info("curator ran", job=job.id, layer=layer, skills=len(skills) - left_out,
                  left_out=left_out, intents=len(intents), tokens=result.tokens)
-        await self._finish(job, [i.id for i in intents], None, result.usage)
+        await self._finish(job, [i.id for i in intents], None)
 
     async def wait_final(self, job: Job) -> str | None:
         """A Stop's job waits until the transcript holds the turn's final answer (Claude Code
@@ -388,26 +367,16 @@ class ReflectorPool:
         return self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
                                    roots=roots, reflected=seen, final_text=final_text)
 
-    async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None,
-                      usage: dict) -> None:
-        job.status = "done"
-        job.intents = intent_ids
-        job.finished_at = self.clock()
-        job.last_error = None
+    async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None, *,
+                      duplicates: int = 0) -> None:
+        if packet is not None and packet.uuids:  # (only a window that went to a model has them)
+            await self._remember(job, packet.uuids)
         s = self.book.session(job.session_id)
-        if packet is not None:
-            job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
-            job.wm_inode, job.wm_size = packet.inode, packet.size
-            if packet.uuids:  # (only a window that went to a model holds records)
-                await self._remember(job, packet.uuids)
-        if s is not None and job.window_end is not None and not (
-                job.kind == "learn" and job.window_start < s.watermark):
-            s.watermark, s.wm_inode, s.wm_size = job.window_end, job.wm_inode, job.wm_size
         if s is not None and job.kind != "curate":
             # the session's calls so far: the book forgets sessions, the report needs them
             await anyio.to_thread.run_sync(self.record_calls, s)
         self.counters.job_finished(ok=True)
-        await self.book.record_jobs([job], session=s)
+        await self.book.job_done(job, intent_ids, packet, now=self.clock(), duplicates=duplicates)
         self.queued()
         if job.kind != "curate" and self.reflected is not None:
             await self.reflected(job)
@@ -423,12 +392,9 @@ class ReflectorPool:
             log.warning("reflected records not saved", job=job.id, error=e.strerror)
 
     async def _fail(self, job: Job, reason: str) -> None:
-        job.status = "failed"
-        job.last_error = reason
-        job.finished_at = self.clock()
         self.counters.job_finished(ok=False)
         log.warning("job failed", job=job.id, kind=job.kind, reason=reason)
-        await self.book.record_jobs([job])
+        await self.book.job_failed(job, reason, now=self.clock())
 
     async def _retry_or_fail(self, job: Job, reason: str, *, transient: bool,
                              retry_after: float | None = None) -> None:
@@ -439,8 +405,5 @@ class ReflectorPool:
         wait = backoff(job.attempts, rcfg.backoff_base_s, self.rand)
         if retry_after:
             wait = max(wait, retry_after)
-        job.status = "pending"
-        job.last_error = reason
-        job.next_attempt_at = self.clock() + wait
         log.info("job retry", job=job.id, attempt=job.attempts, wait_s=round(wait, 2), reason=reason)
-        await self.book.record_jobs([job])
+        await self.book.job_retry(job, reason, at=self.clock() + wait)
