@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 from claude_autoharness.client.conn import START_HINT
 from claude_autoharness.client.verbs.sync import FIX_REMOTE
-from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION, private, spool
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RESTART_HINT = ("restart it: `autoharnessctl restart` (`service stop`, then `service "

@@ -1,5 +1,6 @@
-"""The client reaches the daemon's code only through `daemon/offline.py`, and the verbs that
-only talk to the socket load none of the daemon's dependencies."""
+"""The client reaches the daemon's code only through `daemon/offline.py`, the daemon never
+reaches the client's, and the verbs that only talk to the socket load none of the daemon's
+dependencies."""
 
 import ast
 import json
@@ -12,18 +13,18 @@ DAEMON = "claude_autoharness.daemon"
 FACADE = DAEMON + ".offline"
 
 
-def _daemon_imports(path) -> list[str]:
-    """Every module under the daemon package that a client source file imports."""
+def _daemon_imports(path, package: str = DAEMON) -> list[str]:
+    """Every module under `package` (the daemon's, unless named) a source file imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == DAEMON:
-                found += [f"{DAEMON}.{a.name}" for a in node.names]
-            elif node.module.startswith(DAEMON + "."):
+            if node.module == package:
+                found += [f"{package}.{a.name}" for a in node.names]
+            elif node.module.startswith(package + "."):
                 found.append(node.module)
         elif isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name.startswith(DAEMON)]
+            found += [a.name for a in node.names if a.name.startswith(package)]
     return found
 
 
@@ -34,6 +35,14 @@ def test_client_imports_nothing_from_the_daemon_but_the_facade():
              for p in sources}
     assert {k: v for k, v in wrong.items() if v} == {}
     assert any(_daemon_imports(p) for p in sources)  # the scan does see the facade's users
+
+
+def test_the_daemon_imports_nothing_from_the_client():
+    """What both sides need (messages, replies, paths, wording) lives in protocol/: the daemon's
+    modules import none of the client's."""
+    wrong = {str(p.relative_to(REPO)): _daemon_imports(p, "claude_autoharness.client")
+             for p in sorted((REPO / "daemon").rglob("*.py"))}
+    assert {k: v for k, v in wrong.items() if v} == {}
 
 
 def test_the_facade_is_light_to_import():

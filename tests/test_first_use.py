@@ -14,9 +14,10 @@ from importlib import metadata
 
 import pytest
 
-from claude_autoharness.client import checks, words
+from claude_autoharness.client import checks
 from claude_autoharness.client import ctl as ctlmod
 from claude_autoharness.client.verbs import queue
+from claude_autoharness.protocol import words
 from claude_autoharness.protocol.paths import project_slug
 from claude_autoharness.protocol.replies import Finding, Intent, Proposal
 from conftest import REAL, REPO

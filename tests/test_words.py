@@ -8,8 +8,8 @@ import os
 import stat
 
 from claude_autoharness.client.verbs import queue, skills, status
-from claude_autoharness.client.words import plural, when
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural, when
 from fake_anthropic import FakeAnthropic, error_reply
 from harness import Daemon, ctl, hook, pre_tool, wait_for
 from status_support import healthy_status

@@ -14,9 +14,9 @@ import msgspec
 from claude_autoharness.client import settings
 from claude_autoharness.client.conn import DaemonNotRunning, ask
 from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
                  "--previous-transcripts does; --transcript-path FILE lists one transcript")

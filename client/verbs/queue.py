@@ -6,9 +6,9 @@ from __future__ import annotations
 from claude_autoharness.client.conn import call, typed
 from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, print_json
-from claude_autoharness.client.words import finding_text, findings_text, indent, when
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import finding_text, findings_text, indent, when
 
 
 def add_parser(sub) -> None:

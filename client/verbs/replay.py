@@ -21,9 +21,9 @@ from claude_autoharness.client.batch import batch_replay
 from claude_autoharness.client.conn import ask, call
 from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, waiting_note
-from claude_autoharness.client.words import findings_text, plural
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import findings_text, plural
 
 
 def add_parser(sub) -> None:

@@ -10,9 +10,9 @@ import time
 from claude_autoharness.client.conn import call, typed
 from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
-from claude_autoharness.client.words import findings_text, plural, when
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import findings_text, plural, when
 
 OPS = ("list", "show", "history", "revert", "restore", "publish", "export")
 

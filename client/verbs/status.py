@@ -14,10 +14,10 @@ from claude_autoharness.client.verbs.common import (
     waiting_reason,
 )
 from claude_autoharness.client.verbs.sync import format_info
-from claude_autoharness.client.words import plural
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 
 def add_parser(sub) -> None:

@@ -11,10 +11,10 @@ import msgspec
 
 from claude_autoharness.client.conn import DaemonNotRunning, ask
 from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.words import findings_text
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import findings_text
 
 ROUND_TIMEOUT_S = 600.0
 FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "

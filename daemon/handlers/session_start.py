@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from claude_autoharness.client.words import plural
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import context as lctx
 from claude_autoharness.daemon.learnings import report as lreport
@@ -24,6 +23,7 @@ from claude_autoharness.daemon.learnings.state import load as load_learning_stat
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
 from claude_autoharness.daemon.skillsync import rounds as sync_rounds
+from claude_autoharness.protocol.words import plural
 
 PROMOTER_SUMMARY_CHARS = 1_000
 SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

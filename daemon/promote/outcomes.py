@@ -9,13 +9,13 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from claude_autoharness.client.words import plural
 from claude_autoharness.daemon.promote import feedback, gitmode, layers, lifecycle, stale, validate, verbs
 from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.daemon.proposals import Finding, VerdictRecord
 from claude_autoharness.protocol.replies import Outcome
+from claude_autoharness.protocol.words import plural
 
 HELD = "held"  # history action: an archive the evidence calls for waits for the user
 

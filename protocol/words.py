@@ -1,4 +1,5 @@
-"""Small wording helpers shared by the CLI's messages: counts and promoter findings in words."""
+"""Small wording helpers both sides use in their messages (the CLI, and the daemon's own
+lines such as the SessionStart report): counts, times and promoter findings in words."""
 
 from __future__ import annotations
 
