@@ -2,7 +2,7 @@
 background loops.
 
 Handlers live with what they serve (`handlers/`): hook events, jobs, review (the promoter and
-the queue), skills, learnings, status. The state and its durability live in `book`,
+the queue), skills, learnings, status. The state lives in `book` (its files in `persist/`),
 spool replay in `spool`, the reflection pipeline in `reflect/pipeline` (run by the reflector
 pool, `reflect/pool`, and the batch runner, `reflect/batches`). Every part is handed what it
 uses when it is built; none is wired afterwards. Everything here runs on the
