@@ -7,6 +7,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -107,6 +108,8 @@ def main() -> None:
                                            env=env, capture_output=True, text=True).stdout)
     finally:
         echo.terminate()
+        echo.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)  # the echo server's socket dir
         stop(daemon, d)
     base_rate = (b1[0] + b2[0]) / (b1[3] + b2[3])
     rate = (a1[0] + a2[0]) / (a1[3] + a2[3])
