@@ -50,14 +50,15 @@ class JobBook(ABC):
         _set_window(job, packet)
         await self.record_jobs([job])
 
-    def job_called(self, job: Job, *, usage: dict[str, int] | None) -> None:
-        """A model call came back: an answer (`usage`) keeps its usage, an error (None)
-        counts an attempt. Journaled with the job's next change (a retry, a failure, its
-        end), which always follows; a call in flight at a crash costs no attempt."""
-        if usage is None:
-            job.attempts += 1
-        else:
-            job.usage = dict(usage)
+    def call_failed(self, job: Job) -> None:
+        """A model call came back with an error (or got stuck): one attempt more. Journaled
+        with the job's next change (a retry or a failure), which always follows; a call in
+        flight at a crash costs no attempt."""
+        job.attempts += 1
+
+    def call_answered(self, job: Job, usage: dict[str, int]) -> None:
+        """A model call was answered: the job keeps its usage, journaled with its end."""
+        job.usage = dict(usage)
 
     async def job_done(self, job: Job, intent_ids: list[str], packet: Packet | None, *,
                        now: float, duplicates: int = 0) -> None:

@@ -180,7 +180,7 @@ class ReflectorPool:
                                           retry_after=STATE_DIR_RETRY_S)
             except Exception as e:  # a bug in one job must not stop the pool
                 log.exception("job crashed", job=job.id)
-                self.book.job_called(job, usage=None)  # or one that always trips would never end
+                self.book.call_failed(job)  # counted, or a job that always trips it would never end
                 await self._retry_or_fail(job, f"internal error: {type(e).__name__}",
                                           transient=True)
         except Exception:
@@ -254,7 +254,7 @@ class ReflectorPool:
             result = await self.step("waiting for the model", self.reflection.ask, backend,
                                      prompt, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.BackendError as e:
-            self.book.job_called(job, usage=None)
+            self.book.call_failed(job)
             await self._charge(job, backend, cfg.model, e.usage or {}, ok=False)
             if isinstance(e, backends.TransientError):
                 await self._retry_or_fail(job, e.reason, transient=True,
@@ -263,10 +263,10 @@ class ReflectorPool:
                 await self._fail(job, e.reason)
             return None
         except StepStuck:
-            self.book.job_called(job, usage=None)
+            self.book.call_failed(job)
             raise
         await self._charge(job, backend, result.model or cfg.model, result.usage)
-        self.book.job_called(job, usage=result.usage)
+        self.book.call_answered(job, result.usage)
         return result
 
     async def _charge(self, job: Job, backend: str, model: str, usage: dict, *,
