@@ -102,9 +102,7 @@ def lines_chart(days: list[str], series: dict[str, list[int]], title: str) -> st
             pts += f" {left + pw:.1f},{top + ph - ph * vals[0] / peak:.1f}"
         out.append(f'<polyline fill="none" stroke="{COLORS[name]}" stroke-width="2" '
                    f'points="{pts}"/>')
-    if days:
-        out.append(f'<text x="{left}" y="{h - 6}">{esc(days[0])}</text>')
-        out.append(f'<text x="{W - 10}" y="{h - 6}" text-anchor="end">{esc(days[-1])}</text>')
+    out += _day_labels(days, left, h)
     out.append("</svg>")
     return "".join(out)
 
@@ -129,11 +127,17 @@ def day_bars(days: list[str], series: dict[str, list[int]], title: str) -> str:
             out.append(f'<rect x="{x:.1f}" y="{top + ph - bh:.1f}" width="{bw:.1f}" '
                        f'height="{bh:.1f}" fill="{COLORS[name]}"><title>{esc(days[i])}: '
                        f'{v} {esc(name)}</title></rect>')
-    if days:
-        out.append(f'<text x="{left}" y="{h - 6}">{esc(days[0])}</text>')
-        out.append(f'<text x="{W - 10}" y="{h - 6}" text-anchor="end">{esc(days[-1])}</text>')
+    out += _day_labels(days, left, h)
     out.append("</svg>")
     return "".join(out)
+
+
+def _day_labels(days: list[str], left: int, h: int) -> list[str]:
+    """The first and the last day under a chart's x axis."""
+    if not days:
+        return []
+    return [f'<text x="{left}" y="{h - 6}">{esc(days[0])}</text>',
+            f'<text x="{W - 10}" y="{h - 6}" text-anchor="end">{esc(days[-1])}</text>']
 
 
 def _grid(axis: list[int], left: int, top: int, ph: int) -> list[str]:
