@@ -9,7 +9,6 @@ from conftest import REAL
 from harness import Daemon, ctl, hook
 
 QUOTE = "Let me check the project structure and try running the server to see the error."
-GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 def proposal(**over) -> dict:

@@ -11,9 +11,11 @@ import time
 import msgspec
 import pytest
 
+from claude_autoharness.daemon.persist.dirs import ensure_private_dir
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.proposals import Intent, Proposal
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 
 EVIDENCE = 'Always run "make check" before pushing'
@@ -23,7 +25,20 @@ DESC = "Use when about to push: run the project's checks first."
 BODY = "Run `make check` before `git push`.\nFix what it reports.\n"
 GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
+SEED_EVIDENCE = "the user said: always check the server log first"
+
 _ids = iter(range(1_000_000))
+
+
+def seed(project, name, description, body, layer="project", evidence=SEED_EVIDENCE) -> str:
+    """Land an autoharness-owned skill the way the promoter does for any proposal; its path."""
+    p = Proposal(action="create", skill=name, layer=layer, reason="seeded for the test",
+                 evidence=evidence, description=description, body=body)
+    it = Intent(id=f"seed-{name}", source="reflector", created_at=0.0, proposal=p)
+    ensure_private_dir(paths.state_dir())  # as the daemon makes it, before it starts
+    out = Promoter(PromoterConfig()).promote(it, evidence, str(project))
+    assert out.status == "landed", out.findings
+    return out.skill_path
 
 
 def desc_for(skill: str) -> str:

@@ -14,11 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from claude_autoharness.daemon.persist.dirs import ensure_private_dir
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config import PromoterConfig
+import promote_support
 from claude_autoharness.protocol.paths import project_slug
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import Daemon, ctl, hook, open_fifo_writer_when_read, wait_for
@@ -30,13 +26,7 @@ NULLS = {"description": None, "body": None, "old": None, "new": None, "path": No
 
 
 def seed(project, name, description, body, layer="project"):
-    p = Proposal(action="create", skill=name, layer=layer, reason="seeded for the test",
-                 evidence=SEED_QUOTE, description=description, body=body)
-    it = Intent(id=f"seed-{name}", source="reflector", created_at=0.0, proposal=p)
-    ensure_private_dir(paths.state_dir())
-    out = Promoter(PromoterConfig()).promote(it, SEED_QUOTE, str(project))
-    assert out.status == "landed", out.findings
-    return Path(out.skill_path)
+    return Path(promote_support.seed(project, name, description, body, layer, SEED_QUOTE))
 
 
 def hand_written(project, name, body):

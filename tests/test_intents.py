@@ -16,8 +16,8 @@ from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.paths import intents_file
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import Daemon, ctl, fill_disk_midway, hook, wait_for
+from promote_support import GH_TOKEN
 
-GH_TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 WINDOW = (
     '{"type":"user","message":{"content":"no, always run `make lint` before committing"}}\n'
     '{"type":"assistant","message":{"content":[{"type":"text","text":"Understood:\\nI will run'

@@ -10,28 +10,12 @@ import msgspec
 import pytest
 
 from claude_autoharness.client.conn import call
-from claude_autoharness.daemon.persist.dirs import ensure_private_dir
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config import PromoterConfig
 from claude_autoharness.protocol.paths import project_slug
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import Daemon, ctl, hook, wait_for
-
-EVIDENCE = "the user said: always check the server log first"
-
-
-def seed(project, name, description, body, layer="project"):
-    """Land an autoharness-owned skill the way the promoter does for any proposal."""
-    p = Proposal(action="create", skill=name, layer=layer, reason="seeded for the test",
-                 evidence=EVIDENCE, description=description, body=body)
-    it = Intent(id=f"seed-{name}", source="reflector", created_at=0.0, proposal=p)
-    ensure_private_dir(paths.state_dir())  # as the daemon makes it, before it starts
-    out = Promoter(PromoterConfig()).promote(it, EVIDENCE, str(project))
-    assert out.status == "landed", out.findings
-    return out.skill_path
+from promote_support import seed
 
 
 @pytest.fixture

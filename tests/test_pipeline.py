@@ -12,7 +12,8 @@ from claude_autoharness.daemon.promote import skillfile
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, error_reply, tool_reply
 from harness import Daemon, ctl, frame, hook, send_raw, wait_for
-from pipeline_support import GH_TOKEN, QUOTE, Env, proposal
+from pipeline_support import QUOTE, Env, proposal
+from promote_support import GH_TOKEN
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ from claude_autoharness.protocol.config import PromoterConfig
 from fake_anthropic import DEFAULT_USAGE, FakeAnthropic, tool_reply
 from fake_claude import install, result
 from harness import Daemon, ctl, hook, wait_for
-from report_support import QUOTE, Env, proposal, seed
+from pipeline_support import QUOTE, proposal
+from promote_support import seed
+from report_support import Env
 
 DESCRIPTION = proposal()["description"]
 

@@ -13,7 +13,8 @@ import pytest
 import browser
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import ctl, hook, wait_for
-from report_support import Env, proposal
+from pipeline_support import proposal
+from report_support import Env
 
 EXE = browser.chromium()
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
