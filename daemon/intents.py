@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 
@@ -284,23 +284,7 @@ class IntentQueue:
 
     def update(self, intent_id: str, status: str, findings: list[Finding] | None = None) -> Intent:
         """Move an intent to a new status (durably). `findings`, if given, replace the old ones."""
-        if status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES} (got {status!r})")
-        self._require_loaded()
-        with self._write_lock:
-            st = self._state
-            cur = st.intents.get(intent_id)
-            if cur is None:
-                raise KeyError(intent_id)
-            rec = UpdateRecord(id=intent_id, status=status, updated_at=self._clock(),
-                               findings=None if findings is None else list(findings))
-            self._log.append([rec])
-            new = _updated(cur, rec)
-            intents = dict(st.intents)
-            intents[intent_id] = new
-            # key_of / by_key do not change on update: share them with the old state.
-            self._state = _State(intents, st.key_of, st.by_key, st.records + 1, st.verdicts)
-            return new
+        return self._move("intents", UpdateRecord, STATUSES, intent_id, status, findings)
 
     def add_held(self, key: str, intent: Intent) -> Intent:
         """Record an intent the daemon itself made, already `held` for the user (a lifecycle
@@ -322,21 +306,30 @@ class IntentQueue:
     def update_verdict(self, verdict_id: str, status: str,
                        findings: list[Finding] | None = None) -> VerdictRecord:
         """Move a verdict to `accepted` or `rejected` (durably)."""
-        if status not in VERDICT_STATUSES:
-            raise ValueError(f"status must be one of {VERDICT_STATUSES} (got {status!r})")
+        return self._move("verdicts", VerdictUpdateRecord, VERDICT_STATUSES, verdict_id, status,
+                          findings)
+
+    def _move(self, table: str, record: type[UpdateRecord] | type[VerdictUpdateRecord],
+              allowed: tuple[str, ...], item_id: str, status: str,
+              findings: list[Finding] | None):
+        """One durable status change of an intent or a verdict (`table` names its dict in the
+        state): check the status, append the record, publish the next state."""
+        if status not in allowed:
+            raise ValueError(f"status must be one of {allowed} (got {status!r})")
         self._require_loaded()
         with self._write_lock:
             st = self._state
-            cur = st.verdicts.get(verdict_id)
+            items = getattr(st, table)
+            cur = items.get(item_id)
             if cur is None:
-                raise KeyError(verdict_id)
-            rec = VerdictUpdateRecord(id=verdict_id, status=status, updated_at=self._clock(),
-                                      findings=None if findings is None else list(findings))
+                raise KeyError(item_id)
+            rec = record(id=item_id, status=status, updated_at=self._clock(),
+                         findings=None if findings is None else list(findings))
             self._log.append([rec])
             new = _updated(cur, rec)
-            verdicts = dict(st.verdicts)
-            verdicts[verdict_id] = new
-            self._state = _State(st.intents, st.key_of, st.by_key, st.records + 1, verdicts)
+            # key_of / by_key do not change on an update: the next state shares them.
+            self._state = replace(st, records=st.records + 1,
+                                  **{table: {**items, item_id: new}})
             return new
 
     def verdicts(self, status: str | None = None) -> list[VerdictRecord]:

@@ -140,11 +140,6 @@ class TranscriptIndex:
     def get(self, path: str) -> TranscriptEntry | None:
         return self.entries.get(os.fspath(path))
 
-    def for_session(self, session_id: str) -> list[TranscriptEntry]:
-        """The session's transcripts: the main one first, then its subagents."""
-        found = [e for e in self.entries.values() if e.session_id == session_id]
-        return sorted(found, key=lambda e: (e.is_subagent, e.path))
-
     def stats(self) -> dict:
         """For `status --json`: {transcripts, bytes_indexed, last_event_at}."""
         return {"transcripts": len(self.entries), "bytes_indexed": self.bytes_indexed,

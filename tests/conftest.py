@@ -4,6 +4,7 @@ the run, a check that the suite left no process and no temp dir behind."""
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,33 @@ def anyio_backend():
 
 
 @pytest.fixture
-def short_tmp():
+def short_tmp(request):
     """A short temp dir under /tmp: Unix socket paths must stay under ~104 bytes."""
     d = tempfile.mkdtemp(prefix="ah-", dir="/tmp")
     yield Path(d)
+    remove_tmp(d, request.node.nodeid)
+
+
+WRITTEN_LATE: list[str] = []  # temp dirs something still wrote into after their test ended
+
+
+def remove_tmp(d: str, nodeid: str) -> None:
+    """Remove a test's temp dir. When something still writes into it after the test (a child
+    still stopping, a thread finishing a save), one removal can leave the dir behind: then
+    wait for the processes under it, retry, and name the test and what it wrote late in the
+    run's summary. A dir that still cannot be removed is left to the end check, which fails."""
     shutil.rmtree(d, ignore_errors=True)
+    if not os.path.lexists(d):
+        return
+    late = sorted(os.path.relpath(os.path.join(root, name), d)
+                  for root, dirs, files in os.walk(d) for name in dirs + files)
+    leaks.wait_gone([d], STOPPING_S)
+    end = time.monotonic() + 5.0
+    while os.path.lexists(d) and time.monotonic() < end:
+        shutil.rmtree(d, ignore_errors=True)
+        time.sleep(0.05)
+    WRITTEN_LATE.append(f"  {nodeid}: {', '.join(late[:8]) or '(the dir itself)'}"
+                        + (f" (and {len(late) - 8} more)" if len(late) > 8 else ""))
 
 
 @pytest.fixture
@@ -149,7 +172,7 @@ def dist(tmp_path_factory) -> dict[str, Path]:
 
 # ---- the run leaves nothing behind ---------------------------------------------------------
 
-CREATED: list[str] = []  # every temp dir made through tempfile.mkdtemp during the run
+CREATED: dict[str, str] = {}  # every temp dir made through tempfile.mkdtemp: the test making it
 _mkdtemp = tempfile.mkdtemp
 LEAK_PREFIX = "ah"  # the suite's own temp dirs: ah-*, ahb-* (fixtures, sandboxes, benches)
 # a daemon told to stop at teardown may still be saving its state; the leak check's own test
@@ -159,7 +182,7 @@ STOPPING_S = float(os.environ.get("AUTOHARNESS_TEST_STOPPING_S", "15"))
 
 def _tracking_mkdtemp(*args, **kwargs):
     d = _mkdtemp(*args, **kwargs)
-    CREATED.append(os.path.abspath(d))
+    CREATED[os.path.abspath(d)] = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
     return d
 
 
@@ -182,18 +205,25 @@ LEFT_BY_WORKERS: list[str] = []  # under pytest-xdist: what each worker's own ch
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """pytest-xdist: a worker finished; its end check's findings are reported with ours."""
-    LEFT_BY_WORKERS.extend(getattr(node, "workeroutput", {}).get("left_behind", []))
+    output = getattr(node, "workeroutput", {})
+    LEFT_BY_WORKERS.extend(output.get("left_behind", []))
+    WRITTEN_LATE.extend(output.get("written_late", []))
 
 
 def _left_behind(session) -> list[str]:
     """What outlived the tests of this process (now ended and removed), one line each."""
     left = leaks.wait_gone(_roots(session), STOPPING_S)
     leaks.kill(left)
-    dirs = [d for d in dict.fromkeys(CREATED)
+    dirs = [d for d in CREATED
             if os.path.basename(d).startswith(LEAK_PREFIX) and os.path.lexists(d)]
+    lines = [f"  process {pid}: {cmd}" for pid, cmd in left]
     for d in dirs:
+        inside = sorted(os.path.relpath(os.path.join(root, name), d)
+                        for root, subdirs, files in os.walk(d) for name in subdirs + files)
+        lines.append(f"  temp dir {d}" + (f" of {CREATED[d]}" if CREATED[d] else "")
+                     + (f", holding {', '.join(inside[:8])}" if inside else ""))
         shutil.rmtree(d, ignore_errors=True)
-    return [f"  process {pid}: {cmd}" for pid, cmd in left] + [f"  temp dir {d}" for d in dirs]
+    return lines
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -205,15 +235,22 @@ def pytest_sessionfinish(session, exitstatus):
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller reports
         workeroutput["left_behind"] = found
+        workeroutput["written_late"] = WRITTEN_LATE
         return
     found += LEFT_BY_WORKERS
+    if WRITTEN_LATE:
+        _say(session, ["written to after their test ended (then removed):", *WRITTEN_LATE],
+             yellow=True)
     if not found:
         return
-    lines = ["the test run left things behind (now removed):", *found]
+    _say(session, ["the test run left things behind (now removed):", *found], red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _say(session, lines: list[str], **markup) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for line in lines:
         if reporter is not None:
-            reporter.write_line(line, red=True)
+            reporter.write_line(line, **markup)
         else:
             print(line)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -33,6 +33,30 @@ def test_cleans_up():
     shutil.rmtree(home)
 '''
 
+LATE = '''
+import os, shutil
+
+_rmtree = shutil.rmtree
+_written = []
+
+
+def rmtree_then_a_late_write(path, *args, **kwargs):
+    """The first removal of a test's dir races a writer: a file lands in it meanwhile."""
+    _rmtree(path, *args, **kwargs)
+    if not _written:
+        _written.append(path)
+        os.makedirs(os.path.join(path, "run"))
+        open(os.path.join(path, "run", "late.log"), "w").close()
+
+
+shutil.rmtree = rmtree_then_a_late_write
+
+
+def test_something_writes_after_it(short_tmp):
+    (short_tmp / "state").write_text("saved")
+    open(os.path.join(os.path.dirname(__file__), "its-dir"), "w").write(str(short_tmp))
+'''
+
 
 def run_suite(short_tmp: Path, body: str, *opts: str) -> subprocess.CompletedProcess:
     suite = short_tmp / "suite"
@@ -56,6 +80,7 @@ def test_a_leaked_process_and_dir_fail_the_run(short_tmp, workers):
     pid = int((short_tmp / "suite" / "leaked-pid").read_text())
     assert r.returncode == 1 and "1 passed" in out, out
     assert "left things behind" in out and f"process {pid}" in out and home in out, out
+    assert f"{home} of test_it.py::test_leaves_a_daemon_and_its_home" in out, out
     assert not os.path.exists(home)
     assert not leaks.processes_under([home])
 
@@ -64,3 +89,15 @@ def test_a_clean_run_passes(short_tmp):
     """A run that stops what it started and removes its dirs passes."""
     r = run_suite(short_tmp, CLEAN)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_dir_written_after_its_test_is_removed_and_named(short_tmp):
+    """A test's temp dir that something still writes into as it is removed does not outlive
+    the run: it is removed again, the run passes, and its summary names the test and what was
+    written late."""
+    r = run_suite(short_tmp, LATE)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "written to after their test ended" in out, out
+    assert "test_it.py::test_something_writes_after_it: run, run/late.log" in out, out
+    assert not os.path.exists((short_tmp / "suite" / "its-dir").read_text())

@@ -163,9 +163,12 @@ def test_subagent_transcripts_are_known_by_their_parent_session(short_tmp):
     assert describe(projects, os.path.join(projects, "-p", "abc-123.jsonl")) == (
         "-p", "abc-123", False, "")
     index = TranscriptIndex(projects)
-    index.feed(os.path.join(projects, "-p", "abc-123.jsonl"), 0, b"{}\n")
+    main = os.path.join(projects, "-p", "abc-123.jsonl")
+    index.feed(main, 0, b"{}\n")
     index.feed(sub, 0, b"{}\n")
-    assert [e.is_subagent for e in index.for_session("abc-123")] == [False, True]
+    entries = [index.get(main), index.get(sub)]
+    assert [(e.session_id, e.is_subagent) for e in entries] == [("abc-123", False),
+                                                                 ("abc-123", True)]
 
 
 def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
