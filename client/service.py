@@ -11,20 +11,17 @@ so.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from importlib import resources
 
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call
+from claude_autoharness.client.conn import DaemonError, DaemonUnreachable
 from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.files import find_script
-from claude_autoharness.protocol import messages as m
+from claude_autoharness.client.stopping import STOP_WAIT_S, stop_daemon, wait_gone
 from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
 
 ACTIONS = ("install", "uninstall", "start", "stop", "status")
 # Carried into the service so the daemon sees the same files as the hooks and the CLI. PATH is
@@ -93,41 +90,19 @@ def run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
     return r
 
 
-def _daemon_gone() -> bool:
-    """True once no daemon holds the single-instance lock (released when its process exits)."""
-    try:
-        fd = os.open(paths.lock_file(), os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
-
-
-def stop_running_daemon(timeout: float = 15.0) -> int | None:
+def stop_running_daemon(timeout: float = STOP_WAIT_S) -> int | None:
     """A daemon the hook autostarted must make way: the service would fight it for the socket.
-
-    Waits for its lock to be released, not for the socket to go quiet: under socket activation
-    systemd keeps the socket and may start a fresh daemon on the next connection.
-    """
+    Its pid once it is gone; None when none answered."""
     try:
-        pid = ask(m.Status(), r.Identity, timeout=5).pid
-        call(m.Stop(), timeout=5)
+        out = stop_daemon(timeout=5)
     except (DaemonUnreachable, DaemonError):
         return None
-    end = time.monotonic() + timeout
-    while not _daemon_gone():
-        if time.monotonic() > end:
-            raise ServiceError(f"the running autoharnessd (pid {pid}) did not stop within "
-                               f"{timeout:.0f}s: stop it (`kill {pid}`), then rerun")
-        time.sleep(0.1)
-    return pid
+    if out is None:
+        return None
+    if not wait_gone(timeout):
+        raise ServiceError(f"the running autoharnessd (pid {out.pid}) did not stop within "
+                           f"{timeout:.0f}s: stop it (`kill {out.pid}`), then rerun")
+    return out.pid
 
 
 def ours(path: str) -> bool:

@@ -2,19 +2,24 @@
 duplicate hooks, a vanished install, junk on stdin, `stop`/`restart`, and `install --remove`
 giving back what `install --force` replaced. Real daemon, real hook client, real CLI."""
 
+import fcntl
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from claude_autoharness.client import install
 from claude_autoharness.client import settings as settings_mod
-from claude_autoharness.protocol import paths
+from claude_autoharness.client.ctl import main as ctl_main
+from claude_autoharness.protocol import framing, paths, replies
+from claude_autoharness.protocol import messages as m
 from conftest import REPO
-from harness import BIN, HOOK, Daemon, connectable, ctl, event, frame, hook, send_raw, wait_for
+from harness import BIN, HOOK, Daemon, ctl, event, frame, hook, send_raw, wait_for
 from marker_support import assistant, marker, text_blocks
 
 MARKER = marker("run-tests-first", "convention", "Run the tests before committing, because CI "
@@ -226,13 +231,74 @@ def test_stop_with_nothing_running_succeeds_and_restart_starts(home):
         assert second != first
     finally:
         st = json.loads(ctl("status", "--json").stdout or "{}")
-        ctl("stop")
-        wait_for(lambda: not connectable(paths.socket_path()), what="daemon gone")
-        pid = st.get("pid")
-        if pid:
-            wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-                     "zombie" in open(f"/proc/{pid}/status").read().lower(), what="exit")
+        r = ctl("stop")
+    pid = st["pid"]
+    assert r.returncode == 0 and f"stopped autoharnessd (pid {pid})" in r.stdout, r
+    # `stop` returned once the process was gone (or only waiting to be reaped by init)
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in Path(
+        f"/proc/{pid}/status").read_text().lower()
     assert "restart" in ctl("--help").stdout
+
+
+class StoppingDaemon:
+    """What `stop` sees of a daemon: a socket that answers Stop with its pid, and the
+    single-instance lock, held until `exit()` (a real daemon persists its state in between)."""
+
+    PID = 4242
+
+    def __init__(self):
+        os.makedirs(os.path.dirname(paths.lock_file()), mode=0o700, exist_ok=True)
+        self.lock = os.open(paths.lock_file(), os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        self.exited = threading.Event()
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        os.makedirs(os.path.dirname(paths.socket_path()), mode=0o700, exist_ok=True)
+        self.srv.bind(paths.socket_path())
+        self.srv.listen(4)
+        threading.Thread(target=self._answer_stop, daemon=True).start()
+
+    def _answer_stop(self):
+        conn, _ = self.srv.accept()
+        with conn:
+            framing.recv_frame(conn, 30)
+            reply = m.Ok(data=replies.Stopping(stopping=True, pid=self.PID))
+            conn.sendall(framing.frame(m.encode(reply)))
+        self.srv.close()
+        os.unlink(paths.socket_path())
+
+    def exit(self):
+        self.exited.set()
+        os.close(self.lock)
+
+
+def test_stop_returns_only_once_the_daemon_has_let_go_of_its_lock(home, capsys):
+    """`stop` waits past the reply until the daemon's lock is released (its process exited
+    after persisting), so `stop && start` never finds the old daemon still holding it."""
+    daemon = StoppingDaemon()
+    threading.Timer(0.3, daemon.exit).start()
+    with pytest.raises(SystemExit) as e:
+        ctl_main(["stop"])
+    assert e.value.code == 0
+    assert daemon.exited.is_set()
+    assert capsys.readouterr().out == f"stopped autoharnessd (pid {daemon.PID})\n"
+
+
+def test_stop_gives_up_on_a_daemon_that_agreed_but_never_exits(home, capsys, monkeypatch):
+    """A daemon that agreed to stop but still holds its lock after the wait: `stop` exits 1
+    saying so, with its log and the `kill` that ends it."""
+    from claude_autoharness.client.verbs import stop
+
+    monkeypatch.setattr(stop, "STOP_WAIT_S", 0.2)
+    daemon = StoppingDaemon()
+    try:
+        with pytest.raises(SystemExit) as e:
+            ctl_main(["stop"])
+    finally:
+        daemon.exit()
+    err = capsys.readouterr().err
+    assert e.value.code == 1
+    assert "agreed to stop but still runs after 0.2s" in err and f"`kill {daemon.PID}`" in err
+    assert paths.log_file() in err
 
 
 # ---- install --remove gives back what install replaced -------------------------------------

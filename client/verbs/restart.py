@@ -3,11 +3,9 @@ one (this installation's: what an upgrade or a config change needs)."""
 
 from __future__ import annotations
 
-import time
-
 from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.start import READY_TIMEOUT_S, do_start, running
-from claude_autoharness.client.verbs.stop import stop_daemon
+from claude_autoharness.client.stopping import stop_daemon, wait_gone
+from claude_autoharness.client.verbs.start import READY_TIMEOUT_S, do_start
 from claude_autoharness.protocol import paths
 
 
@@ -24,16 +22,6 @@ def add_parser(sub) -> None:
     s.set_defaults(func=do_restart)
 
 
-def wait_gone(timeout: float) -> bool:
-    """Wait until no daemon answers at the socket (it persists its state on the way out)."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if running() is None:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def do_restart(args) -> int:
     out = stop_daemon()
     if out is None:
@@ -41,7 +29,7 @@ def do_restart(args) -> int:
     else:
         print(f"stopping autoharnessd (pid {out.pid})")
         if not wait_gone(args.timeout):
-            raise CtlError(f"autoharnessd (pid {out.pid}) still answers after "
+            raise CtlError(f"autoharnessd (pid {out.pid}) still runs after "
                            f"{args.timeout:.0f}s; see {paths.log_file()}, or end it "
                            f"(`kill {out.pid}`) and run `autoharnessctl start`")
     return do_start(args)

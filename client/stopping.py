@@ -1,0 +1,57 @@
+"""Stopping the daemon, and knowing when it is gone.
+
+A daemon asked to stop closes its socket first, then persists its state, then releases the
+single-instance lock as its process exits. So "gone" is the lock released, not the socket
+gone quiet: a new daemon started in between finds the lock held and refuses to run, and under
+socket activation systemd keeps the socket and may answer on it at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+from claude_autoharness.client.conn import DaemonNotRunning, ask
+from claude_autoharness.protocol import messages as m
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
+
+# a daemon exits within its own stop deadline (8 s) however it is stuck; past this it is frozen
+STOP_WAIT_S = 15.0
+
+
+def stop_daemon(timeout: float | None = None) -> r.Stopping | None:
+    """Ask the daemon to stop; None when none listens (nothing to stop is no error). Returns
+    once it has agreed: `wait_gone` waits for its exit."""
+    try:
+        return ask(m.Stop(), r.Stopping, timeout=timeout)
+    except DaemonNotRunning:
+        return None
+
+
+def daemon_gone() -> bool:
+    """True once no daemon holds the single-instance lock (released when its process exits)."""
+    try:
+        fd = os.open(paths.lock_file(), os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+def wait_gone(timeout: float = STOP_WAIT_S) -> bool:
+    """Wait, at most `timeout` seconds, until no daemon holds the lock; False if one still does."""
+    end = time.monotonic() + timeout
+    while not daemon_gone():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
