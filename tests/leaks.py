@@ -6,6 +6,7 @@ a Claude Code CLI its CLAUDE_CONFIG_DIR). Read from /proc (Linux); elsewhere not
 """
 
 import os
+import re
 import signal
 import time
 
@@ -22,15 +23,17 @@ def _ancestors() -> set[int]:
     return out
 
 
-def _names_a_root(blob: bytes, roots: list[bytes]) -> bool:
-    return any(r in blob for r in roots)
+def _root_pattern(roots: list[str]) -> re.Pattern[bytes]:
+    """Any of `roots` as a whole path: /tmp/pytest-5 must not match inside /tmp/pytest-52."""
+    alts = b"|".join(re.escape(os.fsencode(r.rstrip("/"))) for r in roots)
+    return re.compile(b"(?:" + alts + rb")(?![A-Za-z0-9_.-])")
 
 
 def processes_under(roots: list[str]) -> list[tuple[int, str]]:
     """(pid, command line) of live processes of this user that name one of `roots`."""
     if not roots or not os.path.isdir("/proc"):
         return []
-    keys = [os.fsencode(r.rstrip("/")) for r in roots]
+    names_a_root = _root_pattern(roots).search
     skip = _ancestors()
     uid = os.getuid()
     found = []
@@ -54,7 +57,7 @@ def processes_under(roots: list[str]) -> list[tuple[int, str]]:
                 cwd = b""
         except (OSError, IndexError):
             continue  # gone meanwhile, or not ours to read
-        if _names_a_root(env + b"\0" + cmd + b"\0" + cwd, keys):
+        if names_a_root(env + b"\0" + cmd + b"\0" + cwd):
             found.append((pid, cmd.replace(b"\0", b" ").decode("utf-8", "replace").strip()))
     return found
 

@@ -101,3 +101,18 @@ def test_a_dir_written_after_its_test_is_removed_and_named(short_tmp):
     assert "written to after their test ended" in out, out
     assert "test_it.py::test_something_writes_after_it: run, run/late.log" in out, out
     assert not os.path.exists((short_tmp / "suite" / "its-dir").read_text())
+
+
+def test_a_process_is_the_runs_only_when_it_names_a_whole_root(short_tmp):
+    """A process naming `<root>/h` belongs to the run; one naming `<root>2`, another dir that
+    only begins like it (pytest's numbered dirs: pytest-5 and pytest-52), does not."""
+    root = str(short_tmp / "pytest-5")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen(sleep, env=dict(os.environ, AUTOHARNESS_HOME=f"{root}/h"))
+    other = subprocess.Popen(sleep, env=dict(os.environ, AUTOHARNESS_HOME=f"{root}2/h"))
+    try:
+        assert [pid for pid, _ in leaks.processes_under([root])] == [ours.pid]
+    finally:
+        for p in (ours, other):
+            p.kill()
+            p.wait()
