@@ -316,8 +316,8 @@ def run() -> None:
     finally:
         daemon.close()
         remove_socket()
-        os.close(lock_fd)
         log.info("stopped")
+        os.close(lock_fd)  # last: a `stop` waiting for its release finds everything written
 
 
 def stop_children() -> None:

@@ -462,11 +462,13 @@ def test_flush_queues_jobs_for_named_sessions(daemon):
 
 
 def test_stop_verb_shuts_down_cleanly(daemon):
-    """`autoharnessctl stop` answers, then the daemon exits 0 and removes its socket."""
+    """`autoharnessctl stop` returns once the daemon has persisted, removed its socket and
+    logged its stop; the daemon exits 0."""
     r = ctl("stop")
-    assert r.returncode == 0 and "stopping" in r.stdout
-    assert daemon.proc.wait(15) == 0
+    assert r.returncode == 0 and r.stdout == f"stopped autoharnessd (pid {daemon.proc.pid})\n"
     assert not os.path.exists(daemon.sock)
+    assert json.loads(daemon.output().splitlines()[-1])["event"] == "stopped"
+    assert daemon.proc.wait(15) == 0
 
 
 def test_ready_notification(home, short_tmp):
