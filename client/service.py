@@ -99,7 +99,7 @@ def stop_running_daemon(timeout: float = STOP_WAIT_S) -> int | None:
         return None
     if out is None:
         return None
-    if not wait_gone(timeout):
+    if not wait_gone(out.pid, timeout):
         raise ServiceError(f"the running autoharnessd (pid {out.pid}) did not stop within "
                            f"{timeout:.0f}s: stop it (`kill {out.pid}`), then rerun")
     return out.pid

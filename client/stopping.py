@@ -30,8 +30,10 @@ def stop_daemon(timeout: float | None = None) -> r.Stopping | None:
         return None
 
 
-def daemon_gone() -> bool:
-    """True once no daemon holds the single-instance lock (released when its process exits)."""
+def daemon_gone(pid: int) -> bool:
+    """True once daemon `pid` no longer holds the single-instance lock (released when its
+    process exits). A lock held by another pid means it is gone too: the lock is exclusive,
+    and under socket activation the next hook event may already have started a new daemon."""
     try:
         fd = os.open(paths.lock_file(), os.O_RDONLY)
     except FileNotFoundError:
@@ -39,7 +41,8 @@ def daemon_gone() -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
-        return False
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return holder not in ("", str(pid))  # empty: a new holder has yet to write its pid
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return True
@@ -47,10 +50,10 @@ def daemon_gone() -> bool:
         os.close(fd)
 
 
-def wait_gone(timeout: float = STOP_WAIT_S) -> bool:
-    """Wait, at most `timeout` seconds, until no daemon holds the lock; False if one still does."""
+def wait_gone(pid: int, timeout: float = STOP_WAIT_S) -> bool:
+    """Wait, at most `timeout` seconds, until daemon `pid` is gone; False if it still runs."""
     end = time.monotonic() + timeout
-    while not daemon_gone():
+    while not daemon_gone(pid):
         if time.monotonic() > end:
             return False
         time.sleep(0.05)

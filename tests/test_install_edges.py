@@ -250,6 +250,7 @@ class StoppingDaemon:
         os.makedirs(os.path.dirname(paths.lock_file()), mode=0o700, exist_ok=True)
         self.lock = os.open(paths.lock_file(), os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self.lock, fcntl.LOCK_EX)
+        os.write(self.lock, f"{self.PID}\n".encode())
         self.exited = threading.Event()
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         os.makedirs(os.path.dirname(paths.socket_path()), mode=0o700, exist_ok=True)
@@ -270,6 +271,13 @@ class StoppingDaemon:
         self.exited.set()
         os.close(self.lock)
 
+    def succeeded(self):
+        """Its successor holds the lock now (socket activation started one on the next hook
+        event): the lock file names another pid."""
+        os.ftruncate(self.lock, 0)
+        os.pwrite(self.lock, b"4343\n", 0)
+        self.exited.set()
+
 
 def test_stop_returns_only_once_the_daemon_has_let_go_of_its_lock(home, capsys):
     """`stop` waits past the reply until the daemon's lock is released (its process exited
@@ -281,6 +289,20 @@ def test_stop_returns_only_once_the_daemon_has_let_go_of_its_lock(home, capsys):
     assert e.value.code == 0
     assert daemon.exited.is_set()
     assert capsys.readouterr().out == f"stopped autoharnessd (pid {daemon.PID})\n"
+
+
+def test_stop_knows_the_daemon_gone_when_a_successor_holds_the_lock(home, capsys):
+    """Under socket activation a hook can start the next daemon while `stop` waits: the lock
+    held by another pid means the stopped one is gone, and `stop` succeeds at once."""
+    daemon = StoppingDaemon()
+    threading.Timer(0.3, daemon.succeeded).start()
+    try:
+        with pytest.raises(SystemExit) as e:
+            ctl_main(["stop"])
+        assert e.value.code == 0 and daemon.exited.is_set()
+        assert capsys.readouterr().out == f"stopped autoharnessd (pid {daemon.PID})\n"
+    finally:
+        daemon.exit()
 
 
 def test_stop_gives_up_on_a_daemon_that_agreed_but_never_exits(home, capsys, monkeypatch):

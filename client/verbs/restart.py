@@ -28,7 +28,7 @@ def do_restart(args) -> int:
         print("autoharnessd is not running: starting it")
     else:
         print(f"stopping autoharnessd (pid {out.pid})")
-        if not wait_gone(args.timeout):
+        if not wait_gone(out.pid, args.timeout):
             raise CtlError(f"autoharnessd (pid {out.pid}) still runs after "
                            f"{args.timeout:.0f}s; see {paths.log_file()}, or end it "
                            f"(`kill {out.pid}`) and run `autoharnessctl start`")

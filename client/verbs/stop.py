@@ -27,7 +27,7 @@ def do_stop(args) -> int:
     if out is None:
         print(NOT_RUNNING)
         return 0
-    if not wait_gone(STOP_WAIT_S):
+    if not wait_gone(out.pid, STOP_WAIT_S):
         raise CtlError(f"autoharnessd (pid {out.pid}) agreed to stop but still runs after "
                        f"{STOP_WAIT_S:g}s; see {paths.log_file()}, or end it "
                        f"(`kill {out.pid}`)")
