@@ -42,15 +42,21 @@ def remove_tmp(d: str, nodeid: str) -> None:
     shutil.rmtree(d, ignore_errors=True)
     if not os.path.lexists(d):
         return
-    late = sorted(os.path.relpath(os.path.join(root, name), d)
-                  for root, dirs, files in os.walk(d) for name in dirs + files)
+    late = _contents(d)
     leaks.wait_gone([d], STOPPING_S)
     end = time.monotonic() + 5.0
     while os.path.lexists(d) and time.monotonic() < end:
         shutil.rmtree(d, ignore_errors=True)
         time.sleep(0.05)
-    WRITTEN_LATE.append(f"  {nodeid}: {', '.join(late[:8]) or '(the dir itself)'}"
-                        + (f" (and {len(late) - 8} more)" if len(late) > 8 else ""))
+    WRITTEN_LATE.append(f"  {nodeid}: {late or '(the dir itself)'}")
+
+
+def _contents(d: str, most: int = 8) -> str:
+    """What a dir holds, for a report line: its first `most` paths, sorted, and how many more."""
+    found = sorted(os.path.relpath(os.path.join(root, name), d)
+                   for root, dirs, files in os.walk(d) for name in dirs + files)
+    more = f" (and {len(found) - most} more)" if len(found) > most else ""
+    return ", ".join(found[:most]) + more
 
 
 @pytest.fixture
@@ -218,10 +224,9 @@ def _left_behind(session) -> list[str]:
             if os.path.basename(d).startswith(LEAK_PREFIX) and os.path.lexists(d)]
     lines = [f"  process {pid}: {cmd}" for pid, cmd in left]
     for d in dirs:
-        inside = sorted(os.path.relpath(os.path.join(root, name), d)
-                        for root, subdirs, files in os.walk(d) for name in subdirs + files)
+        inside = _contents(d)
         lines.append(f"  temp dir {d}" + (f" of {CREATED[d]}" if CREATED[d] else "")
-                     + (f", holding {', '.join(inside[:8])}" if inside else ""))
+                     + (f", holding {inside}" if inside else ""))
         shutil.rmtree(d, ignore_errors=True)
     return lines
 
