@@ -111,9 +111,10 @@ class Reflection:
                                  queued_markers=self.queued_marker_texts(),
                                  memory=self.memory_index(root))
 
-    def ask(self, backend: str, prompt: Prompt) -> backends.ReflectResult:
-        """One reflection on `backend` (blocking; raises the backends' errors)."""
-        return backends.reflect(backend, prompt, self.live.cfg.reflector)
+    def ask(self, backend: str, prompt: Prompt, cfg=None) -> backends.ReflectResult:
+        """One reflection on `backend` with reflector config `cfg` (default: the live one;
+        blocking; raises the backends' errors)."""
+        return backends.reflect(backend, prompt, cfg or self.live.cfg.reflector)
 
     # ---- take in, charge -----------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.backends import routing
 from claude_autoharness.daemon.reflect.curate import (
     CuratedSkill,
     build_curate_request,
@@ -241,21 +242,21 @@ class ReflectorPool:
                  tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, duplicates=dups)
 
-    async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
+    async def _ask(self, job: Job, prompt, work: str = "") -> backends.ReflectResult | None:
         """One model call for the job; None when it failed (the job is retried or failed).
 
         `attempts` counts the calls that came back with an error (an error reply, a timeout):
         it is recorded only then, so a call in flight when the daemon is killed costs none and
         the job simply runs again (see `sessions.resume_interrupted`)."""
-        cfg = self.live.cfg.reflector
+        cfg = routing.for_work(self.live.cfg.reflector, work or routing.work_of(job.kind))
         backend = backends.choose_backend(cfg)
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
             result = await self.step("waiting for the model", self.reflection.ask, backend,
-                                     prompt, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
+                                     prompt, cfg, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.BackendError as e:
             self.book.call_failed(job)
-            await self._charge(job, backend, cfg.model, e.usage or {}, ok=False)
+            await self._charge(job, backend, routing.model_of(cfg, backend), e.usage or {}, ok=False)
             if isinstance(e, backends.TransientError):
                 await self._retry_or_fail(job, e.reason, transient=True,
                                           retry_after=e.retry_after)
@@ -265,7 +266,7 @@ class ReflectorPool:
         except StepStuck:
             self.book.call_failed(job)
             raise
-        await self._charge(job, backend, result.model or cfg.model, result.usage)
+        await self._charge(job, backend, result.model or routing.model_of(cfg, backend), result.usage)
         self.book.call_answered(job, result.usage)
         return result
 
@@ -289,7 +290,7 @@ class ReflectorPool:
             skills, layer=layer, max_intents=CURATOR_MAX_INTENTS,
             max_bytes=self.live.cfg.capture.max_window_bytes,
             redact=lambda t: redactor.redact(t)[0])
-        result = await self._ask(job, prompt)
+        result = await self._ask(job, prompt, routing.work_of(job.kind, skills=len(skills) - left_out))
         if result is None:
             return
         intents, _ = await self.reflection.take_in(job.id, job.session_id, "curator", result,
