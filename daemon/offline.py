@@ -199,10 +199,10 @@ class _NoCounters:
     def job_finished(self, ok) -> None:
         pass
 
-    def tokens_on(self, day) -> int:
+    def tokens_on(self, day, backend="") -> int:
         return 0
 
-    def add_tokens(self, day, n) -> None:
+    def add_tokens(self, day, n, backend="") -> None:
         pass
 
     def captured(self, packet) -> None:

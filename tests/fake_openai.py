@@ -35,7 +35,7 @@ class Recorded:
 
 def _completion(message: dict, finish: str, usage=None) -> dict:
     return {"status": 200, "body": {
-        "id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "model": "fake-local",
+        "id": f"chatcmpl-{next(_ids)}", "object": "chat.completion", "model": "",
         "choices": [{"index": 0, "message": {"role": "assistant", **message},
                      "finish_reason": finish}],
         "usage": usage or USAGE}}
@@ -116,9 +116,10 @@ class FakeOpenAI:
         if "response_format" in body and not self.schema_supported:
             return error_reply(400, "response_format json_schema is not supported")
         with self._lock:
-            if self._script:
-                return self._script.pop(0)
-        return content_reply("the script is empty")
+            reply = self._script.pop(0) if self._script else content_reply("the script is empty")
+        if "choices" in reply["body"]:  # servers answer as the model they were asked for
+            reply = {**reply, "body": {**reply["body"], "model": body["model"]}}
+        return reply
 
     def start(self) -> "FakeOpenAI":
         fake = self

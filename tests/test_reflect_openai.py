@@ -4,6 +4,8 @@ one repair, errors the pool retries or gives up on; then through the real daemon
 landed skill, feedback grounded as for any backend, retries, status, and per-kind routing."""
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -272,3 +274,43 @@ def test_learn_routed_to_another_backend(env_openai, local, home):
         assert "run the linter before committing" in req.body.decode()
         routes = e.status()["reflector"]["routes"]
         assert routes["learn"].startswith("anthropic claude-sonnet-4-5")
+
+
+def test_a_local_model_costs_nothing_and_a_priced_one_what_the_table_says(env_openai, local):
+    local.push(tool_call_reply({"proposals": []}))
+    e = env_openai()
+    e.work()
+    wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="reflection")
+    cost = json.loads(ctl("report", "--json").stdout)["cost"]
+    assert cost["calls"] == 1 and cost["usd"] == 0.0
+    e.daemon.stop()
+    (e.home["home"] / "config.toml").write_text('[reflector]\nprices = { "qwen-test" = [2.0, 10.0] }\n')
+    e.daemon = type(e.daemon)(e.home["home"])
+    cost = json.loads(ctl("report", "--json").stdout)["cost"]
+    assert cost["usd"] == pytest.approx((900 * 2.0 + 70 * 10.0) / 1_000_000)
+
+
+def test_a_backend_budget_holds_its_jobs_and_says_so(env_openai, local):
+    local.push(tool_call_reply({"proposals": []}), tool_call_reply({"proposals": []}))
+    e = env_openai(config="[reflector]\nbackend_budgets = { openai = 500 }\n")
+    e.work()
+    wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=60, what="first reflection")
+    e.work()  # 970 tokens spent of 500: the next job waits for tomorrow
+    wait_for(lambda: e.status()["jobs"]["pending"] == 1, timeout=60, what="second job queued")
+    wait_for(lambda: e.status()["jobs"]["waiting"], timeout=60, what="the waiting reason")
+    assert "openai backend's daily token budget of 500 reached" in e.status()["jobs"]["waiting"]
+    assert len(local.completions) == 1
+
+
+def test_the_idle_daemon_never_imports_the_openai_client():
+    """Users of the other backends pay nothing for this one: importing the daemon and asking
+    what backend is available loads neither the backend module nor urllib's HTTP client."""
+    code = ("import sys\n"
+            "import claude_autoharness.daemon.app\n"
+            "from claude_autoharness.daemon.reflect import backends\n"
+            "from claude_autoharness.protocol.config import ReflectorConfig\n"
+            "backends.available(ReflectorConfig(), env={})\n"
+            "print([m for m in ('claude_autoharness.daemon.reflect.backends.openai',"
+            " 'urllib.request', 'http.client') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

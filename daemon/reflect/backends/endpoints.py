@@ -2,7 +2,6 @@
 machine, and which output mode `auto` found it answers (remembered for the daemon's life, read
 by status on the event loop while worker threads write it: guarded by a lock)."""
 
-import ipaddress
 import threading
 import urllib.parse
 
@@ -15,6 +14,8 @@ def is_loopback(base_url: str) -> bool:
     host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
+    import ipaddress  # only when the backend is configured: the idle daemon does without
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -9,6 +9,8 @@ the reflector config that kind of work runs with, so every backend reads its set
 
 import msgspec
 
+from claude_autoharness.daemon.reflect.backends.endpoints import is_loopback
+
 KINDS = ("reflect", "learn", "curate", "repair")
 
 
@@ -42,3 +44,8 @@ def for_work(cfg, work: str):
 def model_of(cfg, backend: str) -> str:
     """The model `backend` is asked for under `cfg`."""
     return cfg.openai_model if backend == "openai" else cfg.model
+
+
+def runs_locally(cfg, backend: str) -> bool:
+    """Whether `backend` under `cfg` runs its model on this machine (a loopback endpoint)."""
+    return backend == "openai" and is_loopback(cfg.openai_base_url)
