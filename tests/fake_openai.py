@@ -85,7 +85,11 @@ def request_problems(body: dict) -> list[str]:
 
 
 class FakeOpenAI:
-    def __init__(self, *, tools_supported: bool = True, schema_supported: bool = True):
+    def __init__(self, *, tools_supported: bool = True, schema_supported: bool = True,
+                 route=None):
+        """`route(body)`, when set, answers a valid request before the script (a reply, or None
+        to fall through to it)."""
+        self.route = route
         self.tools_supported = tools_supported
         self.schema_supported = schema_supported
         self.requests: list[Recorded] = []
@@ -115,8 +119,10 @@ class FakeOpenAI:
             return error_reply(400, "tools are not supported by this model")
         if "response_format" in body and not self.schema_supported:
             return error_reply(400, "response_format json_schema is not supported")
+        reply = self.route(body) if self.route is not None else None
         with self._lock:
-            reply = self._script.pop(0) if self._script else content_reply("the script is empty")
+            if reply is None:
+                reply = self._script.pop(0) if self._script else content_reply("the script is empty")
         if "choices" in reply["body"]:  # servers answer as the model they were asked for
             reply = {**reply, "body": {**reply["body"], "model": body["model"]}}
         return reply
