@@ -224,6 +224,10 @@ def test_a_stop_lands_a_skill_through_a_local_model(env_openai, local):
     assert "nothing leaves the machine" in rf["destination"]
     text = ctl("status").stdout
     assert "reflector: openai qwen-test (tool calls); windows go to" in text
+    cap = ctl("capture", "--session", e.sid, "--from", "0")
+    assert cap.returncode == 0, cap.stderr
+    assert "sent to: " + local.base_url + " on this machine (loopback: nothing leaves the " \
+        "machine)" in cap.stdout
 
 
 def test_a_429_then_success_is_retried(env_openai, local):

@@ -136,9 +136,10 @@ _REFUSAL_WORDS = ("tool", "function", "response_format", "json_schema", "schema"
 def _status_error(err: urllib.error.HTTPError) -> Exception:
     status = err.code
     if status in (408, 409, 429) or status >= 500 and status != 501:
+        raw = err.headers.get("retry-after") if err.headers is not None else None
         try:
-            after = float(err.headers.get("retry-after")) if err.headers.get("retry-after") else None
-        except (TypeError, ValueError):
+            after = float(raw) if raw else None
+        except ValueError:
             after = None
         return TransientError(f"openai: HTTP {status}", retry_after=after)
     if status in (401, 403):
@@ -179,7 +180,7 @@ def _decode(text: object) -> tuple[object, str]:
         t = t.strip("`").removeprefix("json").strip()
     try:
         return json.loads(t), ""
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return None, f"the reply's JSON does not parse ({e.msg} at char {e.pos})"
 
 
@@ -210,8 +211,10 @@ def _finish(reply: dict) -> str:
 
 def usage_of(reply: dict) -> dict[str, int]:
     """A reply's tokens in the backends' keys; cached prompt tokens count as cache reads."""
-    u = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-    details = u.get("prompt_tokens_details") if isinstance(u.get("prompt_tokens_details"), dict) else {}
+    u = reply.get("usage")
+    u = u if isinstance(u, dict) else {}
+    details = u.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
     cached = int(details.get("cached_tokens") or 0)
     prompt = int(u.get("prompt_tokens") or 0)
     return {"input_tokens": max(prompt - cached, 0), "output_tokens": int(u.get("completion_tokens") or 0),
@@ -244,19 +247,20 @@ def _ask(prompt: Prompt, cfg, mode: str, env, usage: dict) -> ReflectResult:
         if as_content and cfg.openai_output == "auto":
             mode = "json_schema"  # it answered in content: tools are ignored here
         if not problem:
-            proposals, problem = check_reply(obj)
-            if problem is None:
+            proposals, unusable = check_reply(obj)
+            if unusable is None:
                 remember(cfg, mode)
                 return ReflectResult(proposals=proposals, feedback=feedback_of(obj), usage=usage,
                                      model=str(reply.get("model") or cfg.openai_model),
                                      raw_text=json.dumps(obj, ensure_ascii=False))
+            problem = unusable
         if _finish(reply) == "length":
             problem += " (the reply hit max_tokens)"
         if attempt == 0:
             messages = _repair(messages, reply, mode, problem)
-    unusable = PermanentError(f"openai: unusable reply after one repair attempt: {problem}")
-    unusable.usage = usage
-    raise unusable
+    failed = PermanentError(f"openai: unusable reply after one repair attempt: {problem}")
+    failed.usage = usage  # tokens were spent all the same; the pool charges them
+    raise failed
 
 
 def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None) -> ReflectResult:
