@@ -61,6 +61,11 @@ def error_reply(status: int, message: str = "fake error", *, retry_after: float 
             "headers": headers}
 
 
+def hang(seconds: float = 30.0) -> dict:
+    """No answer for `seconds` (the client's timeout fires first)."""
+    return {"status": 200, "hang": seconds, "body": {}}
+
+
 def request_problems(body: dict) -> list[str]:
     out = []
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -96,6 +101,7 @@ class FakeOpenAI:
         self._script: list[dict] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._stopping = threading.Event()  # set by stop(): a hanging reply ends
 
     def push(self, *replies: dict) -> "FakeOpenAI":
         with self._lock:
@@ -123,7 +129,7 @@ class FakeOpenAI:
         with self._lock:
             if reply is None:
                 reply = self._script.pop(0) if self._script else content_reply("the script is empty")
-        if "choices" in reply["body"]:  # servers answer as the model they were asked for
+        if "choices" in reply.get("body", {}):  # servers answer as the model they were asked for
             reply = {**reply, "body": {**reply["body"], "model": body["model"]}}
         return reply
 
@@ -146,6 +152,9 @@ class FakeOpenAI:
                 except ValueError:
                     return self._send(400, {"error": {"message": "invalid JSON"}})
                 reply = fake._answer(body)
+                if reply.get("hang"):
+                    fake._stopping.wait(reply["hang"])
+                    return
                 self._send(reply["status"], reply["body"], reply.get("headers"))
 
             def _send(self, status: int, body: dict, headers=None):
@@ -164,6 +173,7 @@ class FakeOpenAI:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -16,7 +16,7 @@ from claude_autoharness.daemon.reflect.backends import routing
 from claude_autoharness.daemon.reflect.prompt import Prompt, tool_schema
 from claude_autoharness.protocol.config import ReflectorConfig
 from fake_anthropic import FakeAnthropic, tool_reply
-from fake_openai import FakeOpenAI, content_reply, error_reply, tool_call_reply
+from fake_openai import FakeOpenAI, content_reply, error_reply, hang, tool_call_reply
 from harness import ctl, wait_for
 from pipeline_support import QUOTE, Env, proposal
 
@@ -131,6 +131,13 @@ def test_auth_errors_name_the_key_setting(local):
         backends.reflect("openai", PROMPT, cfg(local, openai_api_key="k-test-1"))
     assert "openai_api_key" in e.value.reason
     assert local.completions[0].headers.get("Authorization") == "Bearer k-test-1"
+
+
+def test_a_hang_times_out_as_transient(local):
+    local.push(hang(30))
+    with pytest.raises(backends.TransientError) as e:
+        backends.reflect("openai", PROMPT, cfg(local, timeout_s=0.5))
+    assert e.value.reason == "openai: request timed out"
 
 
 def test_connection_refused_is_transient(local):
