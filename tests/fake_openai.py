@@ -14,23 +14,13 @@ It checks requests as a real server would where the backend depends on it: a mod
 import itertools
 import json
 import threading
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_anthropic import Recorded
 
 TOOL_NAME = "propose_skill_changes"
 USAGE = {"prompt_tokens": 900, "completion_tokens": 70, "total_tokens": 970}
 _ids = itertools.count(1)
-
-
-@dataclass
-class Recorded:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def json(self) -> dict:
-        return json.loads(self.body)
 
 
 def _completion(message: dict, finish: str, usage=None) -> dict:
@@ -144,7 +134,7 @@ class FakeOpenAI:
 
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                fake.requests.append(Recorded(self.path, dict(self.headers.items()), raw))
+                fake.requests.append(Recorded("POST", self.path, dict(self.headers.items()), raw))
                 if self.path != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "not found"}})
                 try:
