@@ -20,7 +20,8 @@ startup and shutdown, when nothing else runs).
 
 State stays bounded: sessions quiet past the retention (`session_retention_days`) whose count
 is spent are pruned, unfinished jobs older than it are ended with the reason, finished ones
-beyond `KEEP_DONE_JOBS` dropped; each prune is journaled.
+beyond `KEEP_DONE_JOBS` dropped; each prune is journaled. Pruning runs every `PRUNE_EVERY_S`
+by the book's clock from the persist loop, whether anything else changed or not.
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
 `Counters`, the server's `ConnectionCounters`.
@@ -37,6 +38,7 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist import document
+from claude_autoharness.daemon.persist.checksum import seal
 from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.health import PersistenceHealth
@@ -87,7 +89,7 @@ class Book(JobBook):
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`
         self._snap_seq = 0  # the journal seq the newest durable snapshot covers
         self._snap_size = 0
-        self._snapshot_failed = False  # the last snapshot was not written: retry it
+        self._snapshot_owed = False  # the last one failed, or the journal read had legacy lines
         self._pruned_at = -PRUNE_EVERY_S
 
     # ---- loading -------------------------------------------------------------------------
@@ -108,6 +110,7 @@ class Book(JobBook):
         except OSError:
             self._snap_size = 0
         records = self.journal.replay(self.state.journal_seq)
+        self._snapshot_owed = self.journal.legacy > 0  # written sealed at the first persist
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
         # copy of any of them (a reply lost just before the crash, behind a long replay).
         self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)
@@ -160,18 +163,24 @@ class Book(JobBook):
     # ---- persisting ----------------------------------------------------------------------
 
     def snapshot_due(self) -> bool:
-        """A snapshot failed, there is none yet, or the journal outgrew the last one."""
+        """A snapshot failed or is owed (legacy lines were read), there is none yet, or the
+        journal outgrew the last one."""
         if self._snap_size == 0 and not os.path.lexists(paths.snapshot_file()):
             return True
-        return self._snapshot_failed or self.journal.appended >= max(
+        return self._snapshot_owed or self.journal.appended >= max(
             SNAPSHOT_MIN_JOURNAL_BYTES, self._snap_size)
+
+    def prune_due(self) -> bool:
+        """Pruning runs on its own clock, every PRUNE_EVERY_S of `clock`: a quiet daemon, one
+        no event or job changes, still lets go of what is past the retention."""
+        return self.clock() - self._pruned_at >= PRUNE_EVERY_S
 
     def journal_changes(self) -> None:
         """Append what changed outside the per-change records (on the loop): pruning, the
         sessions marked changed, the snapshot fields' changed leaves."""
         self._copy_tables()
         self.state.capture = self.capture_stats.to_state()
-        if self.clock() - self._pruned_at >= PRUNE_EVERY_S:
+        if self.prune_due():
             self._pruned_at = self.clock()
             self._prune()
         touched = list(self._touched)
@@ -196,7 +205,7 @@ class Book(JobBook):
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
-        data = encoder.encode(self.state)
+        data = seal(encoder.encode(self.state))
         self.parts.reset(self.state)
         self._touched.clear()
         self.journal.rotate()
@@ -205,11 +214,11 @@ class Book(JobBook):
     def write_snapshot(self, data: bytes, seq: int) -> None:
         """Write a snapshot (blocking): the one it replaces is kept as the previous one, and
         the journal segments that one covers are no longer needed."""
-        self._snapshot_failed = True  # until it is on disk
+        self._snapshot_owed = True  # until it is on disk
         write_private(paths.snapshot_file(), data, previous=paths.previous_snapshot_file())
         self.journal.drop_segments(self._snap_seq)
         self._snap_seq, self._snap_size = seq, len(data)
-        self._snapshot_failed = False
+        self._snapshot_owed = False
         self.last_snapshot_at = self.clock()
 
     async def persist(self, *, snapshot: bool = False) -> None:
@@ -220,7 +229,7 @@ class Book(JobBook):
         One at a time: two writers finishing out of order could put an older snapshot last.
         """
         async with self._persist_lock:
-            if not (self.dirty or snapshot or self._snapshot_failed):
+            if not (self.dirty or snapshot or self._snapshot_owed or self.prune_due()):
                 return
             self.dirty = False
             try:
@@ -235,7 +244,7 @@ class Book(JobBook):
                     data, seq = self.snapshot_bytes()
                     await anyio.to_thread.run_sync(self.write_snapshot, data, seq)
                 except OSError as e:
-                    self._snapshot_failed = True
+                    self._snapshot_owed = True
                     self.health.failed(e)
                     return
             self.health.ok()
