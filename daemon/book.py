@@ -11,9 +11,10 @@ counts nothing.
 A persist writes what changed, not the state: the sessions changed outside an event (marked
 by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`persist.parts`) and what
 pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
-last one has grown as large as it (and at least `SNAPSHOT_MIN_JOURNAL_BYTES`), or when a
-snapshot failed and must be retried, or at stop: the bytes written per change stay about the
-same however many sessions the state holds. A snapshot is written by one writer at a time;
+last one has grown to `SNAPSHOT_JOURNAL_FACTOR` times its size (and at least
+`SNAPSHOT_MIN_JOURNAL_BYTES`), or when a snapshot failed and must be retried, or at stop: the
+bytes written per change, snapshots included, stay within 1 + 1/SNAPSHOT_JOURNAL_FACTOR of the
+journal's alone however many sessions the state holds. A snapshot is written by one writer at a time;
 the one it replaces is kept as the previous one, with the journal segments since it, so an
 unreadable snapshot loses nothing. Blocking I/O runs in worker threads (`persist_now` is for
 startup and shutdown, when nothing else runs).
@@ -55,6 +56,10 @@ KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives wi
 DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
+# The journal grows to this many times the snapshot's size before the next one: a snapshot
+# then adds 1/SNAPSHOT_JOURNAL_FACTOR to the bytes written per change, whatever the state's
+# size, and a restart replays at most this many snapshots' worth of journal.
+SNAPSHOT_JOURNAL_FACTOR = 3
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
@@ -168,7 +173,7 @@ class Book(JobBook):
         if self._snap_size == 0 and not os.path.lexists(paths.snapshot_file()):
             return True
         return self._snapshot_owed or self.journal.appended >= max(
-            SNAPSHOT_MIN_JOURNAL_BYTES, self._snap_size)
+            SNAPSHOT_MIN_JOURNAL_BYTES, SNAPSHOT_JOURNAL_FACTOR * self._snap_size)
 
     def prune_due(self) -> bool:
         """Pruning runs on its own clock, every PRUNE_EVERY_S of `clock`: a quiet daemon, one

@@ -84,6 +84,7 @@ def test_an_old_journal_loads_as_legacy_and_the_next_snapshot_seals_it(home):
     before = json.loads(Path(paths.snapshot_file()).read_bytes())
     book.open()
     book.persist_now(snapshot=False)  # what the daemon does at start
+    book.record_event("e" * 32, "PreToolUse", session=None, jobs=[], calls=[])
     book.close()
     sealed = Path(paths.snapshot_file()).read_bytes()
     assert check(sealed) is True and json.loads(sealed)["journal_seq"] > before["journal_seq"]

@@ -2,12 +2,13 @@
 field is `op`. A record type is the union of its kinds (`Event | Calls | ...`).
 
 Every line is sealed (`checksum`: its last field is its CRC32), so a flipped byte or an
-edited value is found on load. A line that fails its check or does not decode as one of the kinds (torn by a crash,
-garbage, a kind a later version added) is never loaded: it is skipped and its file copied to
-the quarantine (status and doctor name it), so nothing readable is lost. Lines older versions
-wrote carry no checksum: they are read as legacy only where an old version could have written
-them, before the first sealed line of the journal; an unsealed line after a sealed one is
-damage. What legacy lines hold is written sealed at the next snapshot or compaction.
+edited value is found on load. A line that fails its check or does not decode as one of the
+kinds (torn by a crash, garbage, a kind a later version added) is never loaded: it is skipped
+and its file copied to the quarantine (status and doctor name it), so nothing readable is
+lost. Lines older versions wrote carry no checksum: they are read as legacy only where an old
+version could have written them, ahead of the first sealed line read (a flip in a seal's own
+bytes makes a line look unsealed: after a sealed one it is damage). What legacy lines hold is
+written sealed at the next snapshot or compaction.
 
 Two shapes:
 - `Journal`: the daemon state's journal, in segments. Appends are one `write()` each (page
@@ -220,13 +221,20 @@ class Journal(Generic[S]):
                 os.unlink(path)
 
     def replay(self, after_seq: int) -> list[S]:
-        """Records newer than `after_seq`, from the segments and the file. A damaged line (its
+        """Records newer than `after_seq`, from the file and the segments not wholly covered by
+        `after_seq` (the others are kept for an older snapshot only). A damaged line (its
         checksum fails, torn, garbage) is skipped and its file copied to the quarantine, so
         nothing readable is lost and the damage stays inspectable; `damaged` and `legacy`
         count the lines skipped and the unsealed lines an older version wrote."""
         out: list[S] = []
         lines = Lines(self._decoder)
-        for path in [p for _, p in self.segments()] + [self.path]:
+        files = []
+        for last, path in self.segments():
+            if last <= after_seq:  # wholly covered: not read (its name holds its last seq)
+                self.seq = max(self.seq, last)
+            else:
+                files.append(path)
+        for path in files + [self.path]:
             try:
                 records, bad = lines.read(path)
             except FileNotFoundError:

@@ -55,8 +55,9 @@ def _put(state: st.State, jobs: list[sm.Job], sessions: list[sm.Session], calls:
         state.jobs[job.id] = job
     for s in sessions:
         prev = state.sessions.get(s.session_id)
-        s.tool_ids = list(prev.tool_ids) if prev is not None else []
-        s.tool_at = list(prev.tool_at) if prev is not None else []
+        # the replaced post-state is dropped: its lists move over, uncopied
+        s.tool_ids = prev.tool_ids if prev is not None else []
+        s.tool_at = prev.tool_at if prev is not None else []
         state.sessions[s.session_id] = s
     if calls and sessions:
         for tool_use_id in calls:
