@@ -1,8 +1,8 @@
 """Cost of a large state: the daemon started over a snapshot of the 50 sessions the hooks go
 to alone (the baseline: nothing but what the run touches) and of those among 20,000, in the
 same run; the hooks' records are then the same size in both, and what differs is the state's
-size alone. For each: restart time (spawn to a `status` answered, then a kill -9 and a
-second start, which replays the journal the run left), disk bytes written per hook, RSS after
+size alone. For each: start and restart time (spawn to a `status` answered; the restart
+after a kill -9 just before a snapshot was due, so it replays the longest journal), disk bytes written per hook, RSS after
 the run, and the size of a default `status` reply. Prints each figure and its ratio against
 the baseline.
 
@@ -26,6 +26,8 @@ import threading
 import time
 
 from _common import recv_exact, start_daemon, stop, temp_home
+
+from claude_autoharness.daemon.book import SNAPSHOT_JOURNAL_FACTOR, SNAPSHOT_MIN_JOURNAL_BYTES
 
 NOW = time.time()
 ACTIVE = 50  # the sessions the hooks go to: the baseline state holds these alone
@@ -144,6 +146,29 @@ def long_run(sock: str, env: dict, pid: int, sids: list[str], hooks: int,
     return sent[0], snaps[0], io(pid)
 
 
+def fill_journal(sock: str, env: dict, sids: list[str], writers: int) -> int:
+    """Send hooks until the journal since the snapshot is nearly as long as it grows before
+    the next one (the worst case for a restart); return its size."""
+    state = os.path.join(env["AUTOHARNESS_HOME"], "state")
+    due = max(SNAPSHOT_MIN_JOURNAL_BYTES,
+              SNAPSHOT_JOURNAL_FACTOR * os.path.getsize(os.path.join(state, "snapshot.json")))
+    journal = os.path.join(state, "journal.jsonl")
+    done = threading.Event()
+
+    def writer(w: int) -> None:
+        k = 10_000_000 + w
+        while not done.is_set() and os.path.getsize(journal) < 0.95 * due:
+            ask(sock, hook_request(sids[k % len(sids)], k))
+            k += writers
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return os.path.getsize(journal)
+
+
 def run(n: int, hooks: int, rate: float, long: int, writers: int) -> dict:
     d, env = temp_home()
     env.update(AUTOHARNESS_WATCH="0")
@@ -166,7 +191,8 @@ def run(n: int, hooks: int, rate: float, long: int, writers: int) -> dict:
         long_sent += hooks  # counted from the start: the paced run is the cycle's first part
         rss = rss_mb(p.pid)
         status = len(ask(sock, {"type": "status", "v": 1}))
-        p.kill()  # a crash: the restart replays the journal the run left
+        filled = fill_journal(sock, env, sids, writers)
+        p.kill()  # a crash just before a snapshot was due: the restart replays all of it
         p.wait(30)
         t = time.monotonic()
         p, sock = start_daemon(env)
@@ -179,7 +205,7 @@ def run(n: int, hooks: int, rate: float, long: int, writers: int) -> dict:
                 "long_write_bytes_per_hook":
                     (long_after["write_bytes"] - before["write_bytes"]) / long_sent,
                 "long_wchar_per_hook": (long_after["wchar"] - before["wchar"]) / long_sent,
-                "rss_mb": rss, "status_bytes": status}
+                "rss_mb": rss, "status_bytes": status, "journal_mb": filled / 1e6}
     finally:
         stop(p, d)
 
@@ -198,7 +224,7 @@ def main() -> None:
     big = run(args.sessions, args.hooks, args.rate, args.long, args.writers)
     for r in (base, big):
         print(f"{r['sessions']:>6} sessions: start {r['start_s']:.2f} s, restart "
-              f"{r['restart_s']:.2f} s, between snapshots {r['write_bytes_per_hook']:.0f} disk "
+              f"{r['restart_s']:.2f} s (over {r['journal_mb']:.1f} MB of journal), between snapshots {r['write_bytes_per_hook']:.0f} disk "
               f"bytes/hook (write() {r['wchar_per_hook']:.0f} B/hook); long run of "
               f"{r['long_hooks']} hooks, {r['long_snapshots']} snapshot(s): "
               f"{r['long_write_bytes_per_hook']:.0f} disk bytes/hook (write() "

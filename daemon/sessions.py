@@ -212,14 +212,33 @@ def remember_call(s: Session, tool_use_id: str, at: float) -> bool:
     late (a catch-up after an outage, read offsets lost) counts none twice."""
     if tool_use_id in s.tool_ids:
         return False
+    _append_calls(s, [(tool_use_id, at)])
+    return True
+
+
+def replay_calls(s: Session, calls: list[tuple[str, float]]) -> None:
+    """Remember a session's counted calls, (tool_use_id, time) in the order they were
+    counted, in one pass (a journal replay brings them back in a batch): the memory and
+    `forgotten_until` end as `remember_call` one by one leaves them, an id already remembered
+    skipped. Only an id pushed out and counted again within the batch (a copy of an event
+    arriving after KEEP_TOOL_IDS other calls) is not taken again."""
+    known = set(s.tool_ids)
+    _append_calls(s, [(i, at) for i, at in calls if i not in known and not known.add(i)])
+
+
+def _append_calls(s: Session, calls: list[tuple[str, float]]) -> None:
+    """Append new calls to the memory, then push out the oldest past KEEP_TOOL_IDS (their
+    latest time becomes `forgotten_until`)."""
+    if not calls:
+        return
     if len(s.tool_at) != len(s.tool_ids):  # ids kept without their times: take them as now
-        s.tool_at = [at] * len(s.tool_ids)
-    s.tool_ids.append(tool_use_id)
-    s.tool_at.append(at)
+        s.tool_at = [calls[0][1]] * len(s.tool_ids)
+    for tool_use_id, at in calls:
+        s.tool_ids.append(tool_use_id)
+        s.tool_at.append(at)
     if len(s.tool_ids) > KEEP_TOOL_IDS:
         s.forgotten_until = max(s.forgotten_until, *s.tool_at[:-KEEP_TOOL_IDS])
         del s.tool_ids[:-KEEP_TOOL_IDS], s.tool_at[:-KEEP_TOOL_IDS]
-    return True
 
 
 def transcript_calls(s: Session, calls: list[tuple[str, float]]) -> list[str]:
