@@ -2,9 +2,9 @@
 to alone (the baseline: nothing but what the run touches) and of those among 20,000, in the
 same run; the hooks' records are then the same size in both, and what differs is the state's
 size alone. For each: start and restart time (spawn to a `status` answered; the restart
-after a kill -9 just before a snapshot was due, so it replays the longest journal), disk bytes written per hook, RSS after
-the run, and the size of a default `status` reply. Prints each figure and its ratio against
-the baseline.
+after a kill -9 just before a snapshot was due, so it replays the longest journal), disk
+bytes written per hook, RSS after the run, and the size of a default `status` reply. Prints
+each figure and its ratio against the baseline.
 
 Bytes per hook (`write_bytes` of /proc/<pid>/io; `wchar`, the bytes handed to write(), beside
 it) are measured twice:
@@ -224,8 +224,9 @@ def main() -> None:
     big = run(args.sessions, args.hooks, args.rate, args.long, args.writers)
     for r in (base, big):
         print(f"{r['sessions']:>6} sessions: start {r['start_s']:.2f} s, restart "
-              f"{r['restart_s']:.2f} s (over {r['journal_mb']:.1f} MB of journal), between snapshots {r['write_bytes_per_hook']:.0f} disk "
-              f"bytes/hook (write() {r['wchar_per_hook']:.0f} B/hook); long run of "
+              f"{r['restart_s']:.2f} s (over {r['journal_mb']:.1f} MB of journal), between "
+              f"snapshots {r['write_bytes_per_hook']:.0f} disk bytes/hook (write() "
+              f"{r['wchar_per_hook']:.0f} B/hook); long run of "
               f"{r['long_hooks']} hooks, {r['long_snapshots']} snapshot(s): "
               f"{r['long_write_bytes_per_hook']:.0f} disk bytes/hook (write() "
               f"{r['long_wchar_per_hook']:.0f} B/hook); RSS {r['rss_mb']:.1f} MB, "

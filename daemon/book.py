@@ -39,8 +39,8 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist import document
-from claude_autoharness.daemon.persist.checksum import seal
 from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.checksum import seal
 from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.health import PersistenceHealth
 from claude_autoharness.daemon.persist.journal import Journal, encoder

@@ -263,4 +263,5 @@ def test_calls_replayed_in_one_batch_leave_the_memory_the_calls_one_by_one_left(
     assert len(added) == sm.KEEP_TOOL_IDS * 2 + 7
     assert (batch.tool_ids, batch.tool_at, batch.forgotten_until) == \
         (one.tool_ids, one.tool_at, one.forgotten_until)
-    assert len(batch.tool_ids) == sm.KEEP_TOOL_IDS and batch.forgotten_until == calls[-sm.KEEP_TOOL_IDS - 6][1]
+    assert len(batch.tool_ids) == sm.KEEP_TOOL_IDS
+    assert batch.forgotten_until == calls[-sm.KEEP_TOOL_IDS - 6][1]
