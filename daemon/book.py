@@ -59,7 +59,7 @@ SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
 # The journal grows to this many times the snapshot's size before the next one: a snapshot
 # then adds 1/SNAPSHOT_JOURNAL_FACTOR to the bytes written per change, whatever the state's
 # size, and a restart replays at most this many snapshots' worth of journal.
-SNAPSHOT_JOURNAL_FACTOR = 3
+SNAPSHOT_JOURNAL_FACTOR = 2
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
@@ -94,7 +94,7 @@ class Book(JobBook):
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`
         self._snap_seq = 0  # the journal seq the newest durable snapshot covers
         self._snap_size = 0
-        self._snapshot_owed = False  # the last one failed, or the journal read had legacy lines
+        self._snapshot_owed = False  # the last one failed, or the journal read was not all sealed
         self._pruned_at = -PRUNE_EVERY_S
 
     # ---- loading -------------------------------------------------------------------------
@@ -115,7 +115,9 @@ class Book(JobBook):
         except OSError:
             self._snap_size = 0
         records = self.journal.replay(self.state.journal_seq)
-        self._snapshot_owed = self.journal.legacy > 0  # written sealed at the first persist
+        # legacy lines are written sealed, and damaged ones left behind, at the first persist:
+        # the snapshot covers their segment, which is never read again
+        self._snapshot_owed = self.journal.legacy > 0 or self.journal.damaged > 0
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
         # copy of any of them (a reply lost just before the crash, behind a long replay).
         self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)

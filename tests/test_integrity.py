@@ -48,7 +48,9 @@ def test_a_journal_record_damaged_after_a_kill9_is_set_aside_not_loaded(home, da
     """200 calls acknowledged, a kill -9, then the journal's last record changed on disk (its
     `calls_hook` of 200 made 900, or one byte flipped): the restarted daemon does not load it
     (the session has the 199 calls of the record before), copies the journal into the
-    quarantine, and `status` and `doctor` name it."""
+    quarantine, and `status` and `doctor` name it. The snapshot that start writes leaves the
+    damaged segment behind: after another kill -9 the next start neither reads it nor sets it
+    aside again."""
     d = Daemon(home["home"], env=ENV)
     for i in range(200):
         reply = send_raw(d.sock, frame(envelope(pre_tool("s-200", tool_use_id=f"toolu_{i:04d}"),
@@ -66,6 +68,13 @@ def test_a_journal_record_damaged_after_a_kill9_is_set_aside_not_loaded(home, da
         assert [os.path.basename(p).split(".jsonl.")[0] for p in aside] == ["journal"]
         check = quarantine_check()
         assert check["ok"] is False and "journal.jsonl" in check["detail"]
+    finally:
+        d.kill9()  # no snapshot at stop: only the one that start wrote
+    d = Daemon(home["home"], env=ENV)
+    try:
+        st = d.status()
+        assert st["persistence"]["quarantined"] == aside
+        assert next(s for s in st["sessions"] if s["session_id"] == "s-200")["activity"] == 199
     finally:
         d.stop()
 
