@@ -11,18 +11,17 @@ counts nothing.
 A persist writes what changed, not the state: the sessions changed outside an event (marked
 by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`persist.parts`) and what
 pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
-last one has grown to `SNAPSHOT_JOURNAL_FACTOR` times its size (and at least
-`SNAPSHOT_MIN_JOURNAL_BYTES`), or when a snapshot failed and must be retried, or at stop: the
-bytes written per change, snapshots included, stay within 1 + 1/SNAPSHOT_JOURNAL_FACTOR of the
-journal's alone however many sessions the state holds. A snapshot is written by one writer at a time;
-the one it replaces is kept as the previous one, with the journal segments since it, so an
-unreadable snapshot loses nothing. Blocking I/O runs in worker threads (`persist_now` is for
-startup and shutdown, when nothing else runs).
+last one has grown to SNAPSHOT_JOURNAL_FACTOR times its size (and SNAPSHOT_MIN_JOURNAL_BYTES),
+or a snapshot failed or is owed, or at stop: the bytes written per change, snapshots included,
+stay within 1 + 1/SNAPSHOT_JOURNAL_FACTOR of the journal's however large the state. A
+snapshot is written by one writer at a time; the one it replaces is kept as the previous one,
+with the journal segments since it, so an unreadable snapshot loses nothing. Blocking I/O runs
+in worker threads (`persist_now` is for startup and shutdown, when nothing else runs).
 
 State stays bounded: sessions quiet past the retention (`session_retention_days`) whose count
 is spent are pruned, unfinished jobs older than it are ended with the reason, finished ones
-beyond `KEEP_DONE_JOBS` dropped; each prune is journaled. Pruning runs every `PRUNE_EVERY_S`
-by the book's clock from the persist loop, whether anything else changed or not.
+beyond `KEEP_DONE_JOBS` dropped; each prune is journaled. Pruning runs on the book's clock
+(`prune_due`), whether anything else changed or not.
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
 `Counters`, the server's `ConnectionCounters`.
@@ -56,10 +55,7 @@ KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives wi
 DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
-# The journal grows to this many times the snapshot's size before the next one: a snapshot
-# then adds 1/SNAPSHOT_JOURNAL_FACTOR to the bytes written per change, whatever the state's
-# size, and a restart replays at most this many snapshots' worth of journal.
-SNAPSHOT_JOURNAL_FACTOR = 2
+SNAPSHOT_JOURNAL_FACTOR = 2  # a start replays at most this many snapshots' size of journal
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
@@ -115,8 +111,7 @@ class Book(JobBook):
         except OSError:
             self._snap_size = 0
         records = self.journal.replay(self.state.journal_seq)
-        # legacy lines are written sealed, and damaged ones left behind, at the first persist:
-        # the snapshot covers their segment, which is never read again
+        # legacy lines sealed, damaged ones left behind in a segment no start reads again
         self._snapshot_owed = self.journal.legacy > 0 or self.journal.damaged > 0
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
         # copy of any of them (a reply lost just before the crash, behind a long replay).
@@ -170,16 +165,14 @@ class Book(JobBook):
     # ---- persisting ----------------------------------------------------------------------
 
     def snapshot_due(self) -> bool:
-        """A snapshot failed or is owed (legacy lines were read), there is none yet, or the
-        journal outgrew the last one."""
+        """A snapshot failed or is owed, there is none yet, or the journal outgrew the last."""
         if self._snap_size == 0 and not os.path.lexists(paths.snapshot_file()):
             return True
         return self._snapshot_owed or self.journal.appended >= max(
             SNAPSHOT_MIN_JOURNAL_BYTES, SNAPSHOT_JOURNAL_FACTOR * self._snap_size)
 
     def prune_due(self) -> bool:
-        """Pruning runs on its own clock, every PRUNE_EVERY_S of `clock`: a quiet daemon, one
-        no event or job changes, still lets go of what is past the retention."""
+        """Every PRUNE_EVERY_S of `clock`, changes or none: a quiet daemon lets go too."""
         return self.clock() - self._pruned_at >= PRUNE_EVERY_S
 
     def journal_changes(self) -> None:
@@ -284,13 +277,7 @@ class Book(JobBook):
             log.warning("job expired", job=job.id, kind=job.kind)
         if expired:
             self._append(st.JobsRecord(jobs=expired), expired)
-        finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
-        dropped = []
-        if len(finished) > KEEP_DONE_JOBS:
-            finished.sort(key=lambda j: j.finished_at or j.created_at)
-            dropped = [j.id for j in finished[: len(finished) - KEEP_DONE_JOBS]]
-            for jid in dropped:
-                del self.state.jobs[jid]
+        dropped = sm.drop_finished(self.state.jobs, keep=KEEP_DONE_JOBS)
         busy = {j.session_id for j in self.state.jobs.values() if j.status in ("pending", "running")}
         gone = sm.prune_sessions(self.state.sessions, now=now, keep_ended_s=KEEP_ENDED_SESSIONS_S,
                                  retention_s=retention, busy=busy)

@@ -222,8 +222,12 @@ def replay_calls(s: Session, calls: list[tuple[str, float]]) -> None:
     `forgotten_until` end as `remember_call` one by one leaves them, an id already remembered
     skipped. Only an id pushed out and counted again within the batch (a copy of an event
     arriving after KEEP_TOOL_IDS other calls) is not taken again."""
-    known = set(s.tool_ids)
-    _append_calls(s, [(i, at) for i, at in calls if i not in known and not known.add(i)])
+    known, new = set(s.tool_ids), []
+    for tool_use_id, at in calls:
+        if tool_use_id not in known:
+            known.add(tool_use_id)
+            new.append((tool_use_id, at))
+    _append_calls(s, new)
 
 
 def _append_calls(s: Session, calls: list[tuple[str, float]]) -> None:
@@ -284,6 +288,17 @@ def idle_sessions(sessions: dict[str, Session], *, now: float, idle_after: float
         if now - quiet_since >= idle_after:
             out.append(s.session_id)
     return out
+
+
+def drop_finished(jobs: dict[str, Job], *, keep: int) -> list[str]:
+    """Drop the finished (done or failed) jobs beyond the `keep` that finished last; return
+    their ids."""
+    finished = sorted((j for j in jobs.values() if j.status in ("done", "failed")),
+                      key=lambda j: j.finished_at or j.created_at)
+    dropped = [j.id for j in finished[:max(0, len(finished) - keep)]]
+    for jid in dropped:
+        del jobs[jid]
+    return dropped
 
 
 def prune_sessions(sessions: dict[str, Session], *, now: float, keep_ended_s: float,

@@ -228,7 +228,7 @@ class Journal(Generic[S]):
         count the lines skipped and the unsealed lines an older version wrote."""
         out: list[S] = []
         lines = Lines(self._decoder)
-        files = []
+        self.damaged, files = 0, []
         for last, path in self.segments():
             if last <= after_seq:  # wholly covered: not read (its name holds its last seq)
                 self.seq = max(self.seq, last)
