@@ -94,7 +94,7 @@ def test_many_clients_sending_large_partial_frames_cost_bounded_memory(daemon):
     chunk = b"x" * (1 << 20)
 
     def offer(i: int, s: socket.socket) -> None:
-        s.settimeout(3)  # a client the daemon does not read from stalls here
+        s.settimeout(5)  # a client the daemon does not read from stalls here
         try:
             s.sendall((size).to_bytes(4, "big") + b"{" + chunk[:(1 << 20) - 1])
             sent[i] = 1 << 20
