@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 
 from claude_autoharness.daemon.intake import Scanner, dedupe_key, judge_proposal, judge_verdict
-from claude_autoharness.daemon.persist.journal import RecordLog
+from claude_autoharness.daemon.persist.journal import RecordLog, damage
 from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
@@ -155,11 +155,11 @@ class IntentQueue:
             for rec in records:
                 _replay(rec, intents, key_of, by_key, verdicts, report)
             report.bad_lines = len(bad)
-            report.problems += [f"line {n}: unreadable record" for n in bad]
+            report.problems += bad
             self._state = _State(intents, key_of, by_key, len(records), verdicts)
             self._loaded = True
             if bad:
-                report.quarantined = self._log.set_aside(f"{len(bad)} unreadable record(s)")
+                report.quarantined = self._log.set_aside(damage(bad))
                 self._rewrite(self._state)
             report.records = self._state.records
             report.intents = len(self._state.intents)
