@@ -35,6 +35,7 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon import tokens
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist import document
@@ -364,19 +365,10 @@ class Book(JobBook):
         self.dirty = True
 
     def tokens_on(self, day: str, backend: str = "") -> int:
-        """Tokens charged to `day` (to `backend` alone, when one is named)."""
-        return self.state.tokens.get(f"{day}/{backend}" if backend else day, 0)
+        return tokens.tokens_on(self.state.tokens, day, backend)
 
     def add_tokens(self, day: str, n: int, backend: str = "") -> None:
-        """Charge `n` tokens to `day`, to `day/backend` and to the total; only today's counts
-        are kept."""
-        t = self.state.tokens
-        for k in [k for k in t if k.startswith("day:") and k.split("/")[0] != day]:
-            del t[k]
-        t[day] = t.get(day, 0) + n
-        if backend:
-            t[f"{day}/{backend}"] = t.get(f"{day}/{backend}", 0) + n
-        t["total"] = t.get("total", 0) + n
+        tokens.charge(self.state.tokens, day, n, backend)
         self.dirty = True
 
     def captured(self, packet: Packet) -> None:
