@@ -111,9 +111,15 @@ def judge_proposal(raw, index: int, window: str, max_intents: int, scan: Scanner
 
 
 def judge_verdict(raw, index: int, window: str, scan: Scanner,
-                   seen: set[tuple[str, str]]) -> tuple:
+                  seen: set[tuple[str, str]], *, fresh: str | None = None,
+                  source: str = "reflector") -> tuple:
     """(verdict or None, raw text or None, findings) for one raw feedback item: the checks that
-    need only the window. The promoter grounds the rest against the tree."""
+    need only the window. The promoter grounds the rest against the tree.
+
+    `fresh`: the part of the window no earlier window had (None: all of it); a verdict must
+    quote it, so a record re-read (by /learn) is never judged twice. The curator sees skills,
+    not work: its verdicts are refused. `seen`: the skills already given a valid verdict for
+    this window (an invalid one does not take the skill's place)."""
     from claude_autoharness.daemon.promote.evidence import evidence_in_window
 
     verdict, problems = verdict_from_obj(raw)
@@ -133,14 +139,22 @@ def judge_verdict(raw, index: int, window: str, scan: Scanner,
                                 + "; stored redacted"))
         verdict = msgspec.structs.replace(verdict, skill=scan.redact(verdict.skill),
                                           evidence=scan.redact(verdict.evidence))
+    if source == "curator":
+        findings.append(Finding(family="grounded", code="curator",
+                                message="the curator sees skills, not work: it gives no verdicts"))
     if not evidence_in_window(verdict.evidence, window):
         findings.append(Finding(family="attributable", code="unattributable",
                                 message="the evidence is not a verbatim quote from the window"))
+    elif fresh is not None and not evidence_in_window(verdict.evidence, fresh):
+        findings.append(Finding(family="grounded", code="judged",
+                                message="the quote is from records an earlier window already "
+                                        "judged"))
     who = (verdict.layer, verdict.skill)
     if who in seen:
         findings.append(Finding(family="grounded", code="repeated",
                                 message=f"a second verdict on {verdict.skill} for one window"))
-    seen.add(who)
+    elif not findings:
+        seen.add(who)
     return verdict, None, findings
 
 
