@@ -222,13 +222,11 @@ class IntentQueue:
         fb_raws = list(raw_feedback or ())
         fb_keys = ["v:" + dedupe_key(job_id, raw) for raw in fb_raws]
         fb_new: dict[str, VerdictRecord] = {}
-        judged_skills: set[tuple[str, str]] = set()
         for index, (key, raw) in enumerate(zip(fb_keys, fb_raws, strict=True)):
             if key in fb_new:
                 continue
             verdict, raw_text, findings = judge_verdict(raw, index, window, scan,
-                                                        judged_skills, fresh=feedback_window,
-                                                        source=source)
+                                                        fresh=feedback_window, source=source)
             fb_new[key] = VerdictRecord(
                 id="v-" + hashlib.sha256(key.encode()).hexdigest()[:16], source=source,
                 created_at=now, verdict=verdict, raw=raw_text, job_id=job_id,

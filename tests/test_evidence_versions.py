@@ -65,8 +65,9 @@ def test_an_update_starts_a_new_count(home, project, api):
 
 
 def test_what_it_knows_is_visible(home, project, api):
-    """Two windows with a grounded `harmful` on `migrate-first` archive it. The first window's
-    reply starts with an unattributable verdict on it: the valid one after it is accepted.
+    """Two windows with a grounded `harmful` on `migrate-first` archive it. Each reply starts
+    with an invalid verdict on it (unattributable; `missed` though loaded): the valid one after
+    it is accepted, not refused as `repeated`.
     `skills show` of the archived skill prints its row, its verdicts with their quotes; the
     list says `verdicts: 2 harmful`; `status` keeps the archived skill's verdicts and leaves
     out the hand-written skill's; `queue feedback` prints each quote."""
@@ -80,14 +81,20 @@ def test_what_it_knows_is_visible(home, project, api):
             w.read(mine)
             w.say("user", f"no, the migration script broke the dev database again ({i})")
             quote = f"the migration script broke the dev database again ({i})"
-            first = [verdict("migrate-first", "harmful", "a quote from nowhere")] if i == 1 else []
+            # an invalid verdict first: at intake (no such quote), then at grounding (a
+            # `missed` on a skill the window loads)
+            first = [verdict("migrate-first", "harmful", "a quote from nowhere") if i == 1
+                     else verdict("migrate-first", "missed", quote)]
             api.push(reply(*first, verdict("migrate-first", "harmful", quote),
                            verdict("by-hand", "helped", quote)))
             w.window_done(i)
         codes = [(v["verdict"]["skill"], v["status"], [f["code"] for f in v["findings"]])
                  for v in json.loads(ctl("queue", "feedback", "--json").stdout)]
-        assert codes[:2] == [("migrate-first", "rejected", ["unattributable"]),
-                             ("migrate-first", "accepted", [])]
+        mine = [c for c in codes if c[0] == "migrate-first"]
+        assert mine == [("migrate-first", "rejected", ["unattributable"]),
+                        ("migrate-first", "accepted", []),
+                        ("migrate-first", "rejected", ["loaded"]),
+                        ("migrate-first", "accepted", [])]
         wait_for(lambda: ("migrate-first", "archived") in skills(project), timeout=60,
                  what="harmful archive")
         r = ctl("skills", "show", "migrate-first", "--project", str(project))

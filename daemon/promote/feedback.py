@@ -6,7 +6,8 @@ accepted only when
   shown like any other, but nothing ever acts on them: the lifecycle judges autoharness's
   skills only),
 - its evidence is a verbatim quote of the window and carries no secret (checked at intake),
-- it is the only verdict on that skill for the window (intake),
+- it is the only accepted verdict on that skill for the window (an invalid one before it
+  takes no one's place),
 - `helped`, `ignored` and `harmful` come with the window showing the skill *loaded* (a `Skill`
   call that resolves to it, or a `Read` of its own `SKILL.md`: see `loads`), and `missed`
   with the session not showing it loaded, in the window or before it.

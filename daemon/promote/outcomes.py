@@ -50,6 +50,10 @@ def ground(pr: Lander, rec: VerdictRecord, window: str | None) -> tuple[str, lis
         entries = pr.statedir.history(target)
         if any(e.get("landing") == "fb-" + rec.id for e in entries):
             return "accepted", []  # recorded before a crash took the queue's update
+        if rec.job_id and any(e.get("action") == feedback.FEEDBACK and e.get("job") == rec.job_id
+                              for e in entries):
+            return "rejected", [Finding(family="grounded", code="repeated",
+                                        message=f"a second verdict on {v.skill} for one window")]
         exists = os.path.isfile(os.path.join(target, SKILL_MD))
         seen = loads.Layers.of(rec.project_root)
         who = (v.layer, v.skill)
