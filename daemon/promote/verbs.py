@@ -87,13 +87,13 @@ def _show_archived(pr: Lander, name: str, project_root: str | None,
     if not archived:
         return None
     i = max(archived, key=lambda i: i.last_changed or 0.0)
-    meta = next(m for m in pr.statedir.archives() if m["path"] == i.path)
+    target = next((m["target"] for m in pr.statedir.archives() if m["path"] == i.path), None)
     prov = read_provenance(i.path)
     data = read_nofollow(i.path, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
     return SkillView(info=i, skill_md=data.decode("utf-8", "replace"),
                      files=sorted(scan_tree(i.path)[0]),
                      landings=prov["landings"] if prov else [],
-                     verdicts=feedback.verdicts(pr.statedir.history(meta["target"])))
+                     verdicts=feedback.verdicts(pr.statedir.history(target)) if target else [])
 
 
 def history(pr: Lander, name: str, project_root: str | None = None,
