@@ -113,9 +113,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     if st.sync.configured:
         lines.append(format_info(st.sync))
     fb = lib.feedback
-    lines.append(f"evidence: {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} harmful, "
-                 f"{fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
-                 f"{lib.stale} stale")
+    lines.append(f"evidence (verdicts on autoharness's skills, live and archived, each on its "
+                 f"current version): {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} "
+                 f"harmful, {fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
+                 f"{lib.stale} live skills stale")
     if st.sessions:
         shown = len(st.sessions)
         total = max(st.sessions_total, st.sessions_offset + shown)

@@ -217,7 +217,8 @@ class ReflectorPool:
             stand_in = await self.wait_final(job)
             await self.wait_settled(job.transcript_path)
         try:
-            packet = await self.step("reading the transcript", self.cut, job, stand_in)
+            packet, fresh, before = await self.step("reading the transcript", self.cut, job,
+                                                    stand_in)
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
@@ -235,8 +236,11 @@ class ReflectorPool:
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
-        if not job.text and (packet is None or not packet.window.strip()):
-            await self._finish(job, [], packet)  # nothing (new) was written
+            if fresh is not None:
+                fresh += "\n" + job.text
+        if not job.text and (packet is None or not packet.kept_records):
+            # nothing new was written, or a reflector had all of it: no model call
+            await self._finish(job, [], packet)
             return
         project_root = self.project_root(job.cwd)
         prompt = await self.step("listing the skills", self.reflection.prompt, packet, job.text,
@@ -246,7 +250,10 @@ class ReflectorPool:
             return
         source = "learn" if job.kind == "learn" else "reflector"
         intents, dups = await self.reflection.take_in(job.id, job.session_id, source, result,
-                                                      evidence_window, project_root)
+                                                      evidence_window, project_root,
+                                                      feedback_window=fresh,
+                                                      loaded_before=before,
+                                                      window_at=job.created_at)
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), feedback=len(result.feedback), duplicates=dups,
                  tokens=result.tokens)
@@ -359,11 +366,17 @@ class ReflectorPool:
             await anyio.sleep(step)
             waited += step
 
-    def cut(self, job: Job, final_text: str | None = None) -> Packet | None:
+    def cut(self, job: Job, final_text: str | None = None
+            ) -> tuple[Packet | None, str | None, list[str]]:
         """The job's packet, from where the session's previous job stopped, without the records
-        a reflector already had, ending with `final_text` when given (blocking I/O)."""
+        a reflector already had, ending with `final_text` when given (blocking I/O); with the
+        text its verdicts may quote (None: the whole window) and the session's skill loads up
+        to the window's end.
+
+        `/learn` with nothing new re-reads the recent past on purpose (the user asks about
+        it), but its verdicts may quote only records no reflector had: each is judged once."""
         if not job.transcript_path:
-            return None  # the hooks never named a transcript: only /learn text to go on
+            return None, None, []  # the hooks never named a transcript: only /learn text
         capture = self.live.cfg.capture
         roots = transcript_roots(capture.transcript_roots)
         path = resolve(job.transcript_path, roots)
@@ -372,14 +385,19 @@ class ReflectorPool:
         inode = s.wm_inode if s and s.wm_inode else None
         size = s.wm_size if s and s.wm_size else None
         seen: SeenRecords | tuple[()] | None = self.seen
+        fresh = None
         if job.kind == "learn":
             st = stat_transcript(path, roots)
             if start >= st.st_size:  # nothing new: reflect on the recent past instead
                 start = tail_start(path, capture.max_window_bytes, roots=roots)
                 inode = size = None
-                seen = ()  # on purpose: the user asked about what was already reflected
-        return self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
-                                   roots=roots, reflected=seen, final_text=final_text)
+                if seen is not None:
+                    fresh = self.reflection.cut(path, start, roots=roots, reflected=seen,
+                                                final_text=final_text).window
+                seen = ()
+        packet = self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
+                                     roots=roots, reflected=seen, final_text=final_text)
+        return packet, fresh, self.reflection.loads_before(path, packet.watermark_to, roots)
 
     async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None, *,
                       duplicates: int = 0) -> None:
