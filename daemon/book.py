@@ -372,8 +372,8 @@ class Book(JobBook):
         t["total"] = t.get("total", 0) + n
         self.dirty = True
 
-    def captured(self, packet: Packet) -> None:
-        self.capture_stats.add(packet)
+    def captured(self, packet: Packet, session_id: str = "") -> None:
+        self.capture_stats.add(packet, session_id)
         self.dirty = True
 
     def refused(self, path: str, reason: str) -> None:

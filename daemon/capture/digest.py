@@ -1,9 +1,15 @@
 """The digest: orientation from before the window, for a model that sees only the window.
 
-It keeps what the people said: user prompts and assistant text (each clipped) and `[tool: Name]`
-for each tool use. Never tool inputs, tool outputs or `tool_result` content; never thinking,
-meta records, sidechain (subagent) records, summaries. It covers the last `exchanges` user
+It keeps what the people said: user prompts (prompts queued while the agent worked too) and
+assistant text (each clipped) and `[tool: Name]` for each tool use. Never tool inputs, tool
+outputs or `tool_result` content; never thinking, meta records, sidechain (subagent) records,
+summaries. It covers the last `exchanges` user
 prompts and what followed them, capped at `max_bytes`.
+
+It is also where a window that overflowed sends what did not fit: the packet builds it before
+the window's first kept record, not before the watermark, and `mark` (the watermark) puts a
+note between what earlier windows had and what this one dropped. `reach` says how far back
+it read, so a packet can say how much of the span nobody saw.
 
 The transcript is read backward from `before` in chunks, and the total bytes read are bounded by
 `max_scan_bytes`: a transcript can hold a gigabyte of tool output and almost no prompts. A line
@@ -20,8 +26,8 @@ from collections.abc import Sequence
 
 import msgspec
 
+from claude_autoharness.daemon.capture.lines import BackwardLines, find_end
 from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.capture.window import BackwardLines, find_end
 
 MAX_LINE_BYTES = 1024 * 1024
 
@@ -31,6 +37,7 @@ class Digest(msgspec.Struct, frozen=True, kw_only=True):
     records: int  # transcript records that contributed an entry
     scanned_bytes: int
     exchanges: int = 0  # user prompts included
+    reach: int = 0  # the offset it read back to: [reach, before) is covered
     skipped_lines: int = 0  # garbage, non-UTF-8 or over-long lines passed over
     redactions: dict[str, int] = {}  # what the redactor replaced in the entries kept
 
@@ -46,6 +53,11 @@ class _Message(msgspec.Struct):
     content: str | list[_Block] | None = None
 
 
+class _Attachment(msgspec.Struct):
+    type: str = ""
+    prompt: str | list[_Block] | None = None
+
+
 class _Record(msgspec.Struct):
     type: str = ""
     subtype: str | None = None
@@ -53,6 +65,7 @@ class _Record(msgspec.Struct):
     isMeta: bool | None = None
     isCompactSummary: bool | None = None
     message: _Message | None = None
+    attachment: _Attachment | None = None
 
 
 _decoder = msgspec.json.Decoder(_Record)
@@ -62,6 +75,7 @@ _GENERATED = ("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>
 
 
 _TOOLS_ONLY = "assistant: [tool: "
+MARK_NOTE = "[earlier windows ended here; what follows did not fit in this window]"
 
 
 def _cost(entry: str) -> int:
@@ -88,11 +102,18 @@ def _entry(rec: _Record) -> tuple[str, str, list[str]] | None:
         if rec.subtype == "compact_boundary":
             return "note", "[context compacted]", []
         return None
+    if rec.type == "attachment" and rec.attachment is not None \
+            and rec.attachment.type == "queued_command":
+        return _said("user", rec.attachment.prompt)  # typed while the agent worked
     if rec.type not in ("user", "assistant") or rec.message is None:
         return None
     if rec.isCompactSummary:
         return None  # a generated summary of older context, not something anyone said
-    content = rec.message.content
+    return _said(rec.type, rec.message.content)
+
+
+def _said(role: str, content: str | list[_Block] | None) -> tuple[str, str, list[str]] | None:
+    """(role, text, tool names) of one message's content, or None when it holds neither."""
     texts: list[str] = []
     tools: list[str] = []
     if isinstance(content, str):
@@ -103,15 +124,15 @@ def _entry(rec: _Record) -> tuple[str, str, list[str]] | None:
                 texts.append(block.text)
             elif block.type == "tool_use":
                 tools.append(block.name or "?")
-            elif block.type == "image" and rec.type == "user":
+            elif block.type == "image" and role == "user":
                 texts.append("[image]")
             # tool_result, thinking, redacted_thinking, …: never in the digest
-    if rec.type == "user":  # outputs Claude Code injects as user text are not prompts
+    if role == "user":  # outputs Claude Code injects as user text are not prompts
         texts = [t for t in texts if not t.lstrip().startswith(_GENERATED)]
     text = " ".join(t for t in texts if t.strip())
     if not text and not tools:
         return None
-    return rec.type, text, tools
+    return role, text, tools
 
 
 def build_digest(
@@ -125,8 +146,12 @@ def build_digest(
     max_line_bytes: int = MAX_LINE_BYTES,
     redactor=None,
     roots: Sequence[str] | None = None,
+    mark: int | None = None,
 ) -> Digest:
-    """The digest of the transcript before byte offset `before` (the window's start).
+    """The digest of the transcript before byte offset `before` (the window's first record).
+
+    `mark` (an offset below `before`: the watermark) gets a note line where the entries from
+    before it (earlier windows had them) meet those after it (this window dropped them).
 
     `redactor` (a `Redactor`), when given, redacts each entry before it is clipped, so a clip
     can never cut a secret in half and leave its start unredacted. Raises OSError only if the
@@ -142,12 +167,20 @@ def build_digest(
         lines = BackwardLines(fd, 0, end, max_line_bytes + 1, budget - scanned, tail)
         out: list[str] = []  # newest first
         used = records = prompts = skipped = 0
+        reach = end
         redactions: dict[str, int] = {}
         while prompts < exchanges:
             item = lines.next()
             if item is None:
+                reach = 0 if not lines.exhausted else reach
                 break
             s, e, line = item
+            if mark is not None and s < mark <= e and out:
+                if used + _cost(MARK_NOTE) > max_bytes:
+                    break
+                out.append(MARK_NOTE)
+                used += _cost(MARK_NOTE)
+            reach = s
             if e - s > max_line_bytes:
                 skipped += 1
                 continue
@@ -177,6 +210,7 @@ def build_digest(
                 merged = f"assistant: {parts[0]} {out[-1][len('assistant: '):]}"
                 grown = _cost(merged) - _cost(out[-1])
                 if used + grown > max_bytes:
+                    reach = e
                     break
                 used += grown
                 out[-1] = merged
@@ -184,6 +218,7 @@ def build_digest(
                 continue  # tool-only: nothing was redacted
             cost = _cost(entry)
             if used + cost > max_bytes:
+                reach = e
                 break
             out.append(entry)
             used += cost
@@ -197,4 +232,4 @@ def build_digest(
         os.close(fd)
     out.reverse()
     return Digest(text="\n".join(out), records=records, scanned_bytes=scanned,
-                  exchanges=prompts, skipped_lines=skipped, redactions=redactions)
+                  exchanges=prompts, skipped_lines=skipped, redactions=redactions, reach=reach)

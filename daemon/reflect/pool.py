@@ -78,7 +78,7 @@ class Counters(Protocol):
 
     def job_finished(self, ok: bool) -> None: ...
 
-    def captured(self, packet: Packet) -> None: ...
+    def captured(self, packet: Packet, session_id: str = "") -> None: ...
 
     def refused(self, path: str, reason: str) -> None:
         """A transcript that was not read (outside the roots, not a regular file...)."""
@@ -219,7 +219,7 @@ class ReflectorPool:
             await self._retry_or_fail(job, f"cannot read transcript: {e.strerror}", transient=True)
             return
         if packet is not None:
-            self.counters.captured(packet)
+            self.counters.captured(packet, job.session_id)
             await book.job_windowed(job, packet)
         evidence_window = packet.window if packet else ""
         if job.text:

@@ -1,0 +1,165 @@
+"""The window carries the work, not the bookkeeping: slim records, clipped in the middle, the
+past a compaction summarised left out, markers by the rule. Over real transcripts."""
+
+import json
+
+import pytest
+
+from claude_autoharness.daemon.capture import records as rmod
+from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.capture.window import cut_window
+from claude_autoharness.protocol.config import CaptureConfig
+from conftest import CORPUS, REAL, copy_corpus
+
+HUGE = 10**9
+BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+CLI = CORPUS / "claude-code" / "transcripts"
+FILES = [REAL / BIG, REAL / "claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+         REAL / "fasthooks/sample_main_transcript.jsonl", REAL / "spotter/tool_heavy.jsonl",
+         REAL / "spotter/4d5611e5-241a-462a-8d15-5122611a9569/subagents/agent-a2898e3.jsonl",
+         CLI / "resumed.jsonl", CLI / "subagent/subagents/agent-a710afd67bddaddef.jsonl"]
+# bookkeeping keys no record sent may hold, at any depth
+BOOKKEEPING = {"uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "timestamp",
+               "version", "cwd", "gitBranch", "slug", "userType", "requestId", "usage", "model",
+               "id", "tool_use_id", "signature", "toolUseResult", "originalFile", "promptId",
+               "sourceToolAssistantUUID", "thinkingMetadata", "stop_reason", "data"}
+
+
+def _keys(value, out: set) -> set:
+    if isinstance(value, dict):
+        out.update(value)
+        for v in value.values():
+            _keys(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _keys(v, out)
+    return out
+
+
+def _records(window: bytes) -> list[dict]:
+    return [json.loads(x) for x in window.splitlines() if not x.startswith(b"[autoharness:")]
+
+
+def _wide(path):
+    return cut_window(path, 0, max_record_bytes=HUGE, max_window_bytes=HUGE,
+                      max_summary_bytes=HUGE, record_types=rmod.WORK_TYPES, slim=True)
+
+
+@pytest.mark.parametrize("src", FILES, ids=lambda p: p.name[:24])
+def test_records_keep_the_work_and_leave_out_the_bookkeeping(short_tmp, src):
+    """Unbounded, the window is every record that carries work, in order, each with all of its
+    conversation and action (text, thinking, tool names and inputs, tool results, summaries)
+    and none of the bookkeeping keys; the records left out are counted by kind."""
+    path = short_tmp / "t.jsonl"
+    path.write_bytes(src.read_bytes())
+    raw = [json.loads(x) for x in src.read_bytes().splitlines()]
+    w = _wide(path)
+    sent = _records(w.data)
+    work = [r for r in raw if rmod.work_kind(r) is None]
+    if w.summarised_bytes:  # the records before the compaction the window holds stay out
+        boundary = max(i for i, r in enumerate(raw) if rmod.is_compact_boundary(r))
+        work = [r for r in raw[boundary:] if rmod.work_kind(r) is None]
+    assert [r["type"] for r in sent] == [r["type"] for r in work]
+    for got, orig in zip(sent, work, strict=True):
+        assert rmod.conversation_bytes(got) == rmod.conversation_bytes(orig)
+        assert not _keys(got, set()) & BOOKKEEPING, got
+    if not w.summarised_bytes:
+        assert w.bookkeeping_records == sum(1 for r in raw if rmod.work_kind(r) is not None)
+
+
+def test_system_records_are_kept_only_for_subtypes_that_carry_work(short_tmp):
+    """`compact_boundary` and `local_command` are sent; `stop_hook_summary`, `turn_duration`
+    and 1.0.x hook-status lines without a subtype are counted as bookkeeping."""
+    lines = [
+        {"type": "system", "subtype": "local_command", "content": "<command-name>/model"},
+        {"type": "system", "subtype": "stop_hook_summary", "hookInfos": [{"command": "x"}]},
+        {"type": "system", "subtype": "turn_duration", "durationMs": 1200},
+        {"type": "system", "content": "Running PostToolUse:Edit...", "level": "info"},
+        {"type": "system", "subtype": "away_summary", "content": "while you were away"},
+        {"type": "system", "subtype": "compact_boundary", "content": "Conversation compacted",
+         "compactMetadata": {"trigger": "manual", "preTokens": 100}},
+    ]
+    path = short_tmp / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    w = _wide(path)
+    assert [r.get("subtype") for r in _records(w.data)] == ["local_command", "compact_boundary"]
+    assert w.bookkeeping_types == {"system/stop_hook_summary": 1, "system/turn_duration": 1,
+                                   "system/(none)": 1, "system/away_summary": 1}
+
+
+def test_a_long_record_keeps_its_contents_beginning_and_end(short_tmp):
+    """An over-long record stays valid JSON and keeps the beginning and end of its long
+    strings around a visible marker; its short strings (the tool's name, the type) are whole;
+    a 2.x assistant record is never reduced to its thinking signature."""
+    out = "FIRSTLINE\n" + "build output line\n" * 3000 + "LASTLINE: 3 failures"
+    result = {"type": "user", "uuid": "u1", "toolUseResult": {"stdout": out},
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": "t1", "content": out}]}}
+    thinking = {"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "THINK-START " + "hmm " * 2000 + " THINK-END",
+         "signature": "EqQBCkYI" + "A" * 9000}]}}
+    path = short_tmp / "t.jsonl"
+    path.write_text(json.dumps(result) + "\n" + json.dumps(thinking) + "\n")
+    w = cut_window(path, 0, max_record_bytes=2_000, record_types=rmod.WORK_TYPES, slim=True)
+    lines = w.data.splitlines(keepends=True)
+    assert w.clipped_records == 2 and all(len(x) <= 2_000 for x in lines)
+    res, think = (json.loads(x) for x in lines)
+    text = res["message"]["content"][0]["content"]
+    assert text.startswith("FIRSTLINE") and text.endswith("LASTLINE: 3 failures")
+    assert "bytes clipped]" in text and res["message"]["content"][0]["type"] == "tool_result"
+    block = think["message"]["content"][0]
+    assert block["thinking"].startswith("THINK-START") and block["thinking"].endswith("THINK-END")
+    assert "signature" not in block
+
+
+def test_a_compaction_summary_is_whole_and_what_it_summarised_is_not_sent(short_tmp):
+    """On a real session that auto-compacted (2.1.38), a window from the start holds the
+    boundary and the whole 16 KB summary, and none of the 2 MB of records the summary replaced;
+    it says how many bytes the summary covers. Without its own bound the summary is clipped."""
+    path = copy_corpus(BIG, short_tmp)
+    raw = path.read_bytes()
+    p = build_packet(path, 0, CaptureConfig(), default_redactor())
+    recs = _records(p.window.encode())
+    summary = next(r for r in recs if r.get("isCompactSummary"))
+    orig = next(json.loads(x) for x in raw.splitlines() if b'"isCompactSummary":true' in x)
+    assert summary["message"]["content"] == orig["message"]["content"]  # whole
+    assert recs[0]["subtype"] == "compact_boundary"
+    boundary = raw.index(b'"subtype":"compact_boundary"')
+    boundary = raw.rindex(b"\n", 0, boundary) + 1
+    assert p.summarised_bytes == boundary and p.dropped_bytes == 0
+    assert "before the compaction in this window (its summary covers them)" in p.window
+    after = [json.loads(x) for x in raw[boundary:].splitlines()]
+    assert p.kept_records == sum(1 for r in after if rmod.work_kind(r) is None)
+    small = build_packet(path, 0, CaptureConfig(max_summary_bytes=4_000), default_redactor())
+    clipped = next(r for r in _records(small.window.encode()) if r.get("isCompactSummary"))
+    assert "bytes clipped]" in json.dumps(clipped)
+
+
+def test_markers_are_taken_by_the_rule_before_the_clip(short_tmp):
+    """The packet's markers are the assistant text's, whole, even when the clip takes them
+    out of the record (a marker in the middle of a long answer); a marker quoted in a tool
+    result or a user prompt is not one."""
+    marker = ("<!-- learning\ntopic: run-tests-first\nkind: convention\ndoc-impact: none\n"
+              "body: Run the test suite before committing.\n-->")
+    quoted = marker.replace("run-tests-first", "quoted-in-a-file")
+    answer = {"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Done." + " Details." * 400 + marker + " More." * 400}]}}
+    tool = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "notes.txt:\n" + quoted}]}}
+    prompt = {"type": "user", "message": {"role": "user", "content": "echo " + quoted}}
+    path = short_tmp / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in (prompt, tool, answer)))
+    p = build_packet(path, 0, CaptureConfig(max_record_bytes=2_000), default_redactor())
+    assert p.markers == [marker]
+    assert p.clipped_records == 1 and "run-tests-first" not in p.window  # clipped out of the text
+
+
+def test_real_cli_markers_skip_the_one_quoted_in_a_tool_result(short_tmp):
+    """The real CLI's transcript: the marker in the assistant's text is the packet's only one;
+    the one its Read of notes.txt returned is not."""
+    path = short_tmp / "t.jsonl"
+    path.write_bytes((CLI / "markers.jsonl").read_bytes())
+    p = build_packet(path, 0, CaptureConfig(), default_redactor())
+    assert "quoted" in p.window or "discovery" in p.window  # the quoted one is in the window
+    assert len(p.markers) == 1 and "kind: discovery" not in p.markers[0]
