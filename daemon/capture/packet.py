@@ -12,6 +12,7 @@ from collections.abc import Container, Sequence
 
 from claude_autoharness.daemon.capture.digest import build_digest
 from claude_autoharness.daemon.capture.final import final_record
+from claude_autoharness.daemon.capture.kind import check_transcript
 from claude_autoharness.daemon.capture.records import WORK_TYPES
 from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.replies import Packet
@@ -39,10 +40,14 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
     reaches the digest, built before the window's first record (not before the watermark), so
     only what even the digest could not hold goes unseen (`unseen_bytes`).
 
+    A file that is not a Claude Code transcript with work in it is refused first
+    (`kind.check_transcript`: TranscriptRefused naming what it looks like).
+
     Both are read through `source.open_transcript` beneath `roots` (None: only the file
     itself is checked, for a path the user named). `capture_cfg` is a `CaptureConfig`.
     Blocking file I/O: call it from a worker thread. Raises OSError if the transcript cannot be read.
     """
+    check_transcript(path, roots)
     win = cut_window(path, start,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,

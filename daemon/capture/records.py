@@ -16,10 +16,13 @@ record of the transcript's own type, never a reconstructed chat.
 
 from typing import Any
 
+import msgspec
+
 # top-level keys a record keeps (flags only when true)
 RECORD_KEYS = ("type", "subtype", "message", "content", "summary", "attachment")
 FLAG_KEYS = ("isSidechain", "isMeta", "isCompactSummary")
-# keys of `message`, of each content block (nested tool_result content too), of an attachment
+# keys of `message`, of each content block (nested tool_result content too; `is_error` only
+# when true), of an attachment
 MESSAGE_KEYS = ("role", "content")
 BLOCK_KEYS = ("type", "text", "thinking", "name", "input", "content", "is_error")
 ATTACHMENT_KEYS = ("type", "prompt")
@@ -53,6 +56,8 @@ def _blocks(content: Any) -> Any:
             out.append(block)
             continue
         kept = {k: block[k] for k in BLOCK_KEYS if k in block}
+        if kept.get("is_error") is False:
+            del kept["is_error"]  # only an error says something
         if "content" in kept:
             kept["content"] = _blocks(kept["content"])
         out.append(kept)
@@ -144,15 +149,17 @@ def _content_bytes(content: Any) -> int:
             continue
         for key in ("text", "thinking", "name"):
             n += _value_bytes(block.get(key)) if isinstance(block.get(key), str) else 0
-        n += _value_bytes(block.get("input"))
+        if "input" in block:  # a tool's input is action, keys and all
+            n += len(msgspec.json.encode(block["input"]))
         n += _content_bytes(block.get("content"))
     return n
 
 
 def conversation_bytes(record: dict) -> int:
     """Bytes of the record's conversation and action: message text, thinking text, tool names
-    and inputs, tool results, summaries, queued prompts, a system record's content. Keys,
-    JSON punctuation and every bookkeeping field count as not conversation."""
+    and inputs (as JSON), tool results, summaries, queued prompts, a system record's content.
+    The record's own keys and punctuation and every bookkeeping field count as not
+    conversation."""
     n = _value_bytes(record.get("summary"))
     msg = record.get("message")
     if isinstance(msg, dict):
