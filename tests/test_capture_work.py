@@ -18,7 +18,10 @@ CLI = CORPUS / "claude-code" / "transcripts"
 FILES = [REAL / BIG, REAL / "claude-code-viewer/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
          REAL / "fasthooks/sample_main_transcript.jsonl", REAL / "spotter/tool_heavy.jsonl",
          REAL / "spotter/4d5611e5-241a-462a-8d15-5122611a9569/subagents/agent-a2898e3.jsonl",
-         CLI / "resumed.jsonl", CLI / "subagent/subagents/agent-a710afd67bddaddef.jsonl"]
+         REAL / "claude-code-viewer/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",  # 1.0.108
+         REAL / "fasthooks/sample_agent_sidechain.jsonl",  # 2.0.76 top-level agent file
+         CLI / "resumed.jsonl", CLI / "subagent/subagents/agent-a710afd67bddaddef.jsonl",
+         CLI / "queued-compact.jsonl"]
 # bookkeeping keys no record sent may hold, at any depth
 BOOKKEEPING = {"uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "timestamp",
                "version", "cwd", "gitBranch", "slug", "userType", "requestId", "usage", "model",
@@ -57,9 +60,12 @@ def test_records_keep_the_work_and_leave_out_the_bookkeeping(short_tmp, src):
     w = _wide(path)
     sent = _records(w.data)
     work = [r for r in raw if rmod.work_kind(r) is None]
-    if w.summarised_bytes:  # the records before the compaction the window holds stay out
+    if w.summarised_bytes:  # before the compaction: only the records it kept verbatim
         boundary = max(i for i, r in enumerate(raw) if rmod.is_compact_boundary(r))
-        work = [r for r in raw[boundary:] if rmod.work_kind(r) is None]
+        kept = raw[boundary].get("compactMetadata", {}).get("preservedMessages", {})
+        verbatim = set(kept.get("allUuids", []))
+        work = [r for i, r in enumerate(raw) if rmod.work_kind(r) is None
+                and (i >= boundary or r.get("uuid") in verbatim)]
     assert [r["type"] for r in sent] == [r["type"] for r in work]
     for got, orig in zip(sent, work, strict=True):
         assert rmod.conversation_bytes(got) == rmod.conversation_bytes(orig)
@@ -163,3 +169,49 @@ def test_real_cli_markers_skip_the_one_quoted_in_a_tool_result(short_tmp):
     p = build_packet(path, 0, CaptureConfig(), default_redactor())
     assert "quoted" in p.window or "discovery" in p.window  # the quoted one is in the window
     assert len(p.markers) == 1 and "kind: discovery" not in p.markers[0]
+
+
+QUEUED = CLI / "queued-compact.jsonl"  # 2.1.328: two prompts queued mid-tool, then /compact
+
+
+def _before_compaction(tmp) -> bytes:
+    lines = QUEUED.read_bytes().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines) if b'"subtype":"compact_boundary"' in x)
+    path = tmp / "t.jsonl"
+    path.write_bytes(b"".join(lines[:cut]))
+    return path
+
+
+def test_prompts_queued_while_the_agent_worked_are_user_text(short_tmp):
+    """The real CLI records prompts typed while a tool ran as `attachment`/`queued_command`:
+    the window keeps them (an image's data left out) and the digest counts them as user text;
+    the other attachments stay out."""
+    from claude_autoharness.daemon.capture.digest import build_digest
+
+    path = _before_compaction(short_tmp)
+    p = build_packet(path, 0, CaptureConfig(), default_redactor())
+    queued = [r["attachment"] for r in _records(p.window.encode()) if r["type"] == "attachment"]
+    assert queued[0] == {"type": "queued_command",
+                         "prompt": "QUEUED-PROMPT and also print the date when done"}
+    assert queued[1] == {"type": "queued_command", "prompt": [
+        {"type": "text", "text": "QUEUED-IMAGE what is in this image?"}, {"type": "image"}]}
+    assert len(queued) == 2 and "iVBOR" not in p.window
+    assert p.bookkeeping_types["attachment/skill_listing"] == 1
+    digest = build_digest(path, path.stat().st_size).text.splitlines()
+    assert "user: QUEUED-PROMPT and also print the date when done" in digest
+    assert "user: QUEUED-IMAGE what is in this image? [image]" in digest
+
+
+def test_a_compaction_sends_the_records_it_kept_verbatim(short_tmp):
+    """2.1.328 keeps the newest messages verbatim after its summary (`preservedMessages`):
+    those records, before the boundary in the file, are still sent; the ones the summary
+    stands for are not."""
+    path = short_tmp / "t.jsonl"
+    path.write_bytes(QUEUED.read_bytes())
+    p = build_packet(path, 0, CaptureConfig(), default_redactor())
+    recs = _records(p.window.encode())
+    assert recs[0]["message"]["content"][0]["text"] == "The build passed."  # preserved
+    assert recs[1]["subtype"] == "compact_boundary" and recs[2].get("isCompactSummary")
+    assert "SCENARIO=QUEUE" not in p.window and "QUEUED-PROMPT" not in p.window
+    assert "SCENARIO=AFTER" in p.window and p.summarised_bytes > 100_000
+    assert p.dropped_bytes == 0

@@ -138,6 +138,9 @@ class _Cut:
         self.seen_records = self.seen_bytes = 0
         self.summarised_bytes = 0
         self.summary_kept = False
+        # past a compaction the window holds the summary of: the uuids of the records it kept
+        # verbatim (not summarised), still to be sent; None before the boundary is reached
+        self.preserved: set[str] | None = None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -203,8 +206,37 @@ class _Cut:
             return "(unknown)" if rec is None else work_kind(rec)
         return rtype
 
+    def _summarised(self, s: int, e: int, head: bytes) -> bool:
+        """Whether a record before the compaction is one its summary stands for (counted),
+        rather than one the compaction kept verbatim."""
+        uuid = record_uuid_from_tail(self._end_of(s, e, head))
+        if uuid is not None and self.preserved is not None and uuid in self.preserved:
+            self.preserved.discard(uuid)
+            return False
+        self.summarised_bytes += e - s
+        self.kept_start = s
+        return True
+
+    def _past_boundary(self, rec: dict) -> bool:
+        """At the boundary of a compaction whose summary is kept: True when the cut stops
+        here, every older record being summarised; else go on for the records it preserved."""
+        meta = rec.get("compactMetadata")
+        kept = meta.get("preservedMessages") if isinstance(meta, dict) else None
+        uuids = kept.get("allUuids") or kept.get("uuids") if isinstance(kept, dict) else None
+        self.preserved = {u for u in uuids if isinstance(u, str)} if isinstance(uuids, list) \
+            else set()
+        return not self.preserved
+
+    def _stop_summarised(self, s: int) -> bool:
+        """Everything in `[lo, s)` is summarised: the cut ends (False)."""
+        self.summarised_bytes += s - self.lo
+        self.kept_start = self.lo
+        return False
+
     def take(self, s: int, e: int, head: bytes) -> bool:
         """Keep or leave out the record `[s, e)`; False once the window is full."""
+        if self.preserved is not None and self._summarised(s, e, head):
+            return True
         kind = self._kind(s, e, head)
         if kind is not None:
             self._leave_out(s, e, kind)
@@ -231,9 +263,11 @@ class _Cut:
         if not self.add(_Kept(out, s, clipped, uuid, found)):
             self.dropped_seen += 1 + self.lines.newlines_before()
             return False
-        if rec is not None and is_compact_boundary(rec) and self.summary_kept:
-            self.summarised_bytes, self.kept_start = s - self.lo, self.lo
-            return False  # older records are what the summary kept here summarises
+        if self.preserved is not None and not self.preserved:
+            return self._stop_summarised(s)  # the last record the compaction preserved
+        if rec is not None and is_compact_boundary(rec) and self.summary_kept \
+                and self._past_boundary(rec):
+            return self._stop_summarised(s)  # older records are what the summary stands for
         self.summary_kept = self.summary_kept or (rec is not None and is_compact_summary(rec))
         return True
 
