@@ -215,3 +215,26 @@ def test_a_compaction_sends_the_records_it_kept_verbatim(short_tmp):
     assert "SCENARIO=QUEUE" not in p.window and "QUEUED-PROMPT" not in p.window
     assert "SCENARIO=AFTER" in p.window and p.summarised_bytes > 100_000
     assert p.dropped_bytes == 0
+
+
+def test_the_docs_list_what_a_record_keeps():
+    """docs/privacy.md names exactly the keys the code keeps, the `system` subtypes that are
+    work, and the bookkeeping keys this file checks no record sent holds."""
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "privacy.md").read_text()
+    section = text.split("### What a window record keeps", 1)[1].split("`capture` does not", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 2 and cells[1].startswith("`"):
+            rows[cells[0]] = set(re.findall(r"`([A-Za-z_]+)`", cells[1]))
+    assert rows["record"] == set(rmod.RECORD_KEYS) | set(rmod.FLAG_KEYS)
+    assert rows["`message`"] == set(rmod.MESSAGE_KEYS)
+    assert rows["content block (nested `tool_result` content too)"] == set(rmod.BLOCK_KEYS)
+    assert rows["`attachment`"] == set(rmod.ATTACHMENT_KEYS)
+    named = set(re.findall(r"`([A-Za-z_.]+)`", section))
+    assert set(rmod.WORK_SUBTYPES) | set(rmod.WORK_ATTACHMENTS) <= named
+    assert BOOKKEEPING - {"id", "data", "usage", "model", "stop_reason", "signature"} <= named

@@ -4,8 +4,8 @@ A transcript record carries the work (its type and role, the message text, tool_
 inputs, tool results, thinking text, summaries) beside bookkeeping and second copies (ids and
 parent ids, timestamps, usage, model and request ids, version, cwd, git branch, slug,
 signatures, `toolUseResult` with its `originalFile`, ...). `slim` keeps the first and leaves out
-the second. The lists below are the one place that says which is which (docs/how-it-works.md
-shows them): they are allow-lists, so a key a later Claude Code adds is left out until it is
+the second. The lists below are the one place that says which is which (docs/privacy.md shows
+them): they are allow-lists, so a key a later Claude Code adds is left out until it is
 named here.
 
 `slim` also decides which records are work at all, beyond their top-level type: a `system`
@@ -36,16 +36,6 @@ WORK_TYPES = frozenset({"user", "assistant", "system", "summary", "attachment"})
 WORK_SUBTYPES = frozenset({"compact_boundary", "local_command", "scheduled_task_fire"})
 # attachment types that carry work: a prompt the user typed while the agent worked
 WORK_ATTACHMENTS = frozenset({"queued_command"})
-# Bookkeeping named in the docs as examples of what is left out (everything not kept above is).
-LEFT_OUT_EXAMPLES = (
-    "uuid", "parentUuid", "logicalParentUuid", "leafUuid", "sessionId", "timestamp",
-    "version", "cwd", "gitBranch", "slug", "userType", "entrypoint", "requestId", "promptId",
-    "message.id", "message.model", "message.usage", "message.stop_reason", "signature",
-    "tool_use id", "toolUseResult", "originalFile", "sourceToolAssistantUUID",
-    "thinkingMetadata", "compactMetadata", "hookInfos", "image data",
-)
-
-
 def _blocks(content: Any) -> Any:
     """Content (a string or a list of blocks) with each block reduced to `BLOCK_KEYS`."""
     if not isinstance(content, list):

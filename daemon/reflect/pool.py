@@ -222,6 +222,8 @@ class ReflectorPool:
             self.counters.captured(packet, job.session_id)
             await book.job_windowed(job, packet)
         evidence_window = packet.window if packet else ""
+        if packet is not None and packet.markers:  # whole, though a clip may cut them out
+            evidence_window += "\n" + "\n".join(packet.markers)
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
         if not job.text and (packet is None or not packet.window.strip()):
