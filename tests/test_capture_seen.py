@@ -110,3 +110,41 @@ def test_status_counts_per_session_how_much_was_seen(short_tmp):
     sent = 100 * seen["window_bytes"] // seen["bytes"]
     assert share == f"{sent}%/{100 * seen['digest_bytes'] // seen['bytes']}%" and sent < 100
     assert seen_share({}) == "-"
+
+
+def test_status_shows_how_much_of_a_session_its_window_saw(home, monkeypatch):
+    """A real daemon reflects a real 774 KB session through a 40 KB window (the fake Anthropic
+    server answering): `status --json` gives the session's bytes seen as records and as the
+    digest, and the text status shows the shares."""
+    from claude_autoharness.protocol import paths
+    from fake_anthropic import FakeAnthropic, tool_reply
+    from harness import Daemon, ctl, hook, wait_for
+
+    project = home["tmp"] / "proj"
+    project.mkdir()
+    slug = home["claude"] / "projects" / paths.project_slug(str(project))
+    slug.mkdir(parents=True)
+    t = slug / "old.jsonl"
+    t.write_bytes(OLD.read_bytes())
+    with FakeAnthropic() as fake:
+        fake.push(tool_reply({"proposals": []}))
+        for k, v in {"ANTHROPIC_API_KEY": "sk-ant-test", "ANTHROPIC_BASE_URL": fake.base_url,
+                     "AUTOHARNESS_REFLECT_EVERY": "1",
+                     "AUTOHARNESS_CAPTURE_MAX_WINDOW_BYTES": "40000"}.items():
+            monkeypatch.setenv(k, v)
+        d = Daemon(home["home"])
+        try:
+            base = {"session_id": "old", "transcript_path": str(t), "cwd": str(project)}
+            hook(dict(base, hook_event_name="PreToolUse", tool_name="Bash"))
+            hook(dict(base, hook_event_name="Stop"))
+            wait_for(lambda: d.status()["jobs"]["done"] == 1, timeout=60, what="job")
+            st = d.status()
+            [s] = [x for x in st["sessions"] if x["session_id"] == "old"]
+            seen = s["seen"]
+            assert seen["windows"] == 1 and seen["bytes"] == t.stat().st_size
+            assert seen["digest_bytes"] > 0 and seen["window_bytes"] < seen["bytes"]
+            assert st["capture"]["bytes_digest_only"] == seen["digest_bytes"]
+            text = ctl("status").stdout
+            assert "SEEN WINDOW/DIGEST" in text and seen_share(seen) in text
+        finally:
+            d.stop()
