@@ -286,12 +286,13 @@ class _Cut:
             rec = msgspec.json.decode(line)
         except msgspec.DecodeError:
             rec = None
+        limit, found = self.limits.max_record_bytes, []
         if isinstance(rec, dict):
-            out, clipped = fit(rec, self.limits.max_record_bytes)
+            out, clipped = fit(rec, limit)
             found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
         else:
-            out, clipped, found = clip_raw(line, line, len(line), self.limits.max_record_bytes), \
-                len(line) > self.limits.max_record_bytes, []
+            clipped = len(line) > limit
+            out = clip_raw(line, line, len(line), limit) if clipped else line
         self.add(_Kept(out, end, clipped, None, found))
         self.kept_start = end
 
