@@ -238,3 +238,21 @@ def test_the_docs_list_what_a_record_keeps():
     named = set(re.findall(r"`([A-Za-z_.]+)`", section))
     assert set(rmod.WORK_SUBTYPES) | set(rmod.WORK_ATTACHMENTS) <= named
     assert BOOKKEEPING - {"id", "data", "usage", "model", "stop_reason", "signature"} <= named
+
+
+def test_a_record_too_long_to_decode_keeps_its_raw_beginning_and_end(short_tmp):
+    """A record past the decode bound (a 6 MiB tool output) is not read whole: it is sent as
+    its raw beginning and end around a marker, bounded like any record."""
+    from claude_autoharness.daemon.capture.window import MAX_DECODE_BYTES
+
+    path = short_tmp / "t.jsonl"
+    body = "START " + "x" * (MAX_DECODE_BYTES + 2 * 1024 * 1024) + " THE-END"
+    huge = json.dumps({"type": "user", "message": {"role": "user", "content": body}})
+    path.write_text('{"type":"user","message":{"content":"before"}}\n' + huge + "\n")
+    w = cut_window(path, 0, record_types=rmod.WORK_TYPES, slim=True)
+    first, second = w.data.splitlines(keepends=True)
+    assert json.loads(first) == {"type": "user", "message": {"content": "before"}}
+    assert len(second) <= 4_000 and w.clipped_records == 1
+    assert second.startswith(b'{"type": "user"') and second.endswith(b'THE-END"}}\n')
+    assert b"[autoharness: record clipped," in second
+    assert w.scanned_bytes < len(huge) + 2 * 1024 * 1024  # read once, not twice

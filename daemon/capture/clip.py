@@ -73,7 +73,8 @@ def _level(sizes: list[int], room: int) -> int:
 def fit(record: dict, limit: int) -> tuple[bytes, bool]:
     """The record encoded as one JSON line of at most `limit` bytes (newline included), and
     whether anything was clipped. Strings longer than a common level keep their beginning and
-    end; a record that still cannot fit (thousands of tiny strings) is clipped raw."""
+    end (replaced in place: pass a record of your own); a record that still cannot fit
+    (thousands of tiny strings) is clipped raw."""
     line = _encode(record) + b"\n"
     if len(line) <= limit:
         return line, False
