@@ -193,18 +193,19 @@ class _Cut:
         tail = self._pread(min(limit, e - s), e - min(limit, e - s))
         return clip_raw(head, tail, e - s, limit), True
 
-    def _kind(self, s: int, e: int, head: bytes) -> str | None:
-        """What a record is left out as by its type alone (None: read on). A type not found in
-        its head or end is read from the whole record when it is decoded anyway (`slim`)."""
-        if self.record_types is None:
-            return None
-        rtype = self._type(s, e, head)
-        if rtype in self.record_types:
-            return None
-        if rtype is None:
-            rec = self._decode(s, e, head) if self.slim else None
-            return "(unknown)" if rec is None else work_kind(rec)
-        return rtype
+    def _classify(self, s: int, e: int, head: bytes) -> tuple[str | None, dict | None]:
+        """(what the record is left out as, None when it is kept; the record decoded, with
+        `slim`). A type outside `record_types` is left out unread; one not found in its head
+        or end is taken from the whole record when it is decoded anyway."""
+        rtype = self._type(s, e, head) if self.record_types is not None else None
+        if rtype is not None and rtype not in self.record_types:
+            return rtype, None
+        rec = self._decode(s, e, head) if self.slim else None
+        if rec is not None:
+            return work_kind(rec), rec
+        if self.record_types is not None and rtype is None:
+            return "(unknown)", None
+        return None, None
 
     def _summarised(self, s: int, e: int, head: bytes) -> bool:
         """Whether a record before the compaction is one its summary stands for (counted),
@@ -237,12 +238,7 @@ class _Cut:
         """Keep or leave out the record `[s, e)`; False once the window is full."""
         if self.preserved is not None and self._summarised(s, e, head):
             return True
-        kind = self._kind(s, e, head)
-        if kind is not None:
-            self._leave_out(s, e, kind)
-            return True
-        rec = self._decode(s, e, head) if self.slim else None
-        kind = work_kind(rec) if rec is not None else None
+        kind, rec = self._classify(s, e, head)
         if kind is not None:
             self._leave_out(s, e, kind)
             return True
