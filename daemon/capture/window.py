@@ -234,6 +234,14 @@ class _Cut:
         self.kept_start = self.lo
         return False
 
+    def _uuid(self, s: int, e: int, head: bytes, rec: dict | None) -> str | None:
+        """The record's top-level `uuid`, when `reflected` asks for it."""
+        if self.reflected is None:
+            return None
+        uuid = rec.get("uuid") if rec is not None else \
+            record_uuid_from_tail(self._end_of(s, e, head))
+        return uuid if isinstance(uuid, str) else None
+
     def take(self, s: int, e: int, head: bytes) -> bool:
         """Keep or leave out the record `[s, e)`; False once the window is full."""
         if self.preserved is not None and self._summarised(s, e, head):
@@ -242,16 +250,12 @@ class _Cut:
         if kind is not None:
             self._leave_out(s, e, kind)
             return True
-        uuid = None
-        if self.reflected is not None:
-            uuid = rec.get("uuid") if rec is not None else \
-                record_uuid_from_tail(self._end_of(s, e, head))
-            uuid = uuid if isinstance(uuid, str) else None
-            if uuid is not None and uuid in self.reflected:
-                self.seen_records += 1
-                self.seen_bytes += e - s
-                self.kept_start = s  # accounted for: a reflector had it already
-                return True
+        uuid = self._uuid(s, e, head, rec)
+        if uuid is not None and self.reflected is not None and uuid in self.reflected:
+            self.seen_records += 1
+            self.seen_bytes += e - s
+            self.kept_start = s  # accounted for: a reflector had it already
+            return True
         if rec is not None:
             out, clipped, found = self._shape(rec)
         else:
