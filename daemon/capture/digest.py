@@ -135,6 +135,57 @@ def _said(role: str, content: str | list[_Block] | None) -> tuple[str, str, list
     return role, text, tools
 
 
+def _decode(line: bytes, n: int, max_line_bytes: int) -> tuple[_Record | None, int]:
+    """The record of one line, and 1 when the line is skipped as over-long or garbage."""
+    if n > max_line_bytes:
+        return None, 1
+    try:
+        return _decoder.decode(line), 0
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None, 1 if line.strip() else 0
+
+
+def _format(role: str, text: str, tools: list[str], max_chars: int) -> tuple[str, list[str]]:
+    """The entry's line, and its parts (the clipped text, the tool names)."""
+    parts = []
+    if text:
+        parts.append(_clean(text, max_chars))
+    if tools:
+        parts.append(" ".join(f"[tool: {_clean(t, 60)}]" for t in tools))
+    return (parts[0] if role == "note" else f"{role}: {' '.join(parts)}"), parts
+
+
+class _Entries:
+    """The digest's lines, newest first, under `max_bytes`."""
+
+    def __init__(self, max_bytes: int):
+        self.lines: list[str] = []
+        self.used = 0
+        self.max_bytes = max_bytes
+
+    def put(self, entry: str) -> bool:
+        """Add `entry`; False (nothing added) when it does not fit."""
+        cost = _cost(entry)
+        if self.used + cost > self.max_bytes:
+            return False
+        self.lines.append(entry)
+        self.used += cost
+        return True
+
+    def fold(self, tools: str) -> bool | None:
+        """Put an older tool-only assistant entry's `tools` in front of the newest line when
+        that is tool-only too; None when it is not, False when the result does not fit."""
+        if not self.lines or not self.lines[-1].startswith(_TOOLS_ONLY):
+            return None
+        merged = f"assistant: {tools} {self.lines[-1][len('assistant: '):]}"
+        grown = _cost(merged) - _cost(self.lines[-1])
+        if self.used + grown > self.max_bytes:
+            return False
+        self.used += grown
+        self.lines[-1] = merged
+        return True
+
+
 def build_digest(
     path: str | os.PathLike,
     before: int,
@@ -165,8 +216,8 @@ def build_digest(
         # a partial line right before `before` belongs to the window, not to the digest
         end, scanned, tail = find_end(fd, 0, before, budget)
         lines = BackwardLines(fd, 0, end, max_line_bytes + 1, budget - scanned, tail)
-        out: list[str] = []  # newest first
-        used = records = prompts = skipped = 0
+        out = _Entries(max_bytes)
+        records = prompts = skipped = 0
         reach = end
         redactions: dict[str, int] = {}
         while prompts < exchanges:
@@ -175,61 +226,31 @@ def build_digest(
                 reach = 0 if not lines.exhausted else reach
                 break
             s, e, line = item
-            if mark is not None and s < mark <= e and out:
-                if used + _cost(MARK_NOTE) > max_bytes:
-                    break
-                out.append(MARK_NOTE)
-                used += _cost(MARK_NOTE)
+            if mark is not None and s < mark <= e and out.lines and not out.put(MARK_NOTE):
+                break
             reach = s
-            if e - s > max_line_bytes:
-                skipped += 1
-                continue
-            try:
-                rec = _decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                skipped += 1 if line.strip() else 0
-                continue
-            got = _entry(rec)
+            rec, bad = _decode(line, e - s, max_line_bytes)
+            skipped += bad
+            got = _entry(rec) if rec is not None else None
             if got is None:
                 continue
             role, text, tools = got
             counts: dict[str, int] = {}
             if redactor is not None and text:
                 text, counts = redactor.redact(text)
-            parts = []
-            if text:
-                parts.append(_clean(text, max_chars))
-            if tools:
-                parts.append(" ".join(f"[tool: {_clean(t, 60)}]" for t in tools))
-            if role == "note":
-                entry = parts[0]
-            else:
-                entry = f"{role}: {' '.join(parts)}"
-            # consecutive tool-only assistant records read as one line
-            if role == "assistant" and not text and out and out[-1].startswith(_TOOLS_ONLY):
-                merged = f"assistant: {parts[0]} {out[-1][len('assistant: '):]}"
-                grown = _cost(merged) - _cost(out[-1])
-                if used + grown > max_bytes:
-                    reach = e
-                    break
-                used += grown
-                out[-1] = merged
-                records += 1
-                continue  # tool-only: nothing was redacted
-            cost = _cost(entry)
-            if used + cost > max_bytes:
+            entry, parts = _format(role, text, tools, max_chars)
+            # consecutive tool-only assistant records read as one line (nothing redacted)
+            folded = out.fold(parts[0]) if role == "assistant" and not text else None
+            if folded is None and out.put(entry):
+                for k, n in counts.items():
+                    redactions[k] = redactions.get(k, 0) + n
+                prompts += role == "user"
+            elif not folded:
                 reach = e
                 break
-            out.append(entry)
-            used += cost
-            for k, n in counts.items():
-                redactions[k] = redactions.get(k, 0) + n
             records += 1
-            if role == "user":
-                prompts += 1
         scanned += lines.scanned
     finally:
         os.close(fd)
-    out.reverse()
-    return Digest(text="\n".join(out), records=records, scanned_bytes=scanned,
+    return Digest(text="\n".join(reversed(out.lines)), records=records, scanned_bytes=scanned,
                   exchanges=prompts, skipped_lines=skipped, redactions=redactions, reach=reach)
