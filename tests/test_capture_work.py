@@ -256,3 +256,20 @@ def test_a_record_too_long_to_decode_keeps_its_raw_beginning_and_end(short_tmp):
     assert second.startswith(b'{"type": "user"') and second.endswith(b'THE-END"}}\n')
     assert b"[autoharness: record clipped," in second
     assert w.scanned_bytes < len(huge) + 2 * 1024 * 1024  # read once, not twice
+
+
+def test_a_marker_clipped_out_of_the_window_is_still_evidence(short_tmp):
+    """What a proposal may quote (kept as the job's window) holds the window's markers whole,
+    so a lesson the agent flagged in the middle of a long answer is grounded."""
+    from claude_autoharness.daemon.reflect.pipeline import evidence_of
+
+    marker = ("<!-- learning\ntopic: reset-the-db\nkind: convention\ndoc-impact: none\n"
+              "body: Reset the test database with make db-reset.\n-->")
+    answer = {"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Done." + " Details." * 400 + marker + " More." * 400}]}}
+    path = short_tmp / "t.jsonl"
+    path.write_text(json.dumps(answer) + "\n")
+    p = build_packet(path, 0, CaptureConfig(max_record_bytes=2_000), default_redactor())
+    assert "make db-reset" not in p.window
+    assert "Reset the test database with make db-reset." in evidence_of(p)
+    assert evidence_of(None) == ""

@@ -157,6 +157,14 @@ def queued_marker_texts(intents: Iterable[Intent]) -> list[str]:
             if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
 
 
+def evidence_of(packet: Packet | None) -> str:
+    """What a proposal's evidence may quote: the window, and its markers whole (the agent's own
+    words from the window's records, which a clip may have cut out of them)."""
+    if packet is None:
+        return ""
+    return "\n".join([packet.window, *packet.markers]) if packet.markers else packet.window
+
+
 def fresh_markers(markers: list[str], queued_markers: list[str]) -> list[str]:
     """The window's markers (the packet's: assistant text only, taken before any clip) not
     already queued as `marker` intents."""

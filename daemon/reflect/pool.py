@@ -39,7 +39,7 @@ from claude_autoharness.daemon.reflect.curate import (
     build_curate_request,
     wants_model,
 )
-from claude_autoharness.daemon.reflect.pipeline import Reflection
+from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
 from claude_autoharness.daemon.sessions import Job, Session, backoff
 
 log = structlog.get_logger("autoharness")
@@ -221,9 +221,7 @@ class ReflectorPool:
         if packet is not None:
             self.counters.captured(packet, job.session_id)
             await book.job_windowed(job, packet)
-        evidence_window = packet.window if packet else ""
-        if packet is not None and packet.markers:  # whole, though a clip may cut them out
-            evidence_window += "\n" + "\n".join(packet.markers)
+        evidence_window = evidence_of(packet)
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
         if not job.text and (packet is None or not packet.window.strip()):
