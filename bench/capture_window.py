@@ -3,8 +3,9 @@
 Both files are built from real corpus records (repeated) in a temp dir under /tmp that is
 deleted afterwards. The cut is O(window): the two must cost about the same (ratio <= 2).
 Runs are interleaved (big, small, big, …) from the page cache (one warm-up cut each). Also
-reports the cut with the conversation filter (`record_types`, as packets cut it: each record's
-type read from its head, bookkeeping left out before the cap, so more of the file is scanned)
+reports the cut with the work filter (`record_types` and `slim`, as packets cut it: each
+record's type read from its head, bookkeeping left out before the cap, each record left decoded
+and slimmed, so more of the file is read)
 against the plain cut, the conversation cut that also leaves out records already reflected
 (`reflected`: a full memory of 65,536 uuids holding every other record of the window, as a
 fork's copies would be; each record's `uuid` read from its end) against the conversation cut,
@@ -21,8 +22,9 @@ import time
 from pathlib import Path
 
 from claude_autoharness.daemon.capture.packet import build_packet
+from claude_autoharness.daemon.capture.records import WORK_TYPES
 from claude_autoharness.daemon.capture.redact import default_redactor
-from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
+from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.daemon.reflected import MAX_KEPT, ReflectedRecords
 from claude_autoharness.protocol.config import CaptureConfig
 
@@ -89,7 +91,7 @@ def main() -> None:
         for k, p in files.items():  # warm-up
             scanned[k] = cut_window(p, marks[k]).scanned_bytes
             build_packet(p, marks[k], cfg, red)
-            own = cut_window(p, marks[k], record_types=CONVERSATION_TYPES, reflected=()).uuids
+            own = cut_window(p, marks[k], record_types=WORK_TYPES, slim=True, reflected=()).uuids
             seen[k] = ReflectedRecords(str(tmp / f"{k}.seen"), max_kept=MAX_KEPT)
             seen[k].add([f"filler-{i}" for i in range(MAX_KEPT - len(own) // 2)] + own[::2])
         for _ in range(args.runs):
@@ -98,10 +100,10 @@ def main() -> None:
                 cut_window(p, marks[k])
                 cut[k].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                cut_window(p, marks[k], record_types=CONVERSATION_TYPES)
+                cut_window(p, marks[k], record_types=WORK_TYPES, slim=True)
                 conv[k].append(time.perf_counter() - t)
                 t = time.perf_counter()
-                cut_window(p, marks[k], record_types=CONVERSATION_TYPES, reflected=seen[k])
+                cut_window(p, marks[k], record_types=WORK_TYPES, slim=True, reflected=seen[k])
                 dedupe[k].append(time.perf_counter() - t)
                 t = time.perf_counter()
                 build_packet(p, marks[k], cfg, red)
@@ -109,16 +111,16 @@ def main() -> None:
         for k, p in files.items():
             print(f"{k:5s} {p.stat().st_size / 2**20:8.1f} MiB  bytes read per cut {scanned[k]:,}")
             print(f"      cut_window:   {stats(cut[k])}")
-            print(f"      cut_window, conversation only: {stats(conv[k])}  "
+            print(f"      cut_window, work only: {stats(conv[k])}  "
                   f"(x{statistics.median(conv[k]) / statistics.median(cut[k]):.2f} the plain cut)")
             print(f"      ... and already-reflected left out: {stats(dedupe[k])}  "
                   f"(x{statistics.median(dedupe[k]) / statistics.median(conv[k]):.2f} "
-                  f"conversation only)")
+                  f"work only)")
             print(f"      build_packet: {stats(pkt[k])}")
         r_cut = statistics.median(cut["big"]) / statistics.median(cut["small"])
         r_pkt = statistics.median(pkt["big"]) / statistics.median(pkt["small"])
         r_conv = statistics.median(conv["big"]) / statistics.median(conv["small"])
-        print(f"ratio big/small (medians): cut_window {r_cut:.2f}, conversation only "
+        print(f"ratio big/small (medians): cut_window {r_cut:.2f}, work only "
               f"{r_conv:.2f}, build_packet {r_pkt:.2f} "
               f"(O(window) requires <= 2)")
     finally:

@@ -371,8 +371,8 @@ class Book(JobBook):
         tokens.charge(self.state.tokens, day, n, backend)
         self.dirty = True
 
-    def captured(self, packet: Packet) -> None:
-        self.capture_stats.add(packet)
+    def captured(self, packet: Packet, session_id: str = "") -> None:
+        self.capture_stats.add(packet, session_id)
         self.dirty = True
 
     def refused(self, path: str, reason: str) -> None:

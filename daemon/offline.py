@@ -217,7 +217,7 @@ class _NoCounters:
     def add_tokens(self, day, n, backend="") -> None:
         pass
 
-    def captured(self, packet) -> None:
+    def captured(self, packet, session_id: str = "") -> None:
         pass
 
     def refused(self, path, reason) -> None:

@@ -20,12 +20,10 @@ from claude_autoharness.daemon.capture.final import (
     matches,
 )
 from claude_autoharness.daemon.capture.packet import build_packet, format_packet
+from claude_autoharness.daemon.capture.records import WORK_TYPES
 from claude_autoharness.daemon.capture.redact import default_redactor
-from claude_autoharness.daemon.capture.window import (
-    CONVERSATION_TYPES,
-    cut_window,
-    record_uuid_from_tail,
-)
+from claude_autoharness.daemon.capture.sniff import record_uuid_from_tail
+from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.witness import tool_uses
@@ -168,17 +166,17 @@ def test_a_forks_copied_records_are_left_out(short_tmp):
     (counted, with a marker) and keeps only the fork's own; the uuids returned are the kept
     records'. Without the set, the copies are all there."""
     parent = RESUMED
-    first = cut_window(parent, 0, record_types=CONVERSATION_TYPES, reflected=())
+    first = cut_window(parent, 0, record_types=WORK_TYPES, slim=True, reflected=())
     assert len(first.uuids) == first.kept_records > 10
     seen = set(first.uuids)
     own = json.dumps({"type": "user", "uuid": "fork-own-1", "sessionId": "fork",
                       "message": {"role": "user", "content": "FORKED PROMPT"}}).encode() + b"\n"
     fork = _fork(parent, short_tmp / "fork.jsonl", "fork", [own])
-    win = cut_window(fork, 0, record_types=CONVERSATION_TYPES, reflected=seen)
+    win = cut_window(fork, 0, record_types=WORK_TYPES, slim=True, reflected=seen)
     assert win.uuids == ["fork-own-1"] and win.reflected_records == first.kept_records
     assert b"FORKED PROMPT" in win.data and b"SCENARIO=CAP" not in win.data
     assert b"already had" in win.data.splitlines()[0]
-    plain = cut_window(fork, 0, record_types=CONVERSATION_TYPES)
+    plain = cut_window(fork, 0, record_types=WORK_TYPES, slim=True)
     assert b"SCENARIO=CAP" in plain.data and plain.reflected_records == 0
 
 

@@ -8,7 +8,7 @@ to the network. The daemon is started by the hook (autostart), as on a real mach
 import json
 import re
 
-from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES
+from claude_autoharness.daemon.capture.records import WORK_TYPES, work_kind
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
 from real_cli import CliModel, Sandbox, strings
@@ -243,11 +243,11 @@ def test_window_on_the_transcript_the_cli_wrote(sandbox, model):
     lines = [ln for ln in packet["window"].splitlines(keepends=True)
              if not ln.startswith("[autoharness:")]
     types = [json.loads(ln)["type"] for ln in lines]
-    assert set(types) <= CONVERSATION_TYPES and "assistant" in types and "user" in types
+    assert set(types) <= WORK_TYPES and "assistant" in types and "user" in types
     conv = sum(len(ln.encode()) for ln in lines)
     assert conv >= 0.9 * len(packet["window"].encode())
     raw = path.read_bytes().splitlines()
-    bookkeeping = [ln for ln in raw if json.loads(ln).get("type") not in CONVERSATION_TYPES]
+    bookkeeping = [ln for ln in raw if work_kind(json.loads(ln)) is not None]
     assert packet["bookkeeping_records"] == len(bookkeeping) > 0
 
 

@@ -64,7 +64,7 @@ class MemoryCounters:
     def add_tokens(self, day, n):
         self.tokens[day] = self.tokens.get(day, 0) + n
 
-    def captured(self, packet):
+    def captured(self, packet, session_id=""):
         self.packets += 1
 
     def refused(self, path, reason):

@@ -51,6 +51,16 @@ def do_status(args) -> int:
     return 0
 
 
+def seen_share(seen: dict[str, int]) -> str:
+    """`100%/0%`: the share of a session's windowed bytes sent as records (or a summary
+    standing for them) / only as the digest; `-` before its first window."""
+    total = seen.get("bytes", 0)
+    if not total:
+        return "-"
+    sent = seen.get("window_bytes", 0) + seen.get("summarised_bytes", 0)
+    return f"{100 * sent // total}%/{100 * seen.get('digest_bytes', 0) // total}%"
+
+
 def format_status(st: r.Status, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = [
@@ -126,12 +136,16 @@ def format_status(st: r.Status, now: float | None = None) -> str:
         lines.append(f"sessions:{more}")
         # CALLS: tool calls counted from hook events / from the transcript (none reported);
         # SUBAGENT: its subagents' calls, which are not activity
+        # SEEN: of the bytes its windows spanned, the share sent as records (or a compaction
+        # summary standing for them) / the share that reached the reflector only as the digest
         lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
-                     f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8}  LAST EVENT")
+                     f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8} {'SEEN WINDOW/DIGEST':>18}"
+                     "  LAST EVENT")
         for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
             calls = f"{s.calls.hook}/{s.calls.transcript}"
             lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21} "
-                         f"{s.subagent_calls:>8}  {ago(s.last_event_at, now)}")
+                         f"{s.subagent_calls:>8} {seen_share(s.seen):>18}  "
+                         f"{ago(s.last_event_at, now)}")
     else:
         lines.append("sessions: none active")
     return "\n".join(lines)

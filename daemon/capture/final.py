@@ -19,14 +19,9 @@ from collections.abc import Sequence
 
 import msgspec
 
+from claude_autoharness.daemon.capture.lines import BackwardLines, find_end
+from claude_autoharness.daemon.capture.sniff import SNIFF_BYTES, record_type, record_type_from_tail
 from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.capture.window import (
-    SNIFF_BYTES,
-    BackwardLines,
-    find_end,
-    record_type,
-    record_type_from_tail,
-)
 
 MAX_FINAL_RAW = 1024 * 1024  # redacted at most this much of a final text
 MAX_FINAL_CHARS = 16_000  # a job keeps this much of it (a window clips records shorter still)

@@ -12,7 +12,9 @@ from collections.abc import Container, Sequence
 
 from claude_autoharness.daemon.capture.digest import build_digest
 from claude_autoharness.daemon.capture.final import final_record
-from claude_autoharness.daemon.capture.window import CONVERSATION_TYPES, cut_window
+from claude_autoharness.daemon.capture.kind import check_transcript
+from claude_autoharness.daemon.capture.records import WORK_TYPES
+from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.replies import Packet
 
 
@@ -33,20 +35,28 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
     `final_text`: the turn's final answer to carry as the newest record (the transcript does
     not hold it).
 
-    The window carries conversation records only (`CONVERSATION_TYPES`); bookkeeping records
-    are left out before its byte cap and counted.
+    The window carries the records that are work, each with only its work (`records`);
+    bookkeeping records are left out before its byte cap and counted. What the cap dropped
+    reaches the digest, built before the window's first record (not before the watermark), so
+    only what even the digest could not hold goes unseen (`unseen_bytes`).
+
+    A file that is not a Claude Code transcript with work in it is refused first
+    (`kind.check_transcript`: TranscriptRefused naming what it looks like).
 
     Both are read through `source.open_transcript` beneath `roots` (None: only the file
     itself is checked, for a path the user named). `capture_cfg` is a `CaptureConfig`.
     Blocking file I/O: call it from a worker thread. Raises OSError if the transcript cannot be read.
     """
+    check_transcript(path, roots)
     win = cut_window(path, start,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,
+                     max_summary_bytes=capture_cfg.max_summary_bytes,
                      expect_inode=expect_inode, expect_size=expect_size,
-                     record_types=CONVERSATION_TYPES, roots=roots, reflected=reflected,
+                     record_types=WORK_TYPES, slim=True, roots=roots, reflected=reflected,
                      extra=final_record(final_text) if final_text else None)
-    dig = build_digest(path, win.start,
+    first = win.start + win.dropped_bytes  # what did not fit goes to the digest
+    dig = build_digest(path, first, mark=win.start if win.dropped_bytes else None,
                        exchanges=capture_cfg.digest_exchanges,
                        max_chars=capture_cfg.digest_max_chars,
                        max_bytes=capture_cfg.digest_max_bytes,
@@ -61,6 +71,9 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
     _add(redactions, dig.redactions)
     digest_text, counts = redactor.redact(dig.text)
     _add(redactions, counts)
+    markers = []
+    for raw in win.markers:  # also in the window: counted there already
+        markers.append(redactor.redact(raw)[0])
     return Packet(
         window=window_bytes.decode("utf-8", "replace"),
         digest=digest_text,
@@ -84,6 +97,10 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
         reflected_bytes=win.reflected_bytes,
         uuids=list(win.uuids),
         final_from_stop=win.extra,
+        summarised_bytes=win.summarised_bytes,
+        markers=markers,
+        digest_from=dig.reach,
+        unseen_bytes=max(0, min(dig.reach, first) - win.start),
     )
 
 
@@ -101,6 +118,7 @@ def format_packet(p: Packet) -> str:
            f"{p.reflected_bytes} bytes"] if p.reflected_records else []),
         *(["final answer: from the Stop event (not in the transcript yet)"]
           if p.final_from_stop else []),
+        f"seen: {seen_text(coverage(p))}",
         f"fallback: {p.fallback_reason or 'no'}",
         f"redactions: {red}",
         "",
@@ -113,9 +131,35 @@ def format_packet(p: Packet) -> str:
     return "\n".join(head)
 
 
+def seen_text(cov: dict[str, int]) -> str:
+    """A `coverage` (one packet's, or a session's sum) for reading."""
+    parts = [f"{cov.get('window_bytes', 0)} in window records"]
+    if cov.get("summarised_bytes"):
+        parts.append(f"{cov['summarised_bytes']} stood for by a compaction summary in it")
+    if cov.get("digest_bytes") or cov.get("unseen_bytes"):
+        parts.append(f"{cov.get('digest_bytes', 0)} only in the digest (text and tool names)")
+        parts.append(f"{cov.get('unseen_bytes', 0)} not seen")
+    return f"of {cov.get('bytes', 0)} bytes after the watermark, " + ", ".join(parts)
+
+
+MAX_SEEN_SESSIONS = 1_000  # sessions whose coverage is kept (the oldest go first)
+_SEEN_KEYS = ("windows", "bytes", "window_bytes", "summarised_bytes", "digest_bytes",
+              "unseen_bytes")
+
+
+def coverage(p: Packet) -> dict[str, int]:
+    """One packet's span after the watermark, split by how the reflector sees it."""
+    span = p.watermark_to - p.watermark_from
+    return {"windows": 1, "bytes": span,
+            "window_bytes": span - p.dropped_bytes - p.summarised_bytes,
+            "summarised_bytes": p.summarised_bytes,
+            "digest_bytes": p.dropped_bytes - p.unseen_bytes, "unseen_bytes": p.unseen_bytes}
+
+
 class CaptureStats:
     """Counters for `status --json` → `capture: {windows_cut, bytes_dropped, fallbacks,
-    bookkeeping_records, bookkeeping_bytes, redactions}`."""
+    bookkeeping_records, bookkeeping_bytes, bytes_digest_only, bytes_unseen, redactions}`, and
+    per session (`seen_of`) how much of what its windows spanned the reflector saw."""
 
     def __init__(self):
         self.windows_cut = 0
@@ -123,38 +167,55 @@ class CaptureStats:
         self.fallbacks = 0
         self.bookkeeping_records = 0
         self.bookkeeping_bytes = 0
+        self.bytes_digest_only = 0
+        self.bytes_unseen = 0
         self.redactions: dict[str, int] = {}
         self.refused = 0
         self.last_refused: dict | None = None  # {path, reason, at}
+        self.seen: dict[str, dict[str, int]] = {}  # session id -> summed `coverage`
 
     def refuse(self, path: str, reason: str, now: float) -> None:
         """A transcript path that was not read (see `source.resolve`)."""
         self.refused += 1
         self.last_refused = {"path": path, "reason": reason, "at": now}
 
-    def add(self, p: Packet) -> None:
+    def add(self, p: Packet, session_id: str = "") -> None:
         self.windows_cut += 1
         self.bytes_dropped += p.dropped_bytes
         self.fallbacks += p.fallback
         self.bookkeeping_records += p.bookkeeping_records
         self.bookkeeping_bytes += p.bookkeeping_bytes
+        cov = coverage(p)
+        self.bytes_digest_only += cov["digest_bytes"]
+        self.bytes_unseen += cov["unseen_bytes"]
         _add(self.redactions, p.redactions)
+        if session_id:
+            mine = self.seen.pop(session_id, {})  # re-inserted: newest last
+            _add(mine, cov)
+            self.seen[session_id] = mine
+            while len(self.seen) > MAX_SEEN_SESSIONS:
+                del self.seen[next(iter(self.seen))]
+
+    def seen_of(self, session_id: str) -> dict[str, int]:
+        """The session's windows so far: bytes spanned, and how they were seen."""
+        return dict(self.seen.get(session_id) or {})
 
     def to_dict(self) -> dict:
         return {"windows_cut": self.windows_cut, "bytes_dropped": self.bytes_dropped,
                 "fallbacks": self.fallbacks, "bookkeeping_records": self.bookkeeping_records,
                 "bookkeeping_bytes": self.bookkeeping_bytes,
+                "bytes_digest_only": self.bytes_digest_only, "bytes_unseen": self.bytes_unseen,
                 "redactions": dict(self.redactions),
                 "refused": self.refused, "last_refused": self.last_refused}
 
     def to_state(self) -> dict:
-        return self.to_dict()
+        return {**self.to_dict(), "seen": {k: dict(v) for k, v in self.seen.items()}}
 
     def from_state(self, state: dict) -> None:
         if not isinstance(state, dict):
             return
         for key in ("windows_cut", "bytes_dropped", "fallbacks", "bookkeeping_records",
-                    "bookkeeping_bytes", "refused"):
+                    "bookkeeping_bytes", "bytes_digest_only", "bytes_unseen", "refused"):
             v = state.get(key)
             if isinstance(v, int) and not isinstance(v, bool):
                 setattr(self, key, v)
@@ -164,3 +225,8 @@ class CaptureStats:
         red = state.get("redactions")
         if isinstance(red, dict):
             self.redactions = {str(k): v for k, v in red.items() if isinstance(v, int)}
+        seen = state.get("seen")
+        if isinstance(seen, dict):
+            self.seen = {str(k): {n: v[n] for n in _SEEN_KEYS if isinstance(v.get(n), int)}
+                         for k, v in list(seen.items())[-MAX_SEEN_SESSIONS:]
+                         if isinstance(v, dict)}

@@ -1,57 +1,65 @@
-"""Cut the window: the raw JSONL bytes of a transcript from a watermark to its last complete line.
+"""Cut the window: the records of a transcript from a watermark to its last complete line.
 
-The window is raw bytes; the only interpretation is a record's top-level `type`, read from its
-head. With `record_types` set (the pipeline passes `CONVERSATION_TYPES`), records of any other
-type (Claude Code's bookkeeping: attachments, request shapes and blobs, cost state, ...) are left
-out *before* the byte cap, so they never crowd out the conversation; they are counted per type.
-It is an allow-list: a bookkeeping type that appears in a later Claude Code is left out too. A
-record whose type cannot be read from its first `SNIFF_BYTES` is not conversation either.
+The transcript is an opaque log: the window is JSONL-shaped records after the watermark, in
+order, never a reconstructed chat. With `record_types` set (the pipeline passes
+`records.WORK_TYPES`), records of any other type (Claude Code's bookkeeping: request shapes and
+blobs, progress, cost state, ...) are left out by their type alone, *before* the byte cap, so
+they never crowd out the work; they are counted per type. With `slim` (the pipeline sets it),
+each record left is decoded and sent as `records.slim` shapes it (the work, without ids,
+timestamps, usage, signatures or second copies), and only when it carries work
+(`records.work_kind`: some `system` subtypes, queued prompts); the rest is counted too.
 
 The window is bounded three ways:
 
-* each record (line) is clipped to `max_record_bytes`, with a visible clip marker;
-* the window keeps the **newest** whole records under `max_window_bytes`, with a leading marker
-  line naming how many bytes/records were dropped;
+* each record is bounded by `max_record_bytes` (a compaction summary by `max_summary_bytes`):
+  its longest strings lose their middle, so it keeps its content's beginning and end, with a
+  visible marker (`clip.fit`); a record that cannot be decoded keeps its raw head and end;
+* the window keeps the **newest** records under `max_window_bytes`, with a leading marker line
+  naming how many bytes/records were dropped (the digest covers them: see `packet`);
 * the bytes read are bounded by `max_scan_bytes`, whatever the span: the file is read backward
   from its end in chunks and reading stops once the window is full, so a cut costs O(window),
-  not O(file). An over-long line is never buffered whole: only its head is kept while scanning
-  back to its start.
+  not O(file). An over-long line is never buffered whole, and never decoded past
+  `MAX_DECODE_BYTES`.
 
-Two more things can shape a window. Records already handed to a reflector (`reflected`: their
-top-level `uuid`s; a forked session's transcript starts with copies of its parent's records,
-same `uuid`) are left out and counted, like bookkeeping; the uuids of the records kept are
-returned, to be remembered once the window is reflected. And a record the transcript does not
-hold yet (`extra`: the turn's final answer, from the Stop event) can be carried as the newest.
+Records before a compaction whose summary the window holds are not sent again: the cut stops at
+the `compact_boundary` and says how many bytes the summary covers. Records already handed to a
+reflector (`reflected`: their top-level `uuid`s; a forked session's transcript starts with
+copies of its parent's records, same `uuid`) are left out and counted; the uuids of the records
+kept are returned, to be remembered once the window is reflected. A record the transcript does
+not hold yet (`extra`: the turn's final answer, from the Stop event) can be carried as the
+newest. The markers the marker rule finds in the kept records (assistant text only) are
+returned whole, taken before any clip.
 
 The transcript is opened read-only by `source.open_transcript` (beneath its root, never
-through a link, never a FIFO or a device) and the bytes before the watermark are never read (except
-one byte when the watermark is already known to be invalid, to align the re-read).
+through a link, never a FIFO or a device) and the bytes before the watermark are never read
+(except one byte when the watermark is already known to be invalid, to align the re-read).
 """
 
 import os
-import re
 from collections.abc import Container, Sequence
 
 import msgspec
 
+from claude_autoharness.daemon.capture.clip import clip_raw, fit
+from claude_autoharness.daemon.capture.lines import CHUNK, BackwardLines, find_end
+from claude_autoharness.daemon.capture.records import (
+    assistant_texts,
+    is_compact_boundary,
+    is_compact_summary,
+    slim,
+    work_kind,
+)
+from claude_autoharness.daemon.capture.sniff import (
+    SNIFF_BYTES,
+    record_type,
+    record_type_from_tail,
+    record_uuid_from_tail,
+)
 from claude_autoharness.daemon.capture.source import open_transcript
+from claude_autoharness.daemon.learnings.markers import markers_in_text
 
-CHUNK = 64 * 1024
 DEFAULT_MAX_SCAN_BYTES = 16 * 1024 * 1024
-# A clip point never cuts through a token-like run shorter than this (half a secret would leak
-# past redaction); longer runs (base64 blobs) are cut anyway.
-_TOKEN_BACKOFF = 128
-_TOKEN_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.")
-# The record types that say what happened in a session; everything else is bookkeeping.
-CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "summary"})
-# How much of a record's head is searched for its top-level `type` (Claude Code writes it
-# within the first ~150 bytes, before the message).
-SNIFF_BYTES = 4096
-# JSON strings (escapes included) and the structural characters that change nesting depth
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
-# a `"type": "<string>"` pair (the value captured)
-_TYPE_KEY = re.compile(rb'"type"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")')
-_UUID_KEY = re.compile(rb'"uuid"\s*:\s*("[^"\\]*(?:\\.[^"\\]*)*")')
+MAX_DECODE_BYTES = 4 * 1024 * 1024  # a longer record is kept raw, by its head and end
 
 
 class Window(msgspec.Struct, frozen=True, kw_only=True):
@@ -77,177 +85,10 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
     # records left out because a reflector already had them (`reflected`), and their raw bytes
     reflected_records: int = 0
     reflected_bytes: int = 0
+    summarised_bytes: int = 0  # left out before a compaction whose summary the window holds
     uuids: list[str] = []  # of the records kept, oldest first (collected with `reflected`)
+    markers: list[str] = []  # the marker rule's markers in the kept records, oldest first
     extra: bool = False  # the window ends with the `extra` record
-
-
-def _escaped(data: bytes, i: int) -> bool:
-    """Whether the byte at `i` is escaped (an odd run of backslashes before it)."""
-    k = i
-    while k > 0 and data[k - 1] == 0x5C:
-        k -= 1
-    return (i - k) % 2 == 1
-
-
-def _nesting(tokens: list[bytes]) -> int:
-    """Opened minus closed objects and arrays among `tokens`."""
-    return (tokens.count(b"{") + tokens.count(b"[")) - (tokens.count(b"}") + tokens.count(b"]"))
-
-
-def _type_value(m: "re.Match[bytes]") -> str | None:
-    try:
-        return msgspec.json.decode(m.group(1), type=str)
-    except msgspec.DecodeError:
-        return None
-
-
-def record_type(head: bytes) -> str | None:
-    """The top-level `"type"` of a JSON object record, read from its head (a prefix of the line);
-    None when the head is not an object or names no top-level type in it.
-
-    A `"type":` whose opening quote is not escaped is a real key (inside a JSON string every
-    quote is escaped); it is the top-level one when the tokens before it leave exactly one
-    object open. Tokenizing is done by the regex engine, not byte by byte."""
-    if not head.lstrip().startswith(b"{"):
-        return None
-    depth, pos = 0, 0  # nesting at `pos`, always a token boundary (a key's opening quote)
-    for m in _TYPE_KEY.finditer(head):
-        if _escaped(head, m.start()):
-            continue
-        depth += _nesting(_JSON_TOKEN.findall(head, pos, m.start()))
-        pos = m.start()
-        if depth == 1:
-            return _type_value(m)
-    return None
-
-
-def record_type_from_tail(tail: bytes) -> str | None:
-    """The top-level `"type"` of a JSON object record, read from its end (a suffix of the line,
-    newline allowed): Claude Code 2.1 writes `type` after the message. A real key (opening
-    quote not escaped) is the top-level one when the tokens after it close exactly one more
-    object than they open (the record's own closing brace)."""
-    return _top_from_tail(tail, _TYPE_KEY)
-
-
-def record_uuid_from_tail(tail: bytes) -> str | None:
-    """The top-level `"uuid"` of a record, read from its end (Claude Code writes it after the
-    message); as `record_type_from_tail`."""
-    return _top_from_tail(tail, _UUID_KEY)
-
-
-def _top_from_tail(tail: bytes, key: "re.Pattern[bytes]") -> str | None:
-    data = tail.rstrip()
-    if not data.endswith(b"}"):
-        return None
-    depth, pos = 0, len(data)  # nesting change from `pos` (a token boundary) to the end
-    for m in reversed([m for m in key.finditer(data) if not _escaped(data, m.start())]):
-        depth += _nesting(_JSON_TOKEN.findall(data, m.start(), pos))
-        pos = m.start()
-        if depth == -1:
-            return _type_value(m)
-    return None
-
-
-class BackwardLines:
-    """Complete lines of `[lo, hi)` from newest to oldest, read backward in chunks.
-
-    `hi` must sit right after a newline. Memory stays under `head_bytes + CHUNK` whatever the
-    line lengths: while a line's start is not found, only its lowest bytes (its head) are kept.
-    """
-
-    def __init__(self, fd: int, lo: int, hi: int, head_bytes: int, budget: int,
-                 tail: bytes = b""):
-        self.fd, self.lo, self.head_bytes, self.budget = fd, lo, head_bytes, budget
-        # `tail` = bytes [hi - len(tail), hi), already read by the caller
-        self.pos = hi - len(tail)  # bytes [pos, hi) have been read
-        self.line_end = hi
-        self.buf = tail  # bytes [pos, pos + len(buf)): the head part of the current line region
-        self.scanned = 0
-        self.exhausted = False  # the scan budget ran out before `lo` was reached
-
-    def next(self) -> tuple[int, int, bytes] | None:
-        """(start, end, head) of the previous line, or None at `lo` or when the budget is spent.
-
-        At `lo` the last line returned starts exactly at `lo` (the caller decides whether `lo`
-        was a real line start).
-        """
-        while True:
-            # the current line's own newline (at line_end - 1) is not a separator
-            lim = min(len(self.buf), self.line_end - 1 - self.pos)
-            j = self.buf.rfind(b"\n", 0, lim) if lim > 0 else -1
-            if j >= 0:
-                start, end = self.pos + j + 1, self.line_end
-                head = self.buf[j + 1 : j + 1 + self.head_bytes]
-                self.line_end, self.buf = start, self.buf[: j + 1]
-                return start, end, head
-            if self.pos <= self.lo:
-                if self.line_end > self.lo:
-                    start, end = self.lo, self.line_end
-                    head = self.buf[: self.head_bytes]
-                    self.line_end, self.buf = self.lo, b""
-                    return start, end, head
-                return None
-            if self.budget <= 0:
-                self.exhausted = True
-                return None
-            n = min(CHUNK, self.pos - self.lo, self.budget)
-            self.pos -= n
-            chunk = os.pread(self.fd, n, self.pos)
-            if len(chunk) != n:  # the file shrank under us: treat the rest as unreadable
-                self.exhausted = True
-                self.pos += n
-                return None
-            self.budget -= n
-            self.scanned += n
-            # No newline was in the old buf, so its tail is the middle of one long line: keep
-            # only what can still be that line's head.
-            self.buf = chunk + self.buf[: self.head_bytes]
-
-    def newlines_before(self) -> int:
-        """Line ends already read before the last line returned (records seen, not yet returned)."""
-        return self.buf.count(b"\n")
-
-
-def find_end(fd: int, lo: int, size: int, budget: int) -> tuple[int, int, bytes]:
-    """Offset after the last newline in `[lo, size)` (or `lo` if none), bytes read, and the
-    bytes read that precede that offset (so they need not be read again).
-
-    A final line without newline is a record still being written: it stays for the next cut.
-    """
-    pos, scanned = size, 0
-    while pos > lo and scanned < budget:
-        n = min(CHUNK, pos - lo, budget - scanned)
-        pos -= n
-        chunk = os.pread(fd, n, pos)
-        scanned += len(chunk)
-        i = chunk.rfind(b"\n")
-        if i >= 0:
-            return pos + i + 1, scanned, chunk[: i + 1]
-    return lo, scanned, b""
-
-
-def _utf8_cut(data: bytes, n: int) -> int:
-    """Largest cut <= n that does not split a UTF-8 sequence."""
-    n = min(n, len(data))
-    back = 0
-    while n > 0 and back < 3 and n < len(data) and (data[n] & 0xC0) == 0x80:
-        n -= 1
-        back += 1
-    return n
-
-
-def _clip(head: bytes, raw_len: int, max_record_bytes: int) -> bytes:
-    """The record's head with a visible marker, at most `max_record_bytes` long (plus newline)."""
-    marker = b" [autoharness: record clipped, %d of %d bytes kept]\n"
-    room = max(0, max_record_bytes - len(marker % (raw_len, raw_len)))
-    cut = _utf8_cut(head, room)
-    back = 0
-    while cut > 0 and back < _TOKEN_BACKOFF and head[cut - 1] in _TOKEN_BYTES:
-        cut -= 1
-        back += 1
-    if back == _TOKEN_BACKOFF or cut == 0:  # a long run (base64 etc.): cutting it is fine
-        cut = _utf8_cut(head, room)
-    return head[:cut] + marker % (cut, raw_len)
 
 
 def _invalid_reason(start: int, size: int, inode: int, expect_inode, expect_size) -> str:
@@ -262,17 +103,267 @@ def _invalid_reason(start: int, size: int, inode: int, expect_inode, expect_size
     return ""
 
 
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """The bounds of one cut (see `cut_window`)."""
+
+    max_record_bytes: int
+    max_window_bytes: int
+    max_summary_bytes: int
+    max_scan_bytes: int
+
+
+class _Kept(msgspec.Struct):
+    out: bytes
+    start: int
+    clipped: bool
+    uuid: str | None
+    markers: list[str]
+
+
+class _Cut:
+    """One backward pass over `[lo, end)`: each record is kept (shaped and clipped) or left out,
+    and why is counted, until the window is full, the scan budget is spent or `lo` is reached."""
+
+    def __init__(self, fd: int, lines: BackwardLines, lo: int, end: int, limits: Limits, *,
+                 record_types, slim: bool, reflected):
+        self.fd, self.lines, self.lo, self.limits = fd, lines, lo, limits
+        self.record_types, self.slim, self.reflected = record_types, slim, reflected
+        self.kept: list[_Kept] = []  # newest first
+        self.used = 0
+        self.kept_start = end  # everything in [kept_start, end) is kept or accounted for
+        self.dropped_seen = 0
+        self.scanned = 0  # bytes read besides the backward scan (record ends, whole records)
+        self.skipped: dict[str, int] = {}
+        self.skipped_bytes = 0
+        self.seen_records = self.seen_bytes = 0
+        self.summarised_bytes = 0
+        self.summary_kept = False
+        # past a compaction the window holds the summary of: the uuids of the records it kept
+        # verbatim (not summarised), still to be sent; None before the boundary is reached
+        self.preserved: set[str] | None = None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _pread(self, n: int, off: int) -> bytes:
+        self.scanned += n
+        self.lines.budget -= n
+        return os.pread(self.fd, n, off)
+
+    def _end_of(self, s: int, e: int, head: bytes) -> bytes:
+        """The record's last bytes (its whole self when the head holds it)."""
+        if e - s <= len(head):
+            return head
+        n = min(SNIFF_BYTES, e - s)
+        return self._pread(n, e - n)
+
+    def _type(self, s: int, e: int, head: bytes) -> str | None:
+        return record_type(head) or record_type_from_tail(self._end_of(s, e, head))
+
+    def _decode(self, s: int, e: int, head: bytes) -> dict | None:
+        """The record decoded, or None when it is not a JSON object or too long to read."""
+        n = e - s
+        if n > len(head) and (n > MAX_DECODE_BYTES or n > self.lines.budget):
+            return None
+        try:
+            rec = msgspec.json.decode(head if n <= len(head) else self._pread(n, s))
+        except msgspec.DecodeError:
+            return None
+        return rec if isinstance(rec, dict) else None
+
+    # -- one record -------------------------------------------------------------------------
+
+    def _leave_out(self, s: int, e: int, kind: str) -> None:
+        self.skipped[kind] = self.skipped.get(kind, 0) + 1
+        self.skipped_bytes += e - s
+        self.kept_start = s  # accounted for: left out as bookkeeping, not by the cap
+
+    def _shape(self, rec: dict) -> tuple[bytes, bool, list[str]]:
+        """A decoded record slimmed and bounded, and its markers (taken before the clip)."""
+        found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
+        limit = self.limits.max_summary_bytes if is_compact_summary(rec) \
+            else self.limits.max_record_bytes
+        out, clipped = fit(slim(rec), limit)
+        return out, clipped, found
+
+    def _raw(self, s: int, e: int, head: bytes) -> tuple[bytes, bool]:
+        """A record kept as its raw bytes, clipped to its head and end when too long."""
+        limit = self.limits.max_record_bytes
+        if e - s <= limit:
+            return head[: e - s], False
+        tail = self._pread(min(limit, e - s), e - min(limit, e - s))
+        return clip_raw(head, tail, e - s, limit), True
+
+    def _classify(self, s: int, e: int, head: bytes) -> tuple[str | None, dict | None]:
+        """(what the record is left out as, None when it is kept; the record decoded, with
+        `slim`). A type outside `record_types` is left out unread; one not found in its head
+        or end is taken from the whole record when it is decoded anyway."""
+        rtype = self._type(s, e, head) if self.record_types is not None else None
+        if rtype is not None and rtype not in self.record_types:
+            return rtype, None
+        rec = self._decode(s, e, head) if self.slim else None
+        if rec is not None:
+            return work_kind(rec), rec
+        if self.record_types is not None and rtype is None:
+            return "(unknown)", None
+        return None, None
+
+    def _summarised(self, s: int, e: int, head: bytes) -> bool:
+        """Whether a record before the compaction is one its summary stands for (counted),
+        rather than one the compaction kept verbatim."""
+        uuid = record_uuid_from_tail(self._end_of(s, e, head))
+        if uuid is not None and self.preserved is not None and uuid in self.preserved:
+            self.preserved.discard(uuid)
+            return False
+        self.summarised_bytes += e - s
+        self.kept_start = s
+        return True
+
+    def _past_boundary(self, rec: dict) -> bool:
+        """At the boundary of a compaction whose summary is kept: True when the cut stops
+        here, every older record being summarised; else go on for the records it preserved."""
+        meta = rec.get("compactMetadata")
+        kept = meta.get("preservedMessages") if isinstance(meta, dict) else None
+        uuids = kept.get("allUuids") or kept.get("uuids") if isinstance(kept, dict) else None
+        self.preserved = {u for u in uuids if isinstance(u, str)} if isinstance(uuids, list) \
+            else set()
+        return not self.preserved
+
+    def _stop_summarised(self, s: int) -> bool:
+        """Everything in `[lo, s)` is summarised: the cut ends (False)."""
+        self.summarised_bytes += s - self.lo
+        self.kept_start = self.lo
+        return False
+
+    def _uuid(self, s: int, e: int, head: bytes, rec: dict | None) -> str | None:
+        """The record's top-level `uuid`, when `reflected` asks for it."""
+        if self.reflected is None:
+            return None
+        uuid = rec.get("uuid") if rec is not None else \
+            record_uuid_from_tail(self._end_of(s, e, head))
+        return uuid if isinstance(uuid, str) else None
+
+    def take(self, s: int, e: int, head: bytes) -> bool:
+        """Keep or leave out the record `[s, e)`; False once the window is full."""
+        if self.preserved is not None and self._summarised(s, e, head):
+            return True
+        kind, rec = self._classify(s, e, head)
+        if kind is not None:
+            self._leave_out(s, e, kind)
+            return True
+        uuid = self._uuid(s, e, head, rec)
+        if uuid is not None and self.reflected is not None and uuid in self.reflected:
+            self.seen_records += 1
+            self.seen_bytes += e - s
+            self.kept_start = s  # accounted for: a reflector had it already
+            return True
+        if rec is not None:
+            out, clipped, found = self._shape(rec)
+        else:
+            (out, clipped), found = self._raw(s, e, head), []
+        if not self.add(_Kept(out, s, clipped, uuid, found)):
+            self.dropped_seen += 1 + self.lines.newlines_before()
+            return False
+        if self.preserved is not None and not self.preserved:
+            return self._stop_summarised(s)  # the last record the compaction preserved
+        if rec is not None and is_compact_boundary(rec) and self.summary_kept \
+                and self._past_boundary(rec):
+            return self._stop_summarised(s)  # older records are what the summary stands for
+        self.summary_kept = self.summary_kept or (rec is not None and is_compact_summary(rec))
+        return True
+
+    def add(self, item: _Kept) -> bool:
+        if self.used + len(item.out) > self.limits.max_window_bytes:
+            return False
+        self.kept.append(item)
+        self.used += len(item.out)
+        self.kept_start = item.start
+        return True
+
+    def extra(self, line: bytes, end: int) -> None:
+        """A record the transcript does not hold yet, kept as the newest (already slim)."""
+        line = line if line.endswith(b"\n") else line + b"\n"
+        try:
+            rec = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            rec = None
+        limit, found = self.limits.max_record_bytes, []
+        if isinstance(rec, dict):
+            out, clipped = fit(rec, limit)
+            found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
+        else:
+            clipped = len(line) > limit
+            out = clip_raw(line, line, len(line), limit) if clipped else line
+        self.add(_Kept(out, end, clipped, None, found))
+        self.kept_start = end
+
+    def run(self, aligned: bool) -> None:
+        while (item := self.lines.next()) is not None:
+            s, e, head = item
+            if s == self.lo and not aligned:
+                self.dropped_seen += 1  # a fragment of a record cut by the re-read's start
+                return
+            if not self.take(s, e, head):
+                return
+        if self.lines.exhausted and self.kept_start > self.lo:
+            self.dropped_seen += 1  # the line the budget ran out in (older ones unseen)
+
+    # -- the marker line ----------------------------------------------------------------------
+
+    def marker(self, start: int, reason: str, end: int) -> bytes:
+        parts = []
+        if reason:
+            parts.append(f"fallback: watermark {start} invalid ({reason}); "
+                         f"re-read the last {end - self.lo} bytes")
+        if self.kept_start > self.lo:
+            parts.append(f"dropped {self.kept_start - self.lo} bytes ({self.dropped_seen} "
+                         f"records seen) before this window; kept the newest "
+                         f"{len(self.kept)} records")
+        if self.summarised_bytes:
+            parts.append(f"left out the {self.summarised_bytes} bytes before the compaction "
+                         f"in this window (its summary covers them)")
+        if self.seen_records:
+            parts.append(f"left out {self.seen_records} records an earlier window already had "
+                         f"(copied from another session, or re-read)")
+        return f"[autoharness: {'; '.join(parts)}]\n".encode() if parts else b""
+
+    def close(self, start: int, reason: str, end: int) -> bytes:
+        """The marker line, once the oldest kept records that leave it no room are given up."""
+        head = self.marker(start, reason, end)
+        while head and self.kept and self.used + len(head) > self.limits.max_window_bytes:
+            self.used -= len(self.kept.pop().out)
+            self.kept_start = self.kept[-1].start if self.kept else end
+            self.summarised_bytes = 0
+            self.dropped_seen += 1
+            head = self.marker(start, reason, end)
+        self.kept.reverse()
+        return head
+
+
+def _span(fd: int, start: int, size: int, inode: int, expect_inode, expect_size,
+          fallback_bytes: int) -> tuple[int, bool, str]:
+    """(lo, aligned, reason): where the cut starts, whether `lo` is a line start, and why the
+    watermark was not used ("" when it was)."""
+    reason = _invalid_reason(start, size, inode, expect_inode, expect_size)
+    if not reason:
+        return start, True, ""
+    lo = max(0, size - max(1, fallback_bytes))
+    # the re-read starts mid-file: its first line is whole only after a newline
+    return lo, lo == 0 or os.pread(fd, 1, lo - 1) == b"\n", reason
+
+
 def cut_window(
     path: str | os.PathLike,
     start: int,
     *,
     max_record_bytes: int = 4_000,
     max_window_bytes: int = 200_000,
+    max_summary_bytes: int = 32_000,
+    max_scan_bytes: int = DEFAULT_MAX_SCAN_BYTES,
     expect_inode: int | None = None,
     expect_size: int | None = None,
     fallback_bytes: int | None = None,
-    max_scan_bytes: int | None = None,
     record_types: frozenset[str] | None = None,
+    slim: bool = False,
     roots: Sequence[str] | None = None,
     reflected: Container[str] | None = None,
     extra: bytes | None = None,
@@ -280,7 +371,9 @@ def cut_window(
     """Cut the window of `path` from watermark `start` to its last complete line.
 
     With `record_types`, only records of those top-level types are kept (before the byte cap);
-    the others are counted in `bookkeeping_*`. None keeps every record.
+    the others are counted in `bookkeeping_*`. None keeps every record. With `slim`, each
+    record is decoded and sent as `records.slim` shapes it, only when it carries work
+    (`records.work_kind`), bounded by `fit`; its markers are collected before the clip.
 
     With `reflected`, records whose top-level `uuid` it holds are left out (counted in
     `reflected_*`) and the kept records' uuids are returned in `uuids`. `extra` (one JSONL
@@ -290,133 +383,49 @@ def cut_window(
     `expect_size` were taken) falls back to re-reading at most `fallback_bytes` (default:
     `max_window_bytes`) of the tail, marked as such. Raises OSError if the file cannot be read.
     """
-    max_record_bytes = max(64, int(max_record_bytes))
-    max_window_bytes = max(1, int(max_window_bytes))
-    budget = max_scan_bytes if max_scan_bytes is not None else DEFAULT_MAX_SCAN_BYTES
-    budget = max(budget, max_window_bytes + CHUNK)
+    limits = Limits(max_record_bytes=max(64, int(max_record_bytes)),
+                    max_window_bytes=max(1, int(max_window_bytes)),
+                    max_summary_bytes=max(64, int(max_summary_bytes)),
+                    max_scan_bytes=int(max_scan_bytes))
+    budget = max(limits.max_scan_bytes, limits.max_window_bytes + CHUNK)
     fd = open_transcript(path, roots)
     try:
         st = os.fstat(fd)
         size, inode = st.st_size, st.st_ino
-        reason = _invalid_reason(start, size, inode, expect_inode, expect_size)
-        aligned = True
-        if reason:
-            fb = max(1, fallback_bytes if fallback_bytes is not None else max_window_bytes)
-            lo = max(0, size - fb)
-            # the re-read starts mid-file: its first line is whole only after a newline
-            aligned = lo == 0 or os.pread(fd, 1, lo - 1) == b"\n"
-        else:
-            lo = start
+        lo, aligned, reason = _span(fd, start, size, inode, expect_inode, expect_size,
+                                    fallback_bytes if fallback_bytes is not None
+                                    else limits.max_window_bytes)
         end, scanned, tail = find_end(fd, lo, size, budget)
-        head_bytes = max_record_bytes if record_types is None else max(max_record_bytes,
-                                                                           SNIFF_BYTES)
+        head_bytes = limits.max_record_bytes if record_types is None and not slim \
+            else max(limits.max_record_bytes, SNIFF_BYTES)
         lines = BackwardLines(fd, lo, end, head_bytes, budget - scanned, tail)
-        # (output, line start, clipped, uuid), newest first
-        kept: list[tuple[bytes, int, bool, str | None]] = []
-        skipped: dict[str, int] = {}
-        skipped_bytes = 0
-        seen_records = seen_bytes = 0
-        used = 0
-        kept_start = end
-        dropped_seen = 0
+        cut = _Cut(fd, lines, lo, end, limits, record_types=record_types, slim=slim,
+                   reflected=reflected)
         if extra:
-            line = extra if extra.endswith(b"\n") else extra + b"\n"
-            out = _clip(line, len(line), max_record_bytes) if len(line) > max_record_bytes \
-                else line
-            if len(out) <= max_window_bytes:
-                kept.append((out, end, len(line) > max_record_bytes, None))
-                used += len(out)
-        while True:
-            item = lines.next()
-            if item is None:
-                if lines.exhausted and kept_start > lo:
-                    dropped_seen += 1  # the line the budget ran out in (older ones unseen)
-                break
-            s, e, head = item
-            if s == lo and not aligned:
-                dropped_seen += 1  # a fragment of a record cut by the re-read's start
-                break
-            raw_len = e - s
-            if record_types is not None:
-                rtype = record_type(head)
-                if rtype is None and raw_len > len(head):  # clipped head: try the record's end
-                    n = min(SNIFF_BYTES, raw_len)
-                    rtype = record_type_from_tail(os.pread(fd, n, e - n))
-                    scanned += n
-                elif rtype is None:
-                    rtype = record_type_from_tail(head)
-                if rtype not in record_types:
-                    key = rtype if rtype is not None else "(unknown)"
-                    skipped[key] = skipped.get(key, 0) + 1
-                    skipped_bytes += raw_len
-                    kept_start = s  # accounted for: left out by type, not by the cap
-                    continue
-            uuid = None
-            if reflected is not None:
-                if raw_len <= len(head):
-                    uuid = record_uuid_from_tail(head)
-                else:  # Claude Code writes `uuid` after the message: read the record's end
-                    n = min(SNIFF_BYTES, raw_len)
-                    uuid = record_uuid_from_tail(os.pread(fd, n, e - n))
-                    scanned += n
-                if uuid is not None and uuid in reflected:
-                    seen_records += 1
-                    seen_bytes += raw_len
-                    kept_start = s  # accounted for: a reflector had it already
-                    continue
-            is_clipped = raw_len > max_record_bytes
-            out = _clip(head, raw_len, max_record_bytes) if is_clipped else head
-            if used + len(out) > max_window_bytes:
-                dropped_seen += 1 + lines.newlines_before()
-                break
-            kept.append((out, s, is_clipped, uuid))
-            used += len(out)
-            kept_start = s
-        scanned += lines.scanned
+            cut.extra(extra, end)
+        cut.run(aligned)
+        scanned += lines.scanned + cut.scanned
     finally:
         os.close(fd)
-
-    def marker() -> bytes:
-        parts = []
-        if reason:
-            parts.append(f"fallback: watermark {start} invalid ({reason}); "
-                         f"re-read the last {end - lo} bytes")
-        if kept_start > lo:
-            parts.append(f"dropped {kept_start - lo} bytes ({dropped_seen} records seen) "
-                         f"before this window; kept the newest {len(kept)} records")
-        if seen_records:
-            parts.append(f"left out {seen_records} records an earlier window already had "
-                         f"(copied from another session, or re-read)")
-        return f"[autoharness: {'; '.join(parts)}]\n".encode() if parts else b""
-
-    head = marker()
-    # the marker counts against the cap too: give up the oldest kept records until it fits
-    while head and kept and used + len(head) > max_window_bytes:
-        used -= len(kept.pop()[0])
-        kept_start = kept[-1][1] if kept else end
-        dropped_seen += 1
-        head = marker()
-    kept.reverse()
+    head = cut.close(start, reason, end)
+    kept = cut.kept
     return Window(
-        data=head + b"".join(out for out, _, _, _ in kept),
-        start=lo,
-        end=end,
-        dropped_bytes=kept_start - lo,
-        dropped_records=dropped_seen,
-        clipped_records=sum(1 for _, _, c, _ in kept if c),
+        data=head + b"".join(k.out for k in kept),
+        start=lo, end=end,
+        dropped_bytes=cut.kept_start - lo,
+        dropped_records=cut.dropped_seen,
+        clipped_records=sum(1 for k in kept if k.clipped),
         kept_records=len(kept),
-        fallback=bool(reason),
-        fallback_reason=reason,
-        scanned_bytes=scanned,
-        inode=inode,
-        size=size,
-        bookkeeping_records=sum(skipped.values()),
-        bookkeeping_bytes=skipped_bytes,
-        bookkeeping_types=skipped,
-        reflected_records=seen_records,
-        reflected_bytes=seen_bytes,
-        uuids=[u for _, _, _, u in kept if u is not None],
-        extra=bool(extra) and bool(kept) and kept[-1][1] == end,
+        fallback=bool(reason), fallback_reason=reason,
+        scanned_bytes=scanned, inode=inode, size=size,
+        bookkeeping_records=sum(cut.skipped.values()),
+        bookkeeping_bytes=cut.skipped_bytes,
+        bookkeeping_types=cut.skipped,
+        reflected_records=cut.seen_records, reflected_bytes=cut.seen_bytes,
+        summarised_bytes=cut.summarised_bytes,
+        uuids=[k.uuid for k in kept if k.uuid is not None],
+        markers=[m for k in kept for m in k.markers],
+        extra=bool(extra) and bool(kept) and kept[-1].start == end,
     )
 
 

@@ -76,7 +76,8 @@ class StatusReport:
                               watermark=s.watermark, transcript_path=s.transcript_path,
                               last_event_at=s.last_event_at,
                               calls=r.CallCounts(hook=s.calls_hook, transcript=s.calls_transcript),
-                              subagent_calls=s.subagent_calls)
+                              subagent_calls=s.subagent_calls,
+                              seen=self.book.capture_stats.seen_of(s.session_id))
                 for s in newest], len(live)
 
     def _from_files(self) -> tuple[int, r.LearningsInfo, dict, list[str]]:

@@ -43,7 +43,7 @@ from claude_autoharness.daemon.reflect import backends, batchstore, windows
 from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
-from claude_autoharness.daemon.reflect.pipeline import Reflection
+from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
 from claude_autoharness.daemon.reflect.pool import SeenRecords
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.messages import BatchOp
@@ -340,7 +340,7 @@ class BatchRunner:
             if item.project not in indexes:
                 indexes[item.project] = rf.skill_index(item.project)
             prompt = rf.prompt(packet, None, item.project, skills=indexes[item.project])
-            rf.save_window(item.id, packet.window)
+            rf.save_window(item.id, evidence_of(packet))
             out["requests"].append({"custom_id": item.id,
                                     "params": request_params(prompt, self.live.cfg.reflector)})
         return out

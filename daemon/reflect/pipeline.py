@@ -19,7 +19,6 @@ from typing import Protocol
 import anyio
 
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
-from claude_autoharness.daemon.learnings.markers import markers_in_text
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.proposals import Intent
@@ -183,13 +182,19 @@ def queued_marker_texts(intents: Iterable[Intent]) -> list[str]:
             if i.source == "marker" and i.proposal is not None and i.proposal.evidence]
 
 
-def fresh_markers(window: str, queued_markers: list[str]) -> list[str]:
-    """Valid learning markers in the window not already queued as `marker` intents."""
-    if "<!-- learning" not in window:
-        return []
+def evidence_of(packet: Packet | None) -> str:
+    """What a proposal's evidence may quote: the window, and its markers whole (the agent's own
+    words from the window's records, which a clip may have cut out of them)."""
+    if packet is None:
+        return ""
+    return "\n".join([packet.window, *packet.markers]) if packet.markers else packet.window
+
+
+def fresh_markers(markers: list[str], queued_markers: list[str]) -> list[str]:
+    """The window's markers (the packet's: assistant text only, taken before any clip) not
+    already queued as `marker` intents."""
     queued = {normalize(t) for t in queued_markers}
-    return [mk.raw for mk in markers_in_text(decode_escapes(window))
-            if normalize(mk.raw) not in queued]
+    return [mk for mk in markers if normalize(mk) not in queued]
 
 
 def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: list[dict], *,
@@ -200,7 +205,8 @@ def reflection_prompt(packet: Packet | None, guidance: str | None, skill_index: 
     window = packet.window if packet else ""
     return build_request(window, packet.digest if packet else "", skill_index,
                          guidance=guidance, max_intents=max_intents,
-                         markers=fresh_markers(window, queued_markers), memory=memory)
+                         markers=fresh_markers(packet.markers if packet else [],
+                                               queued_markers), memory=memory)
 
 
 def drop_saved_lessons(proposals: list[object], marker_texts: list[str]) -> tuple[list[object], int]:

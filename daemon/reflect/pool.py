@@ -40,7 +40,7 @@ from claude_autoharness.daemon.reflect.curate import (
     build_curate_request,
     wants_model,
 )
-from claude_autoharness.daemon.reflect.pipeline import Reflection
+from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
 from claude_autoharness.daemon.sessions import Job, Session, backoff
 
 log = structlog.get_logger("autoharness")
@@ -79,7 +79,7 @@ class Counters(Protocol):
 
     def job_finished(self, ok: bool) -> None: ...
 
-    def captured(self, packet: Packet) -> None: ...
+    def captured(self, packet: Packet, session_id: str = "") -> None: ...
 
     def refused(self, path: str, reason: str) -> None:
         """A transcript that was not read (outside the roots, not a regular file...)."""
@@ -231,9 +231,9 @@ class ReflectorPool:
             await self._retry_or_fail(job, f"cannot read transcript: {e.strerror}", transient=True)
             return
         if packet is not None:
-            self.counters.captured(packet)
+            self.counters.captured(packet, job.session_id)
             await book.job_windowed(job, packet)
-        evidence_window = packet.window if packet else ""
+        evidence_window = evidence_of(packet)
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
             if fresh is not None:

@@ -7,7 +7,7 @@ class Packet(msgspec.Struct, frozen=True, kw_only=True):
     """Exactly what a model receives about a stretch of a session, redacted: the window, the
     digest of what came before it, and what was left out and why (`autoharnessctl capture`)."""
 
-    window: str  # redacted raw JSONL (UTF-8, undecodable bytes replaced), markers included
+    window: str  # redacted JSONL records, each with only its work (UTF-8), markers included
     digest: str  # redacted orientation from before the window
     watermark_from: int  # the window's span is [watermark_from, watermark_to)
     watermark_to: int  # the session's next watermark once the job completes
@@ -30,4 +30,13 @@ class Packet(msgspec.Struct, frozen=True, kw_only=True):
     reflected_records: int = 0
     reflected_bytes: int = 0
     uuids: list[str] = []  # of the window's records: remembered once it is reflected
+    # bytes before a compaction whose summary the window holds (the summary stands for them)
+    summarised_bytes: int = 0
+    # the learning markers the marker rule finds in the window (assistant text only), whole
+    # and redacted, taken before any record was clipped
+    markers: list[str] = []
+    # how far back the digest read (it covers what the window dropped, from its first record
+    # back), and the bytes after the watermark neither window nor digest covers
+    digest_from: int = 0
+    unseen_bytes: int = 0
     final_from_stop: bool = False  # the window ends with the Stop event's final answer

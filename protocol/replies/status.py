@@ -23,6 +23,9 @@ class SessionInfo(Part):
     last_event_at: float
     calls: CallCounts = msgspec.field(default_factory=CallCounts)
     subagent_calls: int = 0  # its subagents' tool calls: shown apart, never activity
+    # what its windows spanned after the watermark (`bytes`) and how the reflector saw it:
+    # `window_bytes`, `summarised_bytes`, `digest_bytes`, `unseen_bytes` (empty: no window yet)
+    seen: dict[str, int] = {}
 
 
 class EventCounts(Part):
