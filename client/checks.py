@@ -265,6 +265,39 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
     return Check("config", True, where)
 
 
+def check_settings(cfg, sources: dict[str, str], status: r.Status | None,
+                   untrusted: str = "") -> Check:
+    """Where each setting that is not at its default comes from (the config file, or a
+    variable of this environment, which only an explicit start uses), where the running
+    daemon's came from, and whether this environment's locations would stop an autostart."""
+    def value(key: str) -> str:
+        obj = cfg
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        return "(set)" if key == "reflector.api_key" else json.dumps(obj)
+
+    def origin(src: str) -> str:
+        if not src.startswith("AUTOHARNESS_"):
+            return src
+        return (f"{src} in this environment: used by an explicit start (`autoharnessctl "
+                "start`, the service), not by a hook's autostart")
+
+    here = "; ".join(f"{k} = {value(k)} (from {origin(src)})" for k, src in sorted(sources.items()))
+    detail = here or "every setting at its default"
+    if status is not None:
+        daemon = status.settings
+        theirs = ", ".join(f"{k} (from {src})" for k, src in sorted(daemon.sources.items()))
+        how = "by a hook's autostart" if daemon.started_by == "autostart" else "explicitly"
+        detail += (f"; the running daemon was started {how} and has "
+                   f"{theirs or 'every setting at its default'}")
+    if untrusted:
+        return Check("settings", True, detail + f"; a hook here would not start the daemon: "
+                     f"{untrusted}", "set that variable to an absolute path of yours outside "
+                     "the project, or start the daemon yourself (`autoharnessctl start`)",
+                     warning=True)
+    return Check("settings", True, detail)
+
+
 def check_project(project: str) -> Check:
     """The project's off switch (`.claude/autoharness.toml`) is well formed; the daemon takes
     a malformed one as off, so it is a failure with the exact fix."""
@@ -309,7 +342,13 @@ def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
     return Check("reflector", True, f"{backend} backend ({who}){suffix}")
 
 
-def check_spool(status: r.Status | None, spool_dir: str) -> Check:
+def check_spool(status: r.Status | None, spool_dir: str, state_dir: str | None = None) -> Check:
+    lost = status.spool.lost if status is not None else len(spool.lost(state_dir or ""))
+    if lost:  # a warning: the loss is past, and said once the disk has room again
+        return Check("spool", True, f"{plural(lost, 'hook event')} lost so far: the hooks "
+                     "could neither deliver nor spool them (was the disk full?)",
+                     "keep free space where the state directory is (`df -h`); lost events "
+                     "cannot be recovered", warning=True)
     if status is not None:
         n = status.spool.pending
         if n:

@@ -490,6 +490,11 @@ class Book(JobBook):
         self.state.events.spool_replayed += n
         self._mark_dirty()
 
+    def events_lost(self, n: int) -> None:
+        """`n` events hooks could not deliver nor spool (their markers are being removed)."""
+        self.state.events.lost += n
+        self._mark_dirty()
+
     def tables_changed(self) -> None:
         """A table the parts copy in at each persist (`tables`: the markers, the watcher's)
         changed outside a scan: the next persist journals it."""

@@ -46,8 +46,24 @@ class SpoolReplayer:
             if n:
                 self.book.spool_replayed(n)
                 log.info("spool replayed", events=n)
+            await self._count_lost()
             await anyio.to_thread.run_sync(files.drop_stale_tmp, d, time.time())
             return n
+
+    async def _count_lost(self) -> None:
+        """Markers of events hooks could not keep: counted (status and doctor show them),
+        said in the log, removed. Counted before removal: a crash between counts one twice
+        at worst, never none."""
+        markers = await anyio.to_thread.run_sync(files.lost, paths.state_dir())
+        if not markers:
+            return
+        self.book.events_lost(len(markers))
+        await self.book.sync()
+        removed = await anyio.to_thread.run_sync(files.take_lost, paths.state_dir())
+        log.warning("hook events lost: the hooks could neither deliver nor spool them (was the "
+                    "disk full?)", events=len(markers), removed=removed,
+                    fix="free space in the state directory's filesystem (`df -h`); those "
+                    "events cannot be recovered")
 
     async def _replay_batch(self, d: str, names: list[str]) -> int:
         records = await anyio.to_thread.run_sync(_read_all, d, names)

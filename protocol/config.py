@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.words import printable
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
@@ -120,6 +121,8 @@ class ConfigError(Exception):
     `what` the message and `fix` the fix alone."""
 
     def __init__(self, message: str, *, key: str = "", fix: str = "") -> None:
+        # what it echoes of the file or the environment never carries a control character
+        message, key, fix = printable(message), printable(key), printable(fix)
         super().__init__(f"{message}; {fix}" if fix else message)
         self.what, self.key, self.fix = message, key, fix
 
@@ -296,10 +299,28 @@ def _open_regular(path: str) -> int:
     return fd
 
 
-def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
+AUTOSTARTED = ("AUTOHARNESS_STARTED_BY", "autostart")  # set by the hook that spawns a daemon
+
+
+def settings_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment whose AUTOHARNESS_<KEY> variables may configure this process: none
+    for a daemon a hook autostarted (its environment was a session's, which a repository can
+    set; the hook passes no such variable either, this holds even if one slipped through)."""
+    env = dict(os.environ) if env is None else env
+    return {} if autostarted(env) else env
+
+
+def autostarted(env=None) -> bool:
+    """Whether this process is a daemon a hook's autostart spawned."""
+    return (os.environ if env is None else env).get(AUTOSTARTED[0]) == AUTOSTARTED[1]
+
+
+def load(path: str | None = None, env: dict[str, str] | None = None,
+         sources: dict[str, str] | None = None) -> Config:
     """Read the config file (missing is fine) and the environment; raise ConfigError if invalid,
     naming the key, where its value came from (the file and line, or the variable), what it
-    accepts, and the fix."""
+    accepts, and the fix. `sources`, when given, is filled with where each key set came from:
+    the file's path or the variable's name (keys left at their default are absent)."""
     path = path or paths.config_file()
     env = dict(os.environ) if env is None else env
     data: dict = {}
@@ -321,7 +342,11 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read: {e}",
                           fix=f"make {path} a readable regular file, or remove it") from None
     names: dict[str, str] = {}
+    if sources is not None:
+        sources.update(_file_keys(data, path))
     data = _merge(data, _env_overrides(env, names))
+    if sources is not None:
+        sources.update(names)
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
@@ -337,7 +362,81 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
             where, fix = _blame(dotted, path, names, env)
             raise ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)} "
                               f"(got {obj!r})", key=dotted, fix=fix)
+    for dotted, check in STRINGS.items():
+        obj = cfg
+        for part in dotted.split("."):
+            obj = getattr(obj, part)
+        for value in obj if isinstance(obj, list) else [obj]:
+            wants = check(value)
+            if wants:
+                where, fix = _blame(dotted, path, names, env)
+                raise ConfigError(f"{where}: invalid config: `{dotted}` must be {wants} "
+                                  f"(got {value!r})", key=dotted, fix=fix)
     return cfg
+
+
+def _url(v: str) -> str:
+    from urllib.parse import urlsplit
+
+    if not v:
+        return ""
+    try:
+        u = urlsplit(v)
+        ok = u.scheme in ("http", "https") and bool(u.hostname) and _one_word(v) == ""
+    except ValueError:
+        ok = False
+    return "" if ok else ("an http:// or https:// URL with a host (such as "
+                          "`https://api.anthropic.com`), or empty for the SDK's default")
+
+
+def _one_word(v: str) -> str:
+    return "" if v and v.isprintable() and not any(c.isspace() for c in v) else \
+        "one word with no spaces or control characters"
+
+
+def _name(v: str) -> str:
+    return "" if not _one_word(v) else f"a model name such as `{DEFAULT_MODEL}`"
+
+
+def _branch(v: str) -> str:
+    bad = (_one_word(v) or v.startswith(("-", "/")) or v.endswith(("/", ".", ".lock"))
+           or ".." in v or "@{" in v or "//" in v or any(c in v for c in "~^:?*[\\"))
+    return "a git branch name such as `autoharness/skills`" if bad else ""
+
+
+def _secret(v: str) -> str:
+    return "" if not v or not _one_word(v) else \
+        "one line with no spaces (the key as the console shows it), or empty"
+
+
+def _program(v: str) -> str:
+    return "" if v and v.isprintable() else "a program name or path such as `claude`"
+
+
+def _absolute(v: str) -> str:
+    return "" if v.isprintable() and os.path.isabs(v) else "a list of absolute directory paths"
+
+
+# Every string key's check: what it must be in words, "" when the value is fine.
+STRINGS: dict[str, typing.Callable[[str], str]] = {
+    "reflector.base_url": _url,
+    "reflector.model": _name,
+    "reflector.api_key": _secret,
+    "reflector.claude_path": _program,
+    "promoter.git_branch": _branch,
+    "capture.transcript_roots": _absolute,
+}
+
+
+def _file_keys(data: dict, path: str) -> dict[str, str]:
+    """Each dotted key the file sets, mapped to the file."""
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and isinstance(getattr(Config(), str(k), None), msgspec.Struct):
+            out.update({f"{k}.{sub}": path for sub in v})
+        else:
+            out[str(k)] = path
+    return out
 
 
 def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, str]) -> ConfigError:

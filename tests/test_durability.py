@@ -97,7 +97,7 @@ def test_frozen_daemon_then_sigkill_all_five_hooks_counted_after_restart(home):
     try:
         st = d2.status()
         assert session(st, "frozen")["activity"] == 5
-        assert st["spool"] == {"replayed": 5, "pending": 0}
+        assert st["spool"] == {"replayed": 5, "pending": 0, "lost": 0}
     finally:
         d2.stop()
 

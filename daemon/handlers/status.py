@@ -25,6 +25,7 @@ from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.config import autostarted
 
 DAY_S = 86_400
 
@@ -102,7 +103,8 @@ class StatusReport:
                                  duplicates=ev.duplicates),
             jobs=self.job_counts(),
             connections=self.src.connections(),
-            spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),
+            spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending,
+                              lost=ev.lost),
             persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
                                           quarantined=quarantined,
                                           failing=self.book.health.failing()),
@@ -121,6 +123,8 @@ class StatusReport:
             learnings=learnings,
             batches=self.src.batches(),
             sync=self.src.sync(),
+            settings=r.SettingsInfo(started_by="autostart" if autostarted() else "explicit",
+                                    sources=dict(self.live.sources)),
         )
 
     def job_counts(self) -> r.JobCounts:

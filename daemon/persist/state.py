@@ -25,6 +25,7 @@ class Counters(msgspec.Struct, kw_only=True):
     malformed_frames: int = 0
     peer_rejected: int = 0
     spool_replayed: int = 0
+    lost: int = 0  # events hooks could keep neither way (a full disk): counted from their markers
     duplicates: int = 0  # events whose id was already counted (a spooled copy, a retry)
 
 
