@@ -233,7 +233,8 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
     try:
         bad = private.private_problem(state_dir, uid=uid, fixes={
             "not_dir": f"move it away (`mv {state_dir} {state_dir}.old`), {move}",
-            "not_owner": f"`sudo chown -R {uid} {state_dir}`, {move}"})
+            # another user's: never take it over (what they planted inside would stay)
+            "not_owner": f"do not take it over: remove it (`sudo rm -r {state_dir}`), {move}"})
     except FileNotFoundError:
         return Check("state", True, f"{state_dir} does not exist yet: the daemon creates it")
     except OSError as e:
@@ -326,8 +327,9 @@ def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
 def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
                     config_file: str) -> Check:
     """Reflection needs a backend: an API key, or `claude` on PATH."""
-    fix = (f"set ANTHROPIC_API_KEY (or reflector.api_key in {config_file}) for the daemon, or "
-           "install Claude Code so `claude` is on its PATH; check reflector.backend is `auto`")
+    fix = (f"set reflector.api_key in {config_file} (a daemon a hook autostarts never sees "
+           "ANTHROPIC_API_KEY; one you start does), or install Claude Code so `claude` is on "
+           "the daemon's PATH; check reflector.backend is `auto`")
     info = status.reflector if status is not None and status.reflector.backend else None
     if info is not None:
         backend, reason, who = info.backend, info.reason or "", "daemon"

@@ -490,8 +490,7 @@ class Book(JobBook):
         self.state.events.spool_replayed += n
         self._mark_dirty()
 
-    def events_lost(self, n: int) -> None:
-        """`n` events hooks could not deliver nor spool (their markers are being removed)."""
+    def events_lost(self, n: int) -> None:  # hooks could neither deliver nor spool them
         self.state.events.lost += n
         self._mark_dirty()
 

@@ -342,11 +342,9 @@ def load(path: str | None = None, env: dict[str, str] | None = None,
         raise ConfigError(f"{path}: cannot read: {e}",
                           fix=f"make {path} a readable regular file, or remove it") from None
     names: dict[str, str] = {}
-    if sources is not None:
-        sources.update(_file_keys(data, path))
+    found = _file_keys(data, path)
     data = _merge(data, _env_overrides(env, names))
-    if sources is not None:
-        sources.update(names)
+    found.update(names)
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
@@ -372,6 +370,8 @@ def load(path: str | None = None, env: dict[str, str] | None = None,
                 where, fix = _blame(dotted, path, names, env)
                 raise ConfigError(f"{where}: invalid config: `{dotted}` must be {wants} "
                                   f"(got {value!r})", key=dotted, fix=fix)
+    if sources is not None:  # only for a config that is valid: every key is then known
+        sources.update(found)
     return cfg
 
 

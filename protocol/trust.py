@@ -35,26 +35,32 @@ def _user_home() -> str:
         return "/"
 
 
+# What makes a directory a project a repository could have brought: a git worktree, or project
+# settings of Claude Code (whose `env` is what a session's environment is built from).
+PROJECT_MARKS = (".git", os.path.join(".claude", "settings.json"),
+                 os.path.join(".claude", "settings.local.json"))
+
+
 def project_dirs(cwd: str, env) -> list[str]:
-    """The session's project: the git worktree holding `cwd` (and `CLAUDE_PROJECT_DIR`), else
-    that directory itself. One that is the user's home or above it is no project (a session
-    started in `~` would otherwise make every path of the user's untrusted)."""
+    """The session's project: the nearest directory holding `cwd` (and `CLAUDE_PROJECT_DIR`)
+    with a `.git` or Claude Code project settings; none for a directory outside any. The
+    user's home and the directories above it are no project (`~/.claude/settings.json` is
+    the user's own, and a session started in `~` would make every path untrusted)."""
     home = _user_home()
     out = []
     for start in (cwd, env.get("CLAUDE_PROJECT_DIR", "")):
         if not start or not os.path.isabs(start):
             continue
-        d = top = os.path.realpath(start)
-        while True:
-            if os.path.lexists(os.path.join(d, ".git")):
-                top = d
+        d = os.path.realpath(start)
+        while not _inside(home, d):
+            if any(os.path.lexists(os.path.join(d, m)) for m in PROJECT_MARKS):
+                if d not in out:
+                    out.append(d)
                 break
             up = os.path.dirname(d)
             if up == d:
                 break
             d = up
-        if not (home + os.sep).startswith(top.rstrip(os.sep) + os.sep) and top not in out:
-            out.append(top)
     return out
 
 

@@ -176,3 +176,29 @@ def test_the_autostart_environment_is_an_allow_list(short_tmp):
     out = trust.autostart_env(env, str(proj))
     assert out == {"HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C",
                    "AUTOHARNESS_HOME": "/x/ah", "PATH": "/usr/bin:/bin"}
+
+
+def test_a_projects_file_only_narrows_the_promoter(home, monkeypatch):
+    """The user reviews every landing (`mode = "review"`); a repository's
+    `.claude/autoharness.toml` saying `mode = "auto"` (or `git`) does not land anything
+    unapproved there. A project may narrow the user's `auto` to `review`."""
+    from claude_autoharness.daemon.promote import gitmode
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.protocol.config import PromoterConfig
+    from promote_support import WINDOW, intent
+
+    monkeypatch.setenv("HOME", str(home["tmp"]))
+    proj = home["tmp"] / "cloned"
+    (proj / ".claude").mkdir(parents=True)
+    switch = proj / ".claude" / "autoharness.toml"
+    for widening in ("auto", "git"):
+        switch.write_text(f'[promoter]\nmode = "{widening}"\n')
+        assert gitmode.mode_for(str(proj), PromoterConfig(mode="review"))[0] == "review"
+    switch.write_text('[promoter]\nmode = "auto"\n')
+    out = Promoter(PromoterConfig(mode="review")).promote(intent("create", "from-repo"),
+                                                          WINDOW, str(proj))
+    assert out.status == "held", out.findings
+    assert not (proj / ".claude" / "skills").exists()
+    switch.write_text('[promoter]\nmode = "review"\n')
+    assert gitmode.mode_for(str(proj), PromoterConfig(mode="auto"))[0] == "review"
+    assert gitmode.mode_for(str(proj), PromoterConfig(mode="git"))[0] == "review"

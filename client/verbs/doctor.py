@@ -43,6 +43,7 @@ from claude_autoharness.client.verbs.sync import read_info as sync_info
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths, trust
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import printable
 
 
 def add_parser(sub) -> None:
@@ -127,9 +128,9 @@ def format_human(checks: list[Check]) -> str:
     lines = []
     for c in checks:
         label = "FAIL" if not c.ok else "warn" if c.warning else "ok"
-        lines.append(f"{label:<5} {c.name}: {c.detail}")
+        lines.append(f"{label:<5} {c.name}: {printable(c.detail)}")
         if (not c.ok or c.warning) and c.fix:
-            lines.append(f"      fix: {c.fix}")
+            lines.append(f"      fix: {printable(c.fix)}")
     bad = sum(not c.ok for c in checks)
     lines.append("all checks passed" if not bad else f"{bad} of {len(checks)} checks failed")
     return "\n".join(lines)

@@ -132,8 +132,9 @@ def mode_for(project_root: str | None, cfg) -> tuple[str, str]:
     mode, branch = cfg.mode, getattr(cfg, "git_branch", DEFAULT_BRANCH)
     if project_root:
         s = project_settings(project_root)
-        if REACH.get(s.get("mode"), 99) < REACH[mode]:
-            mode = s["mode"]
+        narrower = s.get("mode")
+        if isinstance(narrower, str) and REACH.get(narrower, 99) < REACH[mode]:
+            mode = narrower
         if isinstance(s.get("git_branch"), str) and s["git_branch"]:
             branch = s["git_branch"]
     return mode, branch
