@@ -5,7 +5,9 @@ again on every run, and that was most of the hook's cost above a bare interprete
 
 Hot path: reads the hook JSON from stdin, wraps the raw bytes in an envelope (with a random event
 id) without parsing them, sends one frame to the daemon, prints the daemon's hook output if any,
-and always exits 0. An event the daemon did not answer in time is spooled, never dropped.
+and always exits 0. An event the daemon did not answer in time is spooled, never dropped
+silently: one that cannot be written (a full disk) leaves a marker the daemon counts, and one
+whose locations a repository may have set (protocol/trust.py) is kept nowhere, said on stderr.
 Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
 The daemon is the user's own: the peer's uid on the socket is checked before a byte is sent.
 """

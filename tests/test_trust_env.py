@@ -13,7 +13,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from claude_autoharness.protocol import trust
 from claude_autoharness.protocol.paths import project_slug
 from conftest import REAL
 from fake_anthropic import FakeAnthropic, tool_reply
@@ -78,11 +77,8 @@ def test_an_autostarted_daemon_uses_the_users_config_not_the_sessions_env(home):
             r = hook(_ev("SessionStart", "sess-trust", transcript, proj, source="startup"),
                      env=env)
             assert r.returncode == 0, r.stderr
-            st = wait_for(lambda: (c := ctl("status", "--json")).returncode == 0 and
-                          json.loads(c.stdout), what="the autostarted daemon")
-            assert st["settings"]["started_by"] == "autostart"
-            cfg_file = str(home["home"] / "config.toml")
-            assert set(st["settings"]["sources"].values()) == {cfg_file}, st["settings"]
+            started = wait_for(lambda: (c := ctl("status", "--json")).returncode == 0 and
+                               json.loads(c.stdout), what="the autostarted daemon")
             for sid, path in (("sess-trust", transcript), ("sess-out", outside)):
                 for i in range(2):
                     hook(_ev("PreToolUse", sid, path, proj, tool_name="Bash",
@@ -100,6 +96,9 @@ def test_an_autostarted_daemon_uses_the_users_config_not_the_sessions_env(home):
         assert SECRET not in raw and "REDACTED" in raw  # the redaction was not weakened
         assert OUTSIDE_MARK not in raw
         assert st["jobs"]["failed"] == 1 and "transcript refused" in st["jobs"]["last_error"]["error"]
+        assert started["settings"]["started_by"] == "autostart"
+        cfg_file = str(home["home"] / "config.toml")
+        assert set(started["settings"]["sources"].values()) == {cfg_file}, started["settings"]
 
 
 def test_an_explicit_start_keeps_its_environment(home):
@@ -167,6 +166,8 @@ def test_locations_a_repository_could_have_planted_start_nothing(home):
 def test_the_autostart_environment_is_an_allow_list(short_tmp):
     """What an autostart passes: the plain and location variables and a PATH without entries
     in the project; no setting, API, proxy or other variable."""
+    from claude_autoharness.protocol import trust
+
     proj = short_tmp / "p"
     (proj / ".git").mkdir(parents=True)
     env = {"HOME": "/home/u", "LANG": "C.UTF-8", "LC_ALL": "C", "AUTOHARNESS_HOME": "/x/ah",

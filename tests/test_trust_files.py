@@ -50,6 +50,7 @@ def test_nothing_is_written_into_another_users_state_dir(home, planted, monkeypa
     assert hook(event("SessionStart", "s-victim", source="startup"), env=env).returncode == 0
     assert hook(pre_tool("s-victim"), env=env).returncode == 0
     r = ctl("start", "--timeout", "20")
+    assert planted["bashrc"].read_text() == "# the victim's own\n"
     assert r.returncode == 1
     assert f"{planted['state']} is owned by uid" in r.stderr and "nothing was written" in r.stderr
     assert "remove it" in r.stderr and "chown" not in r.stderr
@@ -98,6 +99,10 @@ def test_an_event_lost_on_a_full_disk_is_said(home):
     """No daemon and a full disk: the hook can neither deliver nor spool the event. It still
     exits 0, says so on stderr, and leaves a marker; doctor warns before any daemon runs; the
     next daemon counts the loss in `status`, logs it, and doctor still shows it."""
+    from claude_autoharness.client import hook as hook_module
+    from claude_autoharness.protocol import spool
+
+    assert hook_module.LOST == spool.LOST_PREFIX  # the hook's copy, kept out of its imports
     r = _hook_on_a_full_disk(pre_tool("s-full"))
     assert r.returncode == 0
     assert b"could not be kept" in r.stderr
