@@ -275,7 +275,15 @@ def check_settings(cfg, sources: dict[str, str], status: r.Status | None,
         obj = cfg
         for part in key.split("."):
             obj = getattr(obj, part)
-        return "(set)" if key == "reflector.api_key" else json.dumps(obj)
+        if key == "reflector.api_key":
+            return "(set)"
+        if key == "reflector.base_url":  # never the credentials a URL may carry
+            from urllib.parse import urlsplit
+
+            u = urlsplit(obj)
+            host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname or ""
+            obj = u._replace(netloc=host + (f":{u.port}" if u.port else "")).geturl()
+        return json.dumps(obj)
 
     def origin(src: str) -> str:
         if not src.startswith("AUTOHARNESS_"):

@@ -118,11 +118,16 @@ def test_an_explicit_start_keeps_its_environment(home):
 def test_doctor_says_where_each_setting_came_from(home):
     """doctor lists each setting that is not at its default with the file or variable that set
     it, and says a hook's autostart would not use the variable."""
-    (home["home"] / "config.toml").write_text("reflect_every = 9\n")
+    (home["home"] / "config.toml").write_text(
+        'reflect_every = 9\n[reflector]\napi_key = "sk-mine"\n'
+        'base_url = "https://me:pw@llm.example:8443/v1"\n')
     r = ctl("doctor", "--json", env=dict(os.environ, AUTOHARNESS_WATCH="0"))
     checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
     detail = checks["settings"]["detail"]
     assert f"reflect_every = 9 (from {home['home'] / 'config.toml'})" in detail
+    assert 'reflector.base_url = "https://llm.example:8443/v1"' in detail
+    assert "reflector.api_key = (set)" in detail
+    assert "sk-mine" not in r.stdout and "pw@" not in r.stdout
     assert "watch = false (from AUTOHARNESS_WATCH" in detail
     assert "not by a hook's autostart" in detail
 
