@@ -10,11 +10,13 @@ finds nothing: each is an absolute path, reached through no link but root's (`/p
 is the user's), and outside the session's project (a repository cannot have planted it).
 An explicit start (`autoharnessctl start`, the service) keeps its whole environment.
 
-Stdlib only (`os`, `stat`, `pwd`): the hook imports it on its cold path.
+Stdlib only (`os`, `stat`, `pwd`, and `paths`): the hook imports it on its cold path.
 """
 
 import os
 import stat
+
+from claude_autoharness.protocol.paths import within
 
 # Where autoharness's own files are, and what the daemon's children find files with. Checked.
 LOCATION_VARS = ("AUTOHARNESS_HOME", "AUTOHARNESS_SOCKET", "AUTOHARNESS_CONFIG",
@@ -52,7 +54,7 @@ def project_dirs(cwd: str, env) -> list[str]:
         if not start or not os.path.isabs(start):
             continue
         d = os.path.realpath(start)
-        while not _inside(home, d):
+        while not within(home, d):
             if any(os.path.lexists(os.path.join(d, m)) for m in PROJECT_MARKS):
                 if d not in out:
                     out.append(d)
@@ -62,10 +64,6 @@ def project_dirs(cwd: str, env) -> list[str]:
                 break
             d = up
     return out
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _foreign_link(path: str, lstat=os.lstat) -> str:
@@ -108,7 +106,7 @@ def untrusted_location(env, cwd: str) -> str:
             return f"{shown} goes through the link {link}"
         real = os.path.realpath(value)
         for root in projects:
-            if _inside(real, root):
+            if within(real, root):
                 return f"{shown} is inside the session's project {root}"
     return ""
 
@@ -121,6 +119,6 @@ def autostart_env(env, cwd: str) -> dict[str, str]:
     out.update({k: v for k, v in env.items() if k.startswith(PLAIN_PREFIX)})
     projects = project_dirs(cwd, env)
     keep = [p for p in env.get("PATH", "").split(os.pathsep)
-            if os.path.isabs(p) and not any(_inside(os.path.realpath(p), r) for r in projects)]
+            if os.path.isabs(p) and not any(within(os.path.realpath(p), r) for r in projects)]
     out["PATH"] = os.pathsep.join(keep) or os.defpath
     return out

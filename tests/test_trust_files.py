@@ -183,3 +183,25 @@ def test_the_fix_for_another_users_dir_is_never_to_take_it_over(short_tmp):
     assert "chown" not in bad.fix and "remove it" in bad.fix
     c = checks.check_state(str(d), uid=other)
     assert not c.ok and "chown" not in c.fix and "remove it" in c.fix
+
+
+def test_install_keeps_nothing_in_a_state_dir_open_to_others(home, short_tmp):
+    """`autoharnessctl install` keeps its record and settings backups under the state dir:
+    one open to others gets nothing (the error names `chmod 700`), and a link planted as the
+    record in the user's own dir is replaced, never written through."""
+    state = home["home"] / "state"
+    state.mkdir()
+    os.chmod(state, 0o777)
+    r = ctl("install")
+    assert r.returncode == 1 and f"chmod 700 {state}" in r.stderr, r.stderr
+    assert os.listdir(state) == []
+    assert not (home["claude"] / "settings.json").exists()  # no half install either
+    os.chmod(state, 0o700)
+    (state / "install").mkdir(mode=0o700)
+    target = short_tmp / "target"
+    target.write_text("mine\n")
+    (state / "install" / "record.json").symlink_to(target)
+    r = ctl("install")
+    assert r.returncode == 0, r.stderr
+    assert target.read_text() == "mine\n"
+    assert not (state / "install" / "record.json").is_symlink()
