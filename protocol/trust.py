@@ -18,10 +18,11 @@ import stat
 
 from claude_autoharness.protocol.paths import within
 
-# Where autoharness's own files are, and what the daemon's children find files with. Checked.
+# Where autoharness's own files are, and what the daemon's children find files with (the ssh
+# agent: `sync` pushes with git). Checked by `untrusted_location`.
 LOCATION_VARS = ("AUTOHARNESS_HOME", "AUTOHARNESS_SOCKET", "AUTOHARNESS_CONFIG",
                  "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
-                 "HOME", "TMPDIR")
+                 "HOME", "TMPDIR", "SSH_AUTH_SOCK")
 # Who the user is and how text is shown: nothing here can send data anywhere or weaken redaction.
 PLAIN_VARS = ("USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ")
 PLAIN_PREFIX = "LC_"

@@ -208,3 +208,14 @@ def test_a_projects_file_only_narrows_the_promoter(home, monkeypatch):
     switch.write_text('[promoter]\nmode = "review"\n')
     assert gitmode.mode_for(str(proj), PromoterConfig(mode="auto"))[0] == "review"
     assert gitmode.mode_for(str(proj), PromoterConfig(mode="git"))[0] == "review"
+
+
+def test_the_docs_name_every_variable_an_autostart_passes():
+    """docs/configuration.md lists exactly what a hook's autostart hands the daemon."""
+    from claude_autoharness.protocol import trust
+    from conftest import REPO
+
+    text = (REPO / "docs" / "configuration.md").read_text()
+    section = text.split("## Whose settings the daemon uses")[1].split("\n## ")[0]
+    for var in trust.PLAIN_VARS + trust.LOCATION_VARS + ("LC_*", "PATH"):
+        assert f"`{var}`" in section, var
