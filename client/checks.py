@@ -355,7 +355,9 @@ def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
 def check_spool(status: r.Status | None, spool_dir: str, state_dir: str | None = None) -> Check:
     lost = status.spool.lost if status is not None else len(spool.lost(state_dir or ""))
     if lost:  # a warning: the loss is past, and said once the disk has room again
-        return Check("spool", True, f"{plural(lost, 'hook event')} lost so far: the hooks "
+        since = ("since the daemon started (its log says when)" if status is not None
+                 else "and not yet counted by a daemon")
+        return Check("spool", True, f"{plural(lost, 'hook event')} lost {since}: the hooks "
                      "could neither deliver nor spool them (was the disk full?)",
                      "keep free space where the state directory is (`df -h`); lost events "
                      "cannot be recovered", warning=True)

@@ -360,15 +360,19 @@ class Book(JobBook):
             self.state.jobs_failed += 1
         self.dirty = True
 
-    def tokens_on(self, day: str) -> int:
-        return self.state.tokens.get(day, 0)
+    def tokens_on(self, day: str, backend: str = "") -> int:
+        """Tokens charged to `day` (to `backend` alone, when one is named)."""
+        return self.state.tokens.get(f"{day}/{backend}" if backend else day, 0)
 
-    def add_tokens(self, day: str, n: int) -> None:
-        """Charge `n` tokens to `day` and the total; only today's count is kept."""
+    def add_tokens(self, day: str, n: int, backend: str = "") -> None:
+        """Charge `n` tokens to `day`, to `day/backend` and to the total; only today's counts
+        are kept."""
         t = self.state.tokens
-        for k in [k for k in t if k.startswith("day:") and k != day]:
+        for k in [k for k in t if k.startswith("day:") and k.split("/")[0] != day]:
             del t[k]
         t[day] = t.get(day, 0) + n
+        if backend:
+            t[f"{day}/{backend}"] = t.get(f"{day}/{backend}", 0) + n
         t["total"] = t.get("total", 0) + n
         self.dirty = True
 
@@ -488,10 +492,6 @@ class Book(JobBook):
 
     def spool_replayed(self, n: int) -> None:
         self.state.events.spool_replayed += n
-        self._mark_dirty()
-
-    def events_lost(self, n: int) -> None:  # hooks could neither deliver nor spool them
-        self.state.events.lost += n
         self._mark_dirty()
 
     def tables_changed(self) -> None:

@@ -115,7 +115,7 @@ class Daemon:
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
             batches=self.batches.status, sync=self.sync.info,
             connections=self.connections.stats, socket_path=self.socket_path,
-            started_at=clock()), clock=clock)
+            started_at=clock(), lost_events=lambda: self.spool.lost), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
                                    lambda reason: self.hooks.rejected(reason, from_spool=True))
         self.handlers: dict[type, Callable[[Any], Awaitable[m.Reply]]] = {

@@ -33,6 +33,9 @@ class SpoolReplayer:
         self.handle = handle
         self.reject = reject
         self._lock = anyio.Lock()
+        # events hooks could neither deliver nor spool, counted from their markers since the
+        # start (each also logged): a loss is past, it is not part of the state
+        self.lost = 0
 
     async def replay(self) -> int:
         """Process every spooled record; return how many were processed."""
@@ -52,16 +55,13 @@ class SpoolReplayer:
 
     async def _count_lost(self) -> None:
         """Markers of events hooks could not keep: counted (status and doctor show them),
-        said in the log, removed. Counted before removal: a crash between counts one twice
-        at worst, never none."""
-        markers = await anyio.to_thread.run_sync(files.lost, paths.state_dir())
-        if not markers:
+        said in the log, removed."""
+        n = await anyio.to_thread.run_sync(files.take_lost, paths.state_dir())
+        if not n:
             return
-        self.book.events_lost(len(markers))
-        await self.book.sync()
-        removed = await anyio.to_thread.run_sync(files.take_lost, paths.state_dir())
+        self.lost += n
         log.warning("hook events lost: the hooks could neither deliver nor spool them (was the "
-                    "disk full?)", events=len(markers), removed=removed,
+                    "disk full?)", events=n,
                     fix="free space in the state directory's filesystem (`df -h`); those "
                     "events cannot be recovered")
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config_strings import string_problem
 from claude_autoharness.protocol.words import printable
 
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -45,7 +46,7 @@ class RedactionConfig(_Section):
 
 
 class ReflectorConfig(_Section):
-    backend: Literal["auto", "anthropic", "claude", "none"] = "auto"
+    backend: Literal["auto", "anthropic", "claude", "openai", "none"] = "auto"
     model: str = DEFAULT_MODEL
     concurrency: int = 2
     max_attempts: int = 5
@@ -57,6 +58,19 @@ class ReflectorConfig(_Section):
     api_key: str = ""
     base_url: str = ""
     claude_path: str = "claude"
+    # the `openai` backend: any OpenAI-compatible chat-completions endpoint (Ollama, llama.cpp's
+    # server, vLLM, LM Studio, LiteLLM, OpenRouter); `openai_output` is how it is asked for the
+    # reply's JSON: a forced tool call, a JSON-schema response format, or `auto` (tools first)
+    openai_base_url: str = ""
+    openai_model: str = ""
+    openai_api_key: str = ""
+    openai_output: Literal["auto", "tools", "json_schema"] = "auto"
+    # per kind of work (reflect, learn, curate, repair): "backend" or "backend:model"
+    routes: dict[str, str] = {}
+    # per backend: tokens a day (0 = off), beside the overall daily_token_budget
+    backend_budgets: dict[str, int] = {}
+    # model -> [input, output] USD per million tokens, beside Anthropic's list prices
+    prices: dict[str, list[float]] = {}
     backoff_base_s: float = 2.0
     # replay --batch: Message Batches limits and polling (first poll, doubling up to the max)
     batch_max_requests: int = 100_000
@@ -252,8 +266,9 @@ def _env_overrides(env: dict[str, str], names: dict[str, str] | None = None) -> 
     return out
 
 
-# Lists of tables have no sensible one-line form: they are set in the file only.
-FILE_ONLY = {"redaction.extra_rules"}
+# Lists of tables and tables have no sensible one-line form: they are set in the file only.
+FILE_ONLY = {"redaction.extra_rules", "reflector.routes", "reflector.backend_budgets",
+             "reflector.prices"}
 
 
 def _env_value(raw: str, default):
@@ -360,72 +375,16 @@ def load(path: str | None = None, env: dict[str, str] | None = None,
             where, fix = _blame(dotted, path, names, env)
             raise ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)} "
                               f"(got {obj!r})", key=dotted, fix=fix)
-    for dotted, check in STRINGS.items():
-        obj = cfg
-        for part in dotted.split("."):
-            obj = getattr(obj, part)
-        for value in obj if isinstance(obj, list) else [obj]:
-            wants = check(value)
-            if wants:
-                where, fix = _blame(dotted, path, names, env)
-                raise ConfigError(f"{where}: invalid config: `{dotted}` must be {wants} "
-                                  f"(got {value!r})", key=dotted, fix=fix)
+    bad = string_problem(cfg)
+    if bad:
+        dotted, wants, value = bad
+        where, fix = _blame(dotted, path, names, env)
+        raise ConfigError(f"{where}: invalid config: `{dotted}` must be {wants} (got {value!r})",
+                          key=dotted, fix=fix)
+    _check_routing(cfg.reflector, path)
     if sources is not None:  # only for a config that is valid: every key is then known
         sources.update(found)
     return cfg
-
-
-def _url(v: str) -> str:
-    from urllib.parse import urlsplit
-
-    if not v:
-        return ""
-    try:
-        u = urlsplit(v)
-        ok = u.scheme in ("http", "https") and bool(u.hostname) and _one_word(v) == ""
-    except ValueError:
-        ok = False
-    return "" if ok else ("an http:// or https:// URL with a host (such as "
-                          "`https://api.anthropic.com`), or empty for the SDK's default")
-
-
-def _one_word(v: str) -> str:
-    return "" if v and v.isprintable() and not any(c.isspace() for c in v) else \
-        "one word with no spaces or control characters"
-
-
-def _name(v: str) -> str:
-    return "" if not _one_word(v) else f"a model name such as `{DEFAULT_MODEL}`"
-
-
-def _branch(v: str) -> str:
-    bad = (_one_word(v) or v.startswith(("-", "/")) or v.endswith(("/", ".", ".lock"))
-           or ".." in v or "@{" in v or "//" in v or any(c in v for c in "~^:?*[\\"))
-    return "a git branch name such as `autoharness/skills`" if bad else ""
-
-
-def _secret(v: str) -> str:
-    return "" if not v or not _one_word(v) else \
-        "one line with no spaces (the key as the console shows it), or empty"
-
-
-def _program(v: str) -> str:
-    return "" if v and v.isprintable() else "a program name or path such as `claude`"
-
-
-def _absolute(v: str) -> str:
-    return "" if v.isprintable() and os.path.isabs(v) else "a list of absolute directory paths"
-
-
-# Every string key's check: what it must be in words, "" when the value is fine.
-STRINGS: dict[str, typing.Callable[[str], str]] = {
-    "reflector.base_url": _url,
-    "reflector.model": _name,
-    "reflector.api_key": _secret,
-    "reflector.claude_path": _program,
-    "promoter.git_branch": _branch,
-    "capture.transcript_roots": _absolute,
-}
 
 
 def _file_keys(data: dict, path: str) -> dict[str, str]:
@@ -437,6 +396,35 @@ def _file_keys(data: dict, path: str) -> dict[str, str]:
         else:
             out[str(k)] = path
     return out
+
+
+ROUTE_KINDS = ("reflect", "learn", "curate", "repair")
+ROUTE_BACKENDS = ("anthropic", "claude", "openai")
+
+
+def _check_routing(r: ReflectorConfig, path: str) -> None:
+    """The reflector's tables: known kinds and backends, prices as two finite numbers >= 0."""
+    def bad(key: str, what: str, fix: str) -> ConfigError:
+        return ConfigError(f"{path}: invalid config: `reflector.{key}` {what}", key=f"reflector.{key}",
+                           fix=f"{fix} in {path}")
+    for kind, route in r.routes.items():
+        if kind not in ROUTE_KINDS:
+            raise bad("routes", f"names an unknown kind of work {kind!r}",
+                      "use " + ", ".join(f"`{k}`" for k in ROUTE_KINDS))
+        backend, _, model = route.partition(":")
+        if backend not in ROUTE_BACKENDS or (_ and not model.strip()):
+            raise bad("routes", f"routes {kind} to {route!r}",
+                      'give "backend" or "backend:model" with a backend among '
+                      + ", ".join(f"`{b}`" for b in ROUTE_BACKENDS))
+    for backend, n in r.backend_budgets.items():
+        if backend not in ROUTE_BACKENDS or not 0 <= n <= 10**12:
+            raise bad("backend_budgets", f"has {backend!r} = {n!r}",
+                      "give a backend among " + ", ".join(f"`{b}`" for b in ROUTE_BACKENDS)
+                      + " and tokens a day from 0 (off) to 10**12")
+    for model, pair in r.prices.items():
+        if len(pair) != 2 or not all(math.isfinite(v) and 0 <= v <= 10_000 for v in pair):
+            raise bad("prices", f"prices {model!r} as {pair!r}",
+                      "give [input, output] USD per million tokens, each from 0 to 10_000")
 
 
 def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, str]) -> ConfigError:

@@ -143,7 +143,7 @@ def test_a_fifo_as_config_blocks_no_hook_and_is_named(home, monkeypatch):
 @pytest.mark.parametrize("body, key, wants", [
     ('[reflector]\nbase_url = "file:///etc/passwd"\n', "reflector.base_url", "http:// or https://"),
     ('[reflector]\nbase_url = "http://"\n', "reflector.base_url", "with a host"),
-    ('[reflector]\nmodel = ""\n', "reflector.model", "a model name such as `claude-haiku-4-5`"),
+    ('[reflector]\nmodel = ""\n', "reflector.model", "a model name, one word"),
     ('[reflector]\nmodel = "claude haiku"\n', "reflector.model", "a model name"),
     ('[reflector]\napi_key = "sk-ant-x\\n"\n', "reflector.api_key", "one line with no spaces"),
     ('[reflector]\nclaude_path = ""\n', "reflector.claude_path", "a program name or path"),

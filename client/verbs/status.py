@@ -82,6 +82,13 @@ def format_status(st: r.Status, now: float | None = None) -> str:
             lines.append(f"WAITING: {note}")
     elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
         lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
+    rf = st.reflector
+    if rf.backend != "none":
+        how = {"tools": " (tool calls)", "json_schema": " (JSON-schema output)",
+               "auto": " (output mode found at the first reply)"}.get(rf.output or "", "")
+        lines.append(f"reflector: {rf.backend} {rf.model}{how}; windows go to {rf.destination}")
+    for work, where in sorted(rf.routes.items()):
+        lines.append(f"  {work} runs on {where}")
     b = st.batches
     items = b.items
     if b.in_flight or items.get("waiting"):

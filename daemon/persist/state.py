@@ -25,7 +25,6 @@ class Counters(msgspec.Struct, kw_only=True):
     malformed_frames: int = 0
     peer_rejected: int = 0
     spool_replayed: int = 0
-    lost: int = 0  # events hooks could keep neither way (a full disk): counted from their markers
     duplicates: int = 0  # events whose id was already counted (a spooled copy, a retry)
 
 
@@ -56,7 +55,7 @@ class State(msgspec.Struct, kw_only=True):
     jobs_failed: int = 0
     events: Counters = msgspec.field(default_factory=Counters)
     paused: bool = False
-    tokens: dict[str, int] = {}  # "total", and "day:YYYY-MM-DD"
+    tokens: dict[str, int] = {}  # "total", "day:YYYY-MM-DD" and "day:YYYY-MM-DD/<backend>"
     watcher: dict = {}
     markers: dict = {}
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary

@@ -222,7 +222,7 @@ class BatchRunner:
         if not has_api_key(self.live.cfg.reflector):
             return ("replay --batch needs the Anthropic API: set ANTHROPIC_API_KEY "
                     "(or reflector.api_key)")
-        return self.reflection.budget_spent("batch items")
+        return self.reflection.budget_spent("batch items", "anthropic")
 
     async def _submit_waiting(self) -> None:
         waiting = [i for i in self.j.items.values() if i.status == "waiting"]
@@ -235,7 +235,7 @@ class BatchRunner:
             item.status, item.error = "failed", reason
         reqs = built["requests"]
         sizes = [len(json.dumps(r)) for r in reqs]
-        left = self.reflection.tokens_left()
+        left = self.reflection.tokens_left("anthropic")
         if left is not None:  # send no more than the budget has left
             n, total = 0, 0
             for size in sizes:

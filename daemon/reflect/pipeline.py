@@ -37,9 +37,9 @@ def today(ts: float) -> str:
 class Tokens(Protocol):
     """The daily token tallies the budget is judged by."""
 
-    def tokens_on(self, day: str) -> int: ...
+    def tokens_on(self, day: str, backend: str = "") -> int: ...
 
-    def add_tokens(self, day: str, n: int) -> None: ...
+    def add_tokens(self, day: str, n: int, backend: str = "") -> None: ...
 
 
 class IntentSink(Protocol):
@@ -79,20 +79,29 @@ class Reflection:
 
     # ---- the budget ----------------------------------------------------------------------
 
-    def tokens_left(self) -> int | None:
-        """What today's budget has left (None: no budget)."""
-        budget = self.live.cfg.reflector.daily_token_budget
-        if not budget:
-            return None
-        return budget - self.tokens.tokens_on(today(self.clock()))
+    def tokens_left(self, backend: str = "") -> int | None:
+        """What today's budget has left (None: no budget): the overall one, or the lower of it
+        and `backend`'s own (`reflector.backend_budgets`)."""
+        r = self.live.cfg.reflector
+        day = today(self.clock())
+        left = [r.daily_token_budget - self.tokens.tokens_on(day)] if r.daily_token_budget else []
+        own = r.backend_budgets.get(backend, 0) if backend else 0
+        if own:
+            left.append(own - self.tokens.tokens_on(day, backend))
+        return min(left) if left else None
 
-    def budget_spent(self, what: str) -> str:
+    def budget_spent(self, what: str, backend: str = "") -> str:
         """Why `what` waits for tomorrow ("" while the budget lasts)."""
-        left = self.tokens_left()
+        left = self.tokens_left(backend)
         if left is None or left > 0:
             return ""
-        budget = self.live.cfg.reflector.daily_token_budget
-        return f"daily token budget of {budget} reached: {what} wait until tomorrow"
+        r = self.live.cfg.reflector
+        day = today(self.clock())
+        own = r.backend_budgets.get(backend, 0) if backend else 0
+        if own and self.tokens.tokens_on(day, backend) >= own:
+            return (f"the {backend} backend's daily token budget of {own} reached: {what} "
+                    "wait until tomorrow")
+        return f"daily token budget of {r.daily_token_budget} reached: {what} wait until tomorrow"
 
     # ---- cut, prompt, ask ----------------------------------------------------------------
 
@@ -111,9 +120,10 @@ class Reflection:
                                  queued_markers=self.queued_marker_texts(),
                                  memory=self.memory_index(root))
 
-    def ask(self, backend: str, prompt: Prompt) -> backends.ReflectResult:
-        """One reflection on `backend` (blocking; raises the backends' errors)."""
-        return backends.reflect(backend, prompt, self.live.cfg.reflector)
+    def ask(self, backend: str, prompt: Prompt, cfg=None) -> backends.ReflectResult:
+        """One reflection on `backend` with reflector config `cfg` (default: the live one;
+        blocking; raises the backends' errors)."""
+        return backends.reflect(backend, prompt, cfg or self.live.cfg.reflector)
 
     # ---- take in, charge -----------------------------------------------------------------
 
@@ -123,7 +133,7 @@ class Reflection:
         crash after the call loses no record of what it cost."""
         n = sum(int(usage.get(k) or 0) for k in USAGE_KEYS)
         if n:
-            self.tokens.add_tokens(today(self.clock()), n)
+            self.tokens.add_tokens(today(self.clock()), n, str(call.get("backend") or ""))
         await anyio.to_thread.run_sync(lambda: self.record_usage(usage=usage, **call))
 
     async def take_in(self, job_id: str, session_id: str, source: str,

@@ -66,7 +66,7 @@ class JobCounts(Part):
 class SpoolInfo(Part):
     replayed: int
     pending: int
-    lost: int = 0  # events hooks could neither deliver nor spool (a full disk), since the start
+    lost: int = 0  # events hooks could neither deliver nor spool (a full disk), since start
 
 
 class Failing(Part):
@@ -90,6 +90,9 @@ class ReflectorInfo(Part):
     tokens_today: int
     tokens_total: int
     daily_token_budget: int | None
+    destination: str = ""  # where a window goes, in words
+    output: str | None = None  # the openai backend: tools, json_schema, or auto (none yet)
+    routes: dict[str, str] = {}  # kind of work -> "backend model (destination)" when routed
 
 
 class LibraryTurns(Part):
