@@ -284,9 +284,10 @@ def autostart_wait(tries: int) -> float:
 def start_daemon(paths, sock_path: str) -> bool:
     """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock), and
     none while the last spawns' back-off runs. False when no daemon is on its way (backing
-    off, the state dir not private, the session's locations untrusted, or the spawn failed):
-    then nothing is worth waiting for. Every file is opened in the checked state dir, never
-    through a link, and the daemon gets `trust.autostart_env`: no setting of the session's."""
+    off, the state dir not private, or the spawn failed): then nothing is worth waiting for.
+    The caller has checked the session's locations (`untrusted`). Every file is opened in the
+    checked state dir, never through a link, and the daemon gets `trust.autostart_env`: no
+    setting of the session's."""
     import fcntl
     import time
 
