@@ -233,7 +233,8 @@ def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> C
     try:
         bad = private.private_problem(state_dir, uid=uid, fixes={
             "not_dir": f"move it away (`mv {state_dir} {state_dir}.old`), {move}",
-            "not_owner": f"`sudo chown -R {uid} {state_dir}`, {move}"})
+            # another user's: never take it over (what they planted inside would stay)
+            "not_owner": f"do not take it over: remove it (`sudo rm -r {state_dir}`), {move}"})
     except FileNotFoundError:
         return Check("state", True, f"{state_dir} does not exist yet: the daemon creates it")
     except OSError as e:
@@ -265,6 +266,47 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
     return Check("config", True, where)
 
 
+def check_settings(cfg, sources: dict[str, str], status: r.Status | None,
+                   untrusted: str = "") -> Check:
+    """Where each setting that is not at its default comes from (the config file, or a
+    variable of this environment, which only an explicit start uses), where the running
+    daemon's came from, and whether this environment's locations would stop an autostart."""
+    def value(key: str) -> str:
+        obj = cfg
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        if key == "reflector.api_key":
+            return "(set)"
+        if key == "reflector.base_url":  # never the credentials a URL may carry
+            from urllib.parse import urlsplit
+
+            u = urlsplit(obj)
+            host = f"[{u.hostname}]" if ":" in (u.hostname or "") else u.hostname or ""
+            obj = u._replace(netloc=host + (f":{u.port}" if u.port else "")).geturl()
+        return json.dumps(obj)
+
+    def origin(src: str) -> str:
+        if not src.startswith("AUTOHARNESS_"):
+            return src
+        return (f"{src} in this environment: used by an explicit start (`autoharnessctl "
+                "start`, the service), not by a hook's autostart")
+
+    here = "; ".join(f"{k} = {value(k)} (from {origin(src)})" for k, src in sorted(sources.items()))
+    detail = here or "every setting at its default"
+    if status is not None:
+        daemon = status.settings
+        theirs = ", ".join(f"{k} (from {src})" for k, src in sorted(daemon.sources.items()))
+        how = "by a hook's autostart" if daemon.started_by == "autostart" else "explicitly"
+        detail += (f"; the running daemon was started {how} and has "
+                   f"{theirs or 'every setting at its default'}")
+    if untrusted:
+        return Check("settings", True, detail + f"; a hook here would not start the daemon: "
+                     f"{untrusted}", "set that variable to an absolute path of yours outside "
+                     "the project, or start the daemon yourself (`autoharnessctl start`)",
+                     warning=True)
+    return Check("settings", True, detail)
+
+
 def check_project(project: str) -> Check:
     """The project's off switch (`.claude/autoharness.toml`) is well formed; the daemon takes
     a malformed one as off, so it is a failure with the exact fix."""
@@ -293,8 +335,9 @@ def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
 def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
                     config_file: str) -> Check:
     """Reflection needs a backend: an API key, or `claude` on PATH."""
-    fix = (f"set ANTHROPIC_API_KEY (or reflector.api_key in {config_file}) for the daemon, or "
-           "install Claude Code so `claude` is on its PATH; check reflector.backend is `auto`")
+    fix = (f"set reflector.api_key in {config_file} (a daemon a hook autostarts never sees "
+           "ANTHROPIC_API_KEY; one you start does), or install Claude Code so `claude` is on "
+           "the daemon's PATH; check reflector.backend is `auto`")
     info = status.reflector if status is not None and status.reflector.backend else None
     if info is not None:
         backend, reason, who = info.backend, info.reason or "", "daemon"
@@ -309,7 +352,15 @@ def check_reflector(status: r.Status | None, cfg, env: Mapping[str, str],
     return Check("reflector", True, f"{backend} backend ({who}){suffix}")
 
 
-def check_spool(status: r.Status | None, spool_dir: str) -> Check:
+def check_spool(status: r.Status | None, spool_dir: str, state_dir: str | None = None) -> Check:
+    lost = status.spool.lost if status is not None else len(spool.lost(state_dir or ""))
+    if lost:  # a warning: the loss is past, and said once the disk has room again
+        since = ("since the daemon started (its log says when)" if status is not None
+                 else "and not yet counted by a daemon")
+        return Check("spool", True, f"{plural(lost, 'hook event')} lost {since}: the hooks "
+                     "could neither deliver nor spool them (was the disk full?)",
+                     "keep free space where the state directory is (`df -h`); lost events "
+                     "cannot be recovered", warning=True)
     if status is not None:
         n = status.spool.pending
         if n:

@@ -33,6 +33,7 @@ from claude_autoharness.client.verbs import (
 from claude_autoharness.client.verbs.common import seconds
 from claude_autoharness.protocol import VERSION
 from claude_autoharness.protocol.config import ConfigError
+from claude_autoharness.protocol.words import printable
 
 # In the order `autoharnessctl --help` lists them.
 VERBS = (status, flush, start, stop, restart, pause, resume, capture, learn, queue, skills,
@@ -111,14 +112,14 @@ def _run(args) -> int:
         return _quiet_broken_pipe()
     except CtlError as e:
         sys.stdout.flush()  # what the verb printed before the error comes first
-        print(e.line(), file=sys.stderr)
+        print(printable(e.line()), file=sys.stderr)
         return e.code
     except (DaemonUnreachable, DaemonError, ConfigError) as e:  # config: a verb reads it itself
-        print(f"autoharnessctl: {e}", file=sys.stderr)
+        print(printable(f"autoharnessctl: {e}"), file=sys.stderr)
         return 1
     except OSError as e:  # a file in the way, a full or read-only disk: one line, no traceback
         where = f"{e.filename}: " if e.filename else ""
-        print(f"autoharnessctl: {where}{e.strerror or e}", file=sys.stderr)
+        print(printable(f"autoharnessctl: {where}{e.strerror or e}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -12,7 +12,7 @@ import sys
 import sysconfig
 
 from claude_autoharness.daemon.offline import write_atomic
-from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import paths, private
 
 
 def default_mode() -> int:
@@ -49,8 +49,20 @@ def missing_dirs(path: str) -> list[str]:
 
 
 def private_dir(d: str) -> None:
-    """Create `d` and any missing parents 0700: the daemon refuses a state dir open to others."""
-    paths.make_private_dirs(d)
+    """Create `d` and any missing parents 0700 (the daemon refuses a state dir open to others),
+    checking each directory from the state dir down to `d` before anything is made inside it:
+    one that is another user's, open to others or a link raises `private.NotPrivate` (an
+    OSError naming the fix) with nothing written into it."""
+    state, target = os.path.abspath(paths.state_dir()), os.path.abspath(d)
+    chain = [target]
+    if target.startswith(state + os.sep):
+        rel = os.path.relpath(target, state).split(os.sep)
+        chain = [os.path.join(state, *rel[:i]) for i in range(len(rel) + 1)]
+    for p in chain:
+        paths.make_private_dirs(p)
+        bad = private.private_problem(p)
+        if bad is not None:
+            raise private.NotPrivate(bad)
 
 
 def find_script(name: str) -> str | None:

@@ -5,7 +5,9 @@ again on every run, and that was most of the hook's cost above a bare interprete
 
 Hot path: reads the hook JSON from stdin, wraps the raw bytes in an envelope (with a random event
 id) without parsing them, sends one frame to the daemon, prints the daemon's hook output if any,
-and always exits 0. An event the daemon did not answer in time is spooled, never dropped.
+and always exits 0. An event the daemon did not answer in time is spooled, never dropped
+silently: one that cannot be written (a full disk) leaves a marker the daemon counts, and one
+whose locations a repository may have set (protocol/trust.py) is kept nowhere, said on stderr.
 Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
 The daemon is the user's own: the peer's uid on the socket is checked before a byte is sent.
 """
@@ -161,37 +163,46 @@ def send_when_ready(path: str, body: bytes, budget: float, clock, sleep) -> byte
         sleep(min(READY_POLL, max(0.0, deadline - clock())))
 
 
-def _private(fd: int) -> bool:
-    st = os.fstat(fd)
-    return st.st_uid == os.getuid() and not st.st_mode & 0o077
-
-
 def spool(state_dir: str, name: str, record: bytes) -> bool:
     """Keep one undelivered event as its own file in `<state>/spool` (the maildir pattern): it is
     written under a dot-name and renamed into place, so no two writers share a file and the
     daemon never sees a partial record. Only into the user's own 0700 directories, never
-    through a symlink (O_NOFOLLOW on each directory and on the file)."""
+    through a symlink (each directory is checked through the descriptor it is written by).
+    When the record cannot be written (a full disk), an empty `lost-event.` marker is left in
+    the state dir, which needs no data block, so the daemon counts and reports the loss."""
     from claude_autoharness.protocol.paths import make_private_dirs
+    from claude_autoharness.protocol.private import open_private_dir
 
-    make_private_dirs(state_dir)
-    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    sfd = os.open(state_dir, dir_flags)
     try:
-        if not _private(sfd):
-            return False
+        sfd = open_private_dir(state_dir, make=make_private_dirs)
+    except OSError:
+        return False
+    try:
         try:
-            os.mkdir(SPOOL, 0o700, dir_fd=sfd)
-        except FileExistsError:
-            pass
-        dfd = os.open(SPOOL, dir_flags, dir_fd=sfd)
+            try:
+                os.mkdir(SPOOL, 0o700, dir_fd=sfd)
+            except FileExistsError:
+                pass
+            dfd = open_private_dir(SPOOL, dir_fd=sfd)
+        except OSError:
+            return _note_lost(sfd, name)
+        try:
+            return _write_record(dfd, name, record) or _note_lost(sfd, name)
+        finally:
+            os.close(dfd)
     finally:
         os.close(sfd)
+
+
+def _write_record(dfd: int, name: str, record: bytes) -> bool:
+    from claude_autoharness.protocol.private import open_in
+
+    tmp = "." + name
     try:
-        if not _private(dfd):
-            return False
-        tmp = "." + name
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
+        fd = open_in(dfd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except OSError:
+        return False
+    try:
         try:
             view = memoryview(record)
             while view:
@@ -200,8 +211,29 @@ def spool(state_dir: str, name: str, record: bytes) -> bool:
             os.close(fd)
         os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         return True
-    finally:
-        os.close(dfd)
+    except OSError:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        return False
+
+
+LOST = "lost-event."  # must match claude_autoharness.protocol.spool.LOST_PREFIX
+
+
+def _note_lost(sfd: int, name: str) -> bool:
+    """The event could not be kept: say so where the daemon looks (an empty file needs no
+    data block, so it is made on a full disk too) and on stderr (Claude Code's debug output)."""
+    from claude_autoharness.protocol.private import open_in
+
+    try:
+        os.close(open_in(sfd, LOST + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except OSError:
+        pass
+    sys.stderr.write("autoharness: this hook event could not be kept (is the disk full?); "
+                     "`autoharnessctl doctor` counts such losses\n")
+    return False
 
 
 def autostart_enabled(paths) -> bool:
@@ -209,9 +241,14 @@ def autostart_enabled(paths) -> bool:
     if flag is not None:
         return flag.strip().lower() not in ("0", "false", "no", "off")
     try:
+        import stat
         import tomllib
 
-        with open(paths.config_file(), "rb") as f:
+        # never blocks: a FIFO planted as config.toml must not hold up Claude Code
+        fd = os.open(paths.config_file(), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False  # the daemon refuses it too; `autoharnessctl doctor` says so
             return bool(tomllib.load(f).get("autostart", True))
     except Exception:
         return True
@@ -247,43 +284,60 @@ def autostart_wait(tries: int) -> float:
 def start_daemon(paths, sock_path: str) -> bool:
     """Start `autoharnessd` detached; one spawner at a time (the daemon inherits the lock), and
     none while the last spawns' back-off runs. False when no daemon is on its way (backing
-    off, or the spawn failed): then nothing is worth waiting for."""
+    off, the state dir not private, or the spawn failed): then nothing is worth waiting for.
+    The caller has checked the session's locations (`untrusted`). Every file is opened in the
+    checked state dir, never through a link, and the daemon gets `trust.autostart_env`: no
+    setting of the session's."""
     import fcntl
     import time
 
     from claude_autoharness.protocol import PROTOCOL
+    from claude_autoharness.protocol.private import open_in, open_private_dir
 
-    paths.make_private_dirs(paths.state_dir())
     try:
-        fd = os.open(paths.spawn_lock_file(), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        sfd = open_private_dir(paths.state_dir(), make=paths.make_private_dirs)
     except OSError:
-        return False
+        return False  # another user's, open to others, or a link: the daemon would refuse it
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return True  # another hook is starting it
-    tries_file = paths.autostart_tries_file()
-    tries, last = autostart_tries(tries_file)
-    now = time.time()
-    if last <= now < last + autostart_wait(tries):
-        os.close(fd)
-        return False  # the last spawn did not come up: wait (`autoharnessctl doctor` says why)
-    if send(sock_path, b'{"type":"status","v":%d}' % PROTOCOL, 0.5) is not None:
-        os.close(fd)
-        return True  # it came up meanwhile
-    try:  # counted before the spawn: a daemon that dies at once has counted too
-        tfd = os.open(tries_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(tfd, b"%d %.3f\n" % (tries + 1, now))
-        finally:
-            os.close(tfd)
-    except OSError:
-        pass
+            fd = open_in(sfd, os.path.basename(paths.spawn_lock_file()), os.O_RDWR | os.O_CREAT)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return True  # another hook is starting it
+        tries, last = autostart_tries(paths.autostart_tries_file())
+        now = time.time()
+        if last <= now < last + autostart_wait(tries):
+            os.close(fd)
+            return False  # the last spawn did not come up: wait (`autoharnessctl doctor` says why)
+        if send(sock_path, b'{"type":"status","v":%d}' % PROTOCOL, 0.5) is not None:
+            os.close(fd)
+            return True  # it came up meanwhile
+        try:  # counted before the spawn: a daemon that dies at once has counted too
+            tfd = open_in(sfd, os.path.basename(paths.autostart_tries_file()),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                os.write(tfd, b"%d %.3f\n" % (tries + 1, now))
+            finally:
+                os.close(tfd)
+        except OSError:
+            pass
+        try:
+            log = open_in(sfd, os.path.basename(paths.log_file()), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except OSError:
+            os.close(fd)
+            return False
+    finally:
+        os.close(sfd)
+    from claude_autoharness.protocol import trust
+
     os.set_inheritable(fd, True)
-    env = dict(os.environ, AUTOHARNESS_SPAWN_LOCK_FD=str(fd))
-    env.pop("AUTOHARNESS_VIA", None)  # this hook's install, not the daemon's
-    log = os.open(paths.log_file(), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    env = trust.autostart_env(os.environ, os.getcwd())
+    env["AUTOHARNESS_SPAWN_LOCK_FD"] = str(fd)
+    env["AUTOHARNESS_STARTED_BY"] = "autostart"
     spawned = False
     try:
         os.posix_spawn(
@@ -304,6 +358,23 @@ def start_daemon(paths, sock_path: str) -> bool:
         os.close(log)
         os.close(fd)
     return spawned
+
+
+def untrusted(paths) -> str:
+    """Why this session's environment cannot start a daemon or keep events ("" when it can):
+    its locations may be a repository's (protocol/trust.py)."""
+    from claude_autoharness.protocol import trust
+
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    why = trust.untrusted_location(os.environ, cwd)
+    if why:
+        sys.stderr.write(f"autoharness: not starting the daemon or keeping this event: {why} "
+                         "(a repository's settings may have set it; start the daemon "
+                         "yourself with `autoharnessctl start`)\n")
+    return why
 
 
 USAGE = """usage: autoharness-hook < HOOK_EVENT_JSON
@@ -350,6 +421,8 @@ def main() -> None:
     sock_path = paths.socket_path()
     reply = send(sock_path, body, LONG_WAIT if session_start else SHORT_WAIT)
     autostart = reply is None and autostart_enabled(paths)
+    if autostart and untrusted(paths):
+        return
     if autostart and session_start:  # the session that woke the daemon gets its context too
         if start_daemon(paths, sock_path):
             reply = send_when_ready(sock_path, body, READY_WAIT, time.monotonic, time.sleep)
@@ -362,6 +435,8 @@ def main() -> None:
             return
         from claude_autoharness.protocol.spool import record_name
 
+        if not autostart and untrusted(paths):
+            return
         spool(paths.state_dir(), record_name(time.time_ns(), eid.decode()), body)
         if autostart and not session_start:
             start_daemon(paths, sock_path)

@@ -44,6 +44,7 @@ from claude_autoharness.client.settings import (
     unwire,
     wire,
 )
+from claude_autoharness.daemon.offline import write_atomic
 from claude_autoharness.protocol import paths, private
 
 
@@ -125,7 +126,8 @@ def load_record() -> dict:
 
 def save_record(record: dict) -> None:
     private_dir(paths.install_dir())
-    atomic_write(_record_file(), dumps(record).encode(), 0o600)
+    # replaced, never written through: a link planted as the record is not followed
+    write_atomic(_record_file(), dumps(record).encode(), 0o600)
 
 
 # ---- the plan -------------------------------------------------------------------------------
@@ -294,7 +296,10 @@ def plan_remove(scope: str, project: str) -> Plan:
 
 
 def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
-    """Write the plan; return {path: backup path} for every existing file changed."""
+    """Write the plan; return {path: backup path} for every existing file changed. The
+    state dir, where the record and backups go, is checked first: nothing is changed when
+    it is not private."""
+    private_dir(paths.install_dir())
     backups = {}
     for c in plan.changes:
         if c.action not in ("create", "update", "delete"):

@@ -22,8 +22,9 @@ from claude_autoharness.daemon.persist import dirs
 from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.server import Server
 from claude_autoharness.protocol import VERSION, paths, private
-from claude_autoharness.protocol.config import ConfigError
+from claude_autoharness.protocol.config import ConfigError, settings_env
 from claude_autoharness.protocol.config import load as load_config
+from claude_autoharness.protocol.words import printable
 
 log = structlog.get_logger("autoharness")
 SWITCH_INTERVAL_S = 0.0005
@@ -70,8 +71,8 @@ class _Unfailing:
 
 
 def take_lock(path: str) -> int:
-    """The flock'ed pid file: exactly one daemon per state dir."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """The flock'ed pid file: exactly one daemon per state dir (never opened through a link)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -277,13 +278,14 @@ def run() -> None:
     # Worker threads (redaction, SDK replies, fsyncs) hold the GIL in long stretches; a shorter
     # switch interval lets the event loop answer hooks between them.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    cfg = load_config()
+    sources: dict[str, str] = {}
+    cfg = load_config(env=settings_env(), sources=sources)
     configure_logging(cfg.log_level)
     fd_limit = accept.raise_fd_limit()
     sock_path = paths.socket_path()
     prepare_dirs(sock_path)
     lock_fd = take_lock(paths.lock_file())
-    daemon = Daemon(cfg)
+    daemon = Daemon(cfg, settings_from=sources)
     daemon.connections.cap = accept.connection_cap(cfg.max_connections, fd_limit)
     log.info("limits", fd_limit=fd_limit, max_connections=daemon.connections.cap)
     sock = _socket_activated()
@@ -344,11 +346,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.parse_args(argv)
     try:
         run()
-    except ConfigError as e:
+    except ConfigError as e:  # its text is already printable
         print(f"autoharnessd: {e}", file=sys.stderr)
         sys.exit(2)
-    except StartupError as e:
-        print(f"autoharnessd: {e}", file=sys.stderr)
+    except StartupError as e:  # one line, whatever a path in it holds
+        print(f"autoharnessd: {printable(str(e))}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         pass

@@ -47,7 +47,7 @@ from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol import spool as spool_files
-from claude_autoharness.protocol.config import Config, ConfigError
+from claude_autoharness.protocol.config import Config, ConfigError, settings_env
 from claude_autoharness.protocol.config import load as load_config
 
 log = structlog.get_logger("autoharness")
@@ -58,11 +58,14 @@ WITNESS_POLL_S = 0.25
 
 
 class Daemon:
-    def __init__(self, cfg: Config, *, clock: Callable[[], float] = time.time):
+    def __init__(self, cfg: Config, *, clock: Callable[[], float] = time.time,
+                 settings_from: dict[str, str] | None = None):
+        """`settings_from`: where each key of `cfg` that is set came from (status shows it)."""
         self.clock = clock
         self.book = Book(clock=clock, tables=self._tables,
                          retention_s=lambda: self.live.cfg.session_retention_days * 86_400)
         self.live = Live.build(cfg, self._turns)
+        self.live.sources = dict(settings_from or {})
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.socket_path = paths.socket_path()
@@ -112,7 +115,7 @@ class Daemon:
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
             batches=self.batches.status, sync=self.sync.info,
             connections=self.connections.stats, socket_path=self.socket_path,
-            started_at=clock()), clock=clock)
+            started_at=clock(), lost_events=lambda: self.spool.lost), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,
                                    lambda reason: self.hooks.rejected(reason, from_spool=True))
         self.handlers: dict[type, Callable[[Any], Awaitable[m.Reply]]] = {
@@ -257,7 +260,10 @@ class Daemon:
     def reload_config(self) -> None:
         """SIGHUP: re-read the config; a bad file keeps the running config and says why."""
         try:
-            fresh = Live.build(load_config(), self._turns)  # cheap: the promoter's state is on disk
+            sources: dict[str, str] = {}
+            fresh = Live.build(load_config(env=settings_env(), sources=sources),
+                               self._turns)  # cheap: the promoter's state is on disk
+            fresh.sources = sources
         except ConfigError as e:
             log.error("config reload failed; keeping the running config", error=str(e))
             return
@@ -304,7 +310,7 @@ class Daemon:
         while True:
             await anyio.sleep(self.live.cfg.persist_interval_s)
             try:
-                if spool_files.pending(paths.spool_dir()):
+                if spool_files.pending(paths.spool_dir()) or spool_files.lost(paths.state_dir()):
                     await self.spool.replay()
                 await self.book.persist()
                 if self.intents.needs_compaction():

@@ -7,7 +7,7 @@ start are `FIXED_AT_START` (docs/configuration.md lists the same, checked by a t
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from claude_autoharness.daemon.capture.redact import Redactor, redactor_for
 from claude_autoharness.daemon.promote.land import Promoter
@@ -31,6 +31,7 @@ class Live:
     cfg: Config
     redactor: Redactor
     promoter: Promoter
+    sources: dict[str, str] = field(default_factory=dict)  # key set -> the file or variable
 
     @classmethod
     def build(cls, cfg: Config, turns: Callable[[str, str | None], int] | None = None) -> "Live":
@@ -45,6 +46,7 @@ class Live:
 
     def replace(self, other: "Live") -> None:
         self.cfg, self.redactor, self.promoter = other.cfg, other.redactor, other.promoter
+        self.sources = other.sources
 
 
 def fixed_changes(old: Config, new: Config) -> list[str]:

@@ -10,6 +10,7 @@ import time
 import tomllib
 
 from claude_autoharness.daemon.capture.source import TranscriptRefused, open_regular
+from claude_autoharness.protocol.words import printable
 
 SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
 
@@ -81,7 +82,7 @@ def read_switch(path: str) -> tuple[bool, str]:
     other = sorted(k for k in data if k not in ("enabled", "promoter"))
     if other:
         return False, (f"{path} has unknown key{'s' if len(other) > 1 else ''} "
-                       + ", ".join(f"`{k}`" for k in other)
+                       + ", ".join(f"`{printable(k)}`" for k in other)
                        + " (it holds `enabled` and a `[promoter]` table)")
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -95,7 +96,8 @@ def _promoter_problem(path: str, table: object) -> str:
     for key, value in table.items():
         allowed = PROMOTER_KEYS.get(key, ())
         if key not in PROMOTER_KEYS:
-            return f"{path}: unknown key `promoter.{key}` (it takes `mode` and `git_branch`)"
+            return (f"{path}: unknown key `promoter.{printable(key)}` (it takes `mode` and "
+                    "`git_branch`)")
         if allowed and value not in allowed:
             return (f"{path}: `promoter.{key}` must be one of "
                     + ", ".join(f"`{a}`" for a in allowed) + f" (got {value!r})")

@@ -33,6 +33,9 @@ class SpoolReplayer:
         self.handle = handle
         self.reject = reject
         self._lock = anyio.Lock()
+        # events hooks could neither deliver nor spool, counted from their markers since the
+        # start (each also logged): a loss is past, it is not part of the state
+        self.lost = 0
 
     async def replay(self) -> int:
         """Process every spooled record; return how many were processed."""
@@ -46,8 +49,21 @@ class SpoolReplayer:
             if n:
                 self.book.spool_replayed(n)
                 log.info("spool replayed", events=n)
+            await self._count_lost()
             await anyio.to_thread.run_sync(files.drop_stale_tmp, d, time.time())
             return n
+
+    async def _count_lost(self) -> None:
+        """Markers of events hooks could not keep: counted (status and doctor show them),
+        said in the log, removed."""
+        n = await anyio.to_thread.run_sync(files.take_lost, paths.state_dir())
+        if not n:
+            return
+        self.lost += n
+        log.warning("hook events lost: the hooks could neither deliver nor spool them (was the "
+                    "disk full?)", events=n,
+                    fix="free space in the state directory's filesystem (`df -h`); those "
+                    "events cannot be recovered")
 
     async def _replay_batch(self, d: str, names: list[str]) -> int:
         records = await anyio.to_thread.run_sync(_read_all, d, names)

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import msgspec
 
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.config_strings import string_problem
+from claude_autoharness.protocol.words import printable
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
@@ -134,6 +136,8 @@ class ConfigError(Exception):
     `what` the message and `fix` the fix alone."""
 
     def __init__(self, message: str, *, key: str = "", fix: str = "") -> None:
+        # what it echoes of the file or the environment never carries a control character
+        message, key, fix = printable(message), printable(key), printable(fix)
         super().__init__(f"{message}; {fix}" if fix else message)
         self.what, self.key, self.fix = message, key, fix
 
@@ -312,10 +316,28 @@ def _open_regular(path: str) -> int:
     return fd
 
 
-def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
+AUTOSTARTED = ("AUTOHARNESS_STARTED_BY", "autostart")  # set by the hook that spawns a daemon
+
+
+def settings_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment whose AUTOHARNESS_<KEY> variables may configure this process: none
+    for a daemon a hook autostarted (its environment was a session's, which a repository can
+    set; the hook passes no such variable either, this holds even if one slipped through)."""
+    env = dict(os.environ) if env is None else env
+    return {} if autostarted(env) else env
+
+
+def autostarted(env=None) -> bool:
+    """Whether this process is a daemon a hook's autostart spawned."""
+    return (os.environ if env is None else env).get(AUTOSTARTED[0]) == AUTOSTARTED[1]
+
+
+def load(path: str | None = None, env: dict[str, str] | None = None,
+         sources: dict[str, str] | None = None) -> Config:
     """Read the config file (missing is fine) and the environment; raise ConfigError if invalid,
     naming the key, where its value came from (the file and line, or the variable), what it
-    accepts, and the fix."""
+    accepts, and the fix. `sources`, when given, is filled with where each key set came from:
+    the file's path or the variable's name (keys left at their default are absent)."""
     path = path or paths.config_file()
     env = dict(os.environ) if env is None else env
     data: dict = {}
@@ -337,7 +359,9 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError(f"{path}: cannot read: {e}",
                           fix=f"make {path} a readable regular file, or remove it") from None
     names: dict[str, str] = {}
+    found = _file_keys(data, path)
     data = _merge(data, _env_overrides(env, names))
+    found.update(names)
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
@@ -353,8 +377,27 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
             where, fix = _blame(dotted, path, names, env)
             raise ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)} "
                               f"(got {obj!r})", key=dotted, fix=fix)
+    bad = string_problem(cfg)
+    if bad:
+        dotted, wants, value = bad
+        where, fix = _blame(dotted, path, names, env)
+        raise ConfigError(f"{where}: invalid config: `{dotted}` must be {wants} (got {value!r})",
+                          key=dotted, fix=fix)
     _check_routing(cfg.reflector, path)
+    if sources is not None:  # only for a config that is valid: every key is then known
+        sources.update(found)
     return cfg
+
+
+def _file_keys(data: dict, path: str) -> dict[str, str]:
+    """Each dotted key the file sets, mapped to the file."""
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and isinstance(getattr(Config(), str(k), None), msgspec.Struct):
+            out.update({f"{k}.{sub}": path for sub in v})
+        else:
+            out[str(k)] = path
+    return out
 
 
 ROUTE_KINDS = ("reflect", "learn", "curate", "repair")
@@ -384,9 +427,6 @@ def _check_routing(r: ReflectorConfig, path: str) -> None:
         if len(pair) != 2 or not all(math.isfinite(v) and 0 <= v <= 10_000 for v in pair):
             raise bad("prices", f"prices {model!r} as {pair!r}",
                       "give [input, output] USD per million tokens, each from 0 to 10_000")
-    if r.openai_base_url and not re.match(r"https?://[^/\s]+", r.openai_base_url):
-        raise bad("openai_base_url", f"must be an http:// or https:// URL (got {r.openai_base_url!r})",
-                  'give the endpoint\'s base URL, e.g. "http://127.0.0.1:11434/v1" for Ollama,')
 
 
 def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, str]) -> ConfigError:

@@ -37,6 +37,11 @@ def make_private_dirs(path: str) -> None:
                 raise
 
 
+def within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or below it (both already absolute and normalised)."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _home() -> str | None:
     return os.environ.get("AUTOHARNESS_HOME") or None
 

@@ -37,8 +37,11 @@ def private_problem(path: str, *, socket: bool = False, uid: int | None = None,
         p = Unsafe("not_socket" if socket else "not_dir", f"{path} is not a {want}",
                    f"move it away (`mv {path} {path}.old`)")
     elif st.st_uid != uid:
+        # never "chown it": it is someone else's, and taking it over keeps whatever they
+        # planted inside (links, files) where we would then write
         p = Unsafe("not_owner", f"{path} is owned by uid {st.st_uid}, not you ({uid})",
-                   f"`sudo chown -R {uid} {path}`")
+                   f"do not take it over: remove it (`sudo rm -r {path}`) or use another "
+                   "directory of yours")
     elif st.st_mode & 0o077:
         p = Unsafe("open", f"{path} is open to other users (mode {stat.S_IMODE(st.st_mode):o}, "
                            f"want {mode:o})", f"chmod {mode:o} {path}")
@@ -47,6 +50,45 @@ def private_problem(path: str, *, socket: bool = False, uid: int | None = None,
     if fixes and p.kind in fixes:
         p.fix = fixes[p.kind]
     return p
+
+
+class NotPrivate(OSError):
+    """A directory we were about to write into is not our own private one (`unsafe` says why
+    and how to fix it): nothing was written."""
+
+    def __init__(self, unsafe: Unsafe):
+        super().__init__(1, str(unsafe))
+        self.unsafe = unsafe
+
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_private_dir(path: str, *, make=None, dir_fd: int | None = None) -> int:
+    """A descriptor of `path` (relative to `dir_fd` if given), checked to be our own directory
+    closed to others, opened without following a link: the place to write a file into (with
+    `open_in`), so that what was checked is what is written into. `make(path)` creates it
+    first when given (missing parents 0700). Raises NotPrivate (nothing opened) or the
+    OSError of the open."""
+    if make is not None:
+        make(path)
+    try:
+        fd = os.open(path, DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno in (20, 40):  # ENOTDIR, ELOOP: a file or a link where the directory belongs
+            raise NotPrivate(Unsafe("not_dir", f"{path} is not a directory",
+                                    f"move it away (`mv {path} {path}.old`)")) from None
+        raise
+    bad = private_problem(path, lstat=lambda _: os.fstat(fd))
+    if bad is not None:
+        os.close(fd)
+        raise NotPrivate(bad)
+    return fd
+
+
+def open_in(dir_fd: int, name: str, flags: int, mode: int = 0o600) -> int:
+    """Open `name` inside a directory opened by `open_private_dir`, never through a link."""
+    return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
 
 def shared_ancestor(path: str, *, uid: int | None = None, lstat=os.lstat) -> Unsafe | None:

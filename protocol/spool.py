@@ -35,6 +35,34 @@ def count(spool_dir: str) -> int:
     return len(pending(spool_dir))
 
 
+# An event a hook could not keep (its spool record failed to write: a full disk) leaves an empty
+# `lost-event.<name>` in the state dir: an empty file needs no data block, so it is made when
+# the record could not be. The daemon counts these, says so, and removes them.
+LOST_PREFIX = "lost-event."
+
+
+def lost(state_dir: str) -> list[str]:
+    """The lost-event markers in the state dir."""
+    try:
+        return sorted(n for n in os.listdir(state_dir) if n.startswith(LOST_PREFIX))
+    except OSError:
+        return []
+
+
+def take_lost(state_dir: str) -> int:
+    """Remove the lost-event markers; how many there were (each one event)."""
+    n = 0
+    for name in lost(state_dir):
+        try:
+            os.unlink(os.path.join(state_dir, name))
+            n += 1
+        except FileNotFoundError:
+            pass
+        except OSError:
+            break  # counted the next time
+    return n
+
+
 def read(spool_dir: str, name: str) -> bytes | None:
     """A record's bytes; None for anything that is not a regular file of ours (never followed
     through a symlink, never a FIFO that would block)."""

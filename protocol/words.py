@@ -8,6 +8,15 @@ import time
 from claude_autoharness.protocol.replies import Finding
 
 
+def printable(text: str) -> str:
+    """`text` with every control or other unprintable character escaped as Python writes it
+    (`\\n`, `\\x1b`): what a message echoes of its input (a key, a path, a value) can then
+    never start a new line in a log or a shell file, nor move a terminal's cursor."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 event`, `2 events`, `0 events`; `many` spells an irregular plural."""
     if n == 1:

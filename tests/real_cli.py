@@ -240,9 +240,31 @@ class Sandbox:
             "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.05",
         }
         self.env.update(extra_env or {})
+        self.write_config()
         if install:
             r = self.ctl("install", "--scope", "user")
             assert r.returncode == 0, r.stderr
+
+    def write_config(self) -> None:
+        """The user's config file: the AUTOHARNESS_<KEY> settings of `env` and the reflector
+        pointed at the fake. The daemon the hook autostarts reads only this file: it is given
+        none of the session's settings (nor its ANTHROPIC_* variables)."""
+        from claude_autoharness.protocol.config import load
+
+        sources: dict[str, str] = {}
+        cfg = load(str(self.ah / "none.toml"), self.env, sources)
+        tables: dict[str, dict] = {"": {}, "reflector": {"base_url": self.model.fake.base_url,
+                                                          "api_key": DUMMY_KEY}}
+        for dotted in sources:
+            obj = cfg
+            for part in dotted.split("."):
+                obj = getattr(obj, part)
+            section, _, key = dotted.rpartition(".")
+            tables.setdefault(section, {})[key] = obj
+        lines = [f"{k} = {json.dumps(v)}" for k, v in tables.pop("").items()]
+        for section, keys in tables.items():
+            lines += [f"[{section}]"] + [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+        (self.ah / "config.toml").write_text("\n".join(lines) + "\n")
 
     def ctl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([str(BIN / "autoharnessctl"), *args], env=self.env, input=input,

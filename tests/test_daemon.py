@@ -182,7 +182,7 @@ def test_daemon_down_spools_then_replays(home):
         st = d.status()
         assert session(st, "down")["activity"] == 1
         assert st["jobs"]["pending"] == 1
-        assert st["spool"] == {"replayed": 5, "pending": 0}
+        assert st["spool"] == {"replayed": 5, "pending": 0, "lost": 0}
         assert list(spool.iterdir()) == []
     finally:
         d.stop()

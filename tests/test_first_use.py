@@ -380,20 +380,33 @@ def test_doctor_survives_a_file_where_the_state_dir_should_be(home, short_tmp):
     assert not checks["socket"]["ok"]
 
 
-def test_doctor_shows_why_the_daemon_refused_to_start(home):
-    """A state dir open to others (mode 777): the hook's autostart is refused by the daemon;
-    doctor names the mode and `chmod 700`, and shows the refusal from the daemon's log."""
+def test_doctor_shows_why_no_daemon_was_started(home):
+    """A state dir open to others (mode 777): the hook's autostart writes nothing there (no
+    log, lock or spool record: another user could have planted links in it) and starts no
+    daemon; doctor names the mode and `chmod 700`, and that no daemon runs."""
     state = home["home"] / "state"
     state.mkdir()
     os.chmod(state, 0o777)
-    hook(pre_tool("sess-777"), env={"AUTOHARNESS_AUTOSTART": "1"})
-    log = state / "daemon.log"
-    wait_for(lambda: log.exists() and "open to other users" in log.read_text(),
-             what="the refused start in the log")
+    assert hook(pre_tool("sess-777"), env={"AUTOHARNESS_AUTOSTART": "1"}).returncode == 0
     code, checks = _doctor()
     assert code == 1
     assert not checks["state"]["ok"] and checks["state"]["fix"] == f"chmod 700 {state}"
-    assert "open to other users" in checks["daemon"]["detail"]
+    assert "open to other users" in checks["state"]["detail"]
+    assert not checks["daemon"]["ok"]
+    assert os.listdir(state) == []
+
+
+def test_doctor_shows_why_the_daemon_refused_to_start(home):
+    """A config the daemon refuses: the hook's autostart starts it, it exits with its reason
+    in its log, and doctor shows that refusal from the log."""
+    (home["home"] / "config.toml").write_text("reflect_every = 0\n")
+    hook(pre_tool("sess-bad"), env={"AUTOHARNESS_AUTOSTART": "1"})
+    log = home["home"] / "state" / "daemon.log"
+    wait_for(lambda: log.exists() and "`reflect_every`" in log.read_text(),
+             what="the refused start in the log")
+    code, checks = _doctor()
+    assert code == 1
+    assert "`reflect_every`" in checks["daemon"]["detail"]
     assert str(log) in checks["daemon"]["detail"]
 
 
@@ -451,11 +464,18 @@ def test_start_runs_the_daemon_in_the_background(home):
 
 
 def test_start_says_why_the_daemon_did_not_start(home):
-    """A daemon that refuses to start (state dir open to others): `start` exits 1 with the
-    daemon's own reason, taken from its log."""
-    state = home["home"] / "state"
-    state.mkdir()
-    os.chmod(state, 0o777)
+    """A daemon that refuses to start (a config it rejects): `start` exits 1 with the daemon's
+    own reason, taken from its log. A state dir open to others gets nothing written (not even
+    the log), and `start` says so with the fix."""
+    (home["home"] / "config.toml").write_text("reflect_every = 0\n")
     r = ctl("start")
     assert r.returncode == 1
-    assert "did not start" in r.stderr and f"chmod 700 {state}" in r.stderr
+    assert "did not start" in r.stderr and "`reflect_every`" in r.stderr
+    (home["home"] / "config.toml").unlink()
+    state = home["home"] / "state"
+    os.chmod(state, 0o777)
+    before = sorted(os.listdir(state))
+    r = ctl("start")
+    assert r.returncode == 1
+    assert "nothing was written there" in r.stderr and f"chmod 700 {state}" in r.stderr
+    assert sorted(os.listdir(state)) == before

@@ -30,7 +30,7 @@ def test_a_private_dir_and_socket_pass(short_tmp):
     ("open", "open", "open to other users (mode 755, want 700)", "chmod 700 "),
     ("symlink", "not_dir", "is not a directory", "mv "),
     ("file", "not_dir", "is not a directory", "mv "),
-    ("foreign", "not_owner", "owned by uid", "sudo chown -R "),
+    ("foreign", "not_owner", "owned by uid", "sudo rm -r "),
 ])
 def test_each_problem_is_named_with_a_default_fix(short_tmp, case, kind, in_what, in_fix):
     """Open to others, a symlink or a file in its place, another owner: each is found, first

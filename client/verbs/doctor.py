@@ -27,6 +27,7 @@ from claude_autoharness.client.checks import (
     check_project,
     check_quarantine,
     check_reflector,
+    check_settings,
     check_socket,
     check_spool,
     check_state,
@@ -40,8 +41,9 @@ from claude_autoharness.client.files import worktree_top
 from claude_autoharness.client.setup_checks import check_commands, check_duplicates, check_hooks
 from claude_autoharness.client.verbs.sync import read_info as sync_info
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import paths, trust
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import printable
 
 
 def add_parser(sub) -> None:
@@ -68,10 +70,11 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     status = answer if isinstance(answer, r.Status) else None
     cfg_file = paths.config_file()
     cfg, cfg_error, cfg_fix = None, None, ""
+    cfg_sources: dict[str, str] = {}
     try:
         from claude_autoharness.protocol.config import ConfigError, load
 
-        cfg = load(cfg_file, dict(env))
+        cfg = load(cfg_file, dict(env), cfg_sources)
     except ConfigError as e:
         cfg_error, cfg_fix = e.what, e.fix
     if cfg is None:
@@ -90,11 +93,13 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("state", lambda: check_state(paths.state_dir())),
         ("socket", lambda: check_socket(paths.socket_path())),
         ("config", lambda: check_config(cfg_file, cfg_error, cfg_fix)),
+        ("settings", lambda: check_settings(cfg, cfg_sources, status,
+                                            trust.untrusted_location(env, os.getcwd()))),
         ("hooks", lambda: check_hooks(sources, env)),
         ("duplicates", lambda: check_duplicates(sources)),
         ("commands", lambda: check_commands(command_dirs, plugin, env)),
         ("reflector", lambda: check_reflector(status, cfg.reflector, env, cfg_file)),
-        ("spool", lambda: check_spool(status, paths.spool_dir())),
+        ("spool", lambda: check_spool(status, paths.spool_dir(), paths.state_dir())),
         ("quarantine", lambda: check_quarantine(status, paths.quarantine_dir())),
         ("persistence", lambda: check_persistence(status)),
         ("jobs", lambda: check_jobs(status)),
@@ -123,9 +128,9 @@ def format_human(checks: list[Check]) -> str:
     lines = []
     for c in checks:
         label = "FAIL" if not c.ok else "warn" if c.warning else "ok"
-        lines.append(f"{label:<5} {c.name}: {c.detail}")
+        lines.append(f"{label:<5} {c.name}: {printable(c.detail)}")
         if (not c.ok or c.warning) and c.fix:
-            lines.append(f"      fix: {c.fix}")
+            lines.append(f"      fix: {printable(c.fix)}")
     bad = sum(not c.ok for c in checks)
     lines.append("all checks passed" if not bad else f"{bad} of {len(checks)} checks failed")
     return "\n".join(lines)

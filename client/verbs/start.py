@@ -8,6 +8,7 @@ everywhere else, and for a first run before any hook has fired.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -50,9 +51,21 @@ def do_start(args) -> int:
         return 0
     log_file = paths.log_file()
     try:
-        private_dir(os.path.dirname(log_file))
-        log = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        # the log is opened in the state dir once it is known to be ours and private, and
+        # never through a link (another user's dir could hold one to a file of ours)
+        state = private.open_private_dir(os.path.dirname(log_file), make=private_dir)
+        try:
+            log = private.open_in(state, os.path.basename(log_file),
+                                  os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        finally:
+            os.close(state)
+    except private.NotPrivate as e:
+        raise CtlError(f"cannot start the daemon: {e.unsafe.what}, so nothing was written "
+                       f"there: {e.unsafe.fix}") from None
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise CtlError(f"cannot start the daemon: {log_file} is a symbolic link, never "
+                           f"written through: remove it (`rm {log_file}`)") from None
         why = private.unusable_dir(paths.state_dir())
         raise CtlError(f"cannot start the daemon: {why}" if why else
                        f"cannot write {e.filename or log_file}: {e.strerror}; "

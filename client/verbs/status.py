@@ -108,7 +108,9 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                      f"{plural(b.tokens, 'token')} (at the batch price: {b.tokens_at_batch_price} "
                      "standard-token equivalents)" + (f" — {b.waiting}" if b.waiting else ""))
     sp = st.spool
-    lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed")
+    lost = (f"; LOST: {plural(sp.lost, 'event')} the hooks could neither deliver nor spool "
+            "(a full disk?)" if sp.lost else "")
+    lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed{lost}")
     p = st.persistence
     q = ", ".join(p.quarantined) or "none"
     lines.append(f"persistence: last snapshot {ago(p.last_snapshot_at, now)}; quarantined: {q}")

@@ -56,10 +56,6 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def _beneath(path: str | os.PathLike, roots: Sequence[str] | None) -> tuple[str, str, list[str]]:
     """(real path, its root, the components below the root). `roots` None: the file's own
     directory is its root, so only the file itself is checked (a path the user named)."""
@@ -74,7 +70,7 @@ def _beneath(path: str | os.PathLike, roots: Sequence[str] | None) -> tuple[str,
     if roots is None:
         return real, os.path.dirname(real), [os.path.basename(real)]
     for r in roots:
-        if _within(real, r):
+        if paths.within(real, r):
             rel = real[len(r.rstrip(os.sep)):].strip(os.sep)
             return real, r, rel.split(os.sep) if rel else []
     raise TranscriptRefused(path, f"{real} is outside the transcript roots "

@@ -26,6 +26,7 @@ from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.config import autostarted
 
 DAY_S = 86_400
 
@@ -49,6 +50,7 @@ class StatusSources:
     started_at: float
     batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
     sync: Callable[[], r.SyncInfo] = r.SyncInfo  # the user layer's sync rounds
+    lost_events: Callable[[], int] = int  # events hooks could keep neither way, since start
 
 
 class StatusReport:
@@ -104,7 +106,8 @@ class StatusReport:
                                  duplicates=ev.duplicates),
             jobs=self.job_counts(),
             connections=self.src.connections(),
-            spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending),
+            spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending,
+                              lost=self.src.lost_events()),
             persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
                                           quarantined=quarantined,
                                           failing=self.book.health.failing()),
@@ -126,6 +129,8 @@ class StatusReport:
             learnings=learnings,
             batches=self.src.batches(),
             sync=self.src.sync(),
+            settings=r.SettingsInfo(started_by="autostart" if autostarted() else "explicit",
+                                    sources=dict(self.live.sources)),
         )
 
     def job_counts(self) -> r.JobCounts:

@@ -121,13 +121,20 @@ def project_settings(project_root: str) -> dict:
     return section if isinstance(section, dict) else {}
 
 
+# How far each mode lets a landing go, least first: `review` lands nothing unapproved, `git`
+# only commits on a side branch, `auto` writes into the working tree.
+REACH = {"review": 0, "git": 1, "auto": 2}
+
+
 def mode_for(project_root: str | None, cfg) -> tuple[str, str]:
-    """(mode, branch) for a project: its own config file beats the global config."""
+    """(mode, branch) for a project. Its own config file (a repository's to write) may only
+    narrow the user's mode (`auto` to `git` or `review`, `git` to `review`), never widen it."""
     mode, branch = cfg.mode, getattr(cfg, "git_branch", DEFAULT_BRANCH)
     if project_root:
         s = project_settings(project_root)
-        if s.get("mode") in ("auto", "review", "git"):
-            mode = s["mode"]
+        narrower = s.get("mode")
+        if isinstance(narrower, str) and REACH.get(narrower, 99) < REACH[mode]:
+            mode = narrower
         if isinstance(s.get("git_branch"), str) and s["git_branch"]:
             branch = s["git_branch"]
     return mode, branch

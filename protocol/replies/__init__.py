@@ -82,6 +82,7 @@ from claude_autoharness.protocol.replies.status import (
     PromoterInfo,
     ReflectorInfo,
     SessionInfo,
+    SettingsInfo,
     SpoolInfo,
     Status,
 )
@@ -137,6 +138,7 @@ __all__ = [
     "LastError",
     "FailedJob",
     "JobCounts",
+    "SettingsInfo",
     "SpoolInfo",
     "Failing",
     "PersistenceInfo",

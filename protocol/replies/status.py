@@ -69,6 +69,7 @@ class JobCounts(Part):
 class SpoolInfo(Part):
     replayed: int
     pending: int
+    lost: int = 0  # events hooks could neither deliver nor spool (a full disk), since start
 
 
 class Failing(Part):
@@ -160,6 +161,16 @@ class Identity(Part):
     socket: str = ""
 
 
+class SettingsInfo(Part):
+    """Where the daemon's settings came from: each key set (not left at its default) with the
+    config file or the variable that set it, and who started the daemon: `autostart` (a hook,
+    whose session's variables it never reads) or `explicit` (`autoharnessctl start`, the
+    service, a shell: their AUTOHARNESS_<KEY> variables count)."""
+
+    started_by: str = "explicit"
+    sources: dict[str, str] = {}
+
+
 class Status(Part):
     """`autoharnessctl status`: the daemon's view of itself."""
 
@@ -184,5 +195,6 @@ class Status(Part):
     learnings: LearningsInfo
     batches: BatchesInfo = msgspec.field(default_factory=BatchesInfo)
     sync: SyncInfo = msgspec.field(default_factory=SyncInfo)
+    settings: SettingsInfo = msgspec.field(default_factory=SettingsInfo)
     sessions_total: int = 0  # live sessions in all; `sessions` is one page of them, newest first
     sessions_offset: int = 0

@@ -65,10 +65,17 @@ def workdir() -> str:
     return d
 
 
-def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_env(env: Mapping[str, str] | None = None, cfg=None) -> dict[str, str]:
+    """The child's environment: the daemon's, without the parent session's identity, marked
+    as a child; the reflector's endpoint and key from the config (`reflector.base_url`,
+    `reflector.api_key`) when set, which beat the environment's as in the SDK backend."""
     out = dict(os.environ if env is None else env)
     for k in DROP_ENV:
         out.pop(k, None)
+    if cfg is not None and cfg.base_url:
+        out["ANTHROPIC_BASE_URL"] = cfg.base_url
+    if cfg is not None and cfg.api_key:
+        out["ANTHROPIC_API_KEY"] = cfg.api_key
     out[CHILD_MARK] = "1"
     return out
 
@@ -249,7 +256,7 @@ def reflect(prompt: Prompt, cfg, *, env: Mapping[str, str] | None = None,
     if exe is None:
         raise PermanentError(f"claude: `{cfg.claude_path}` not found on PATH")
     cwd = workdir()
-    environ = child_env(env)
+    environ = child_env(env, cfg)
     usage = empty_usage()
     stdin_text = prompt.user_text
     problem: str | None = ""
