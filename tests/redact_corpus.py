@@ -1,0 +1,519 @@
+"""A redaction corpus written from the providers' token formats, apart from the rules.
+
+Two halves, both generated from a fixed seed (no real secret is in the repository):
+
+* `secret_cases()`: each provider format (`FORMATS`: the prefix, length and alphabet the
+  provider documents or issues) in every context a transcript holds a token in (`CONTEXTS`:
+  a `.env` line, prose, a command's argument, JSON, YAML, code, a header, a cookie, a URL
+  query, a git URL, wrapped over two lines, URL-encoded, `base64 -w0 .env`, `base64 .env`
+  wrapped at 76). Formats without a fixed prefix (an AWS secret key, a Twilio auth token…)
+  cannot be told from an id standing alone: they are planted only where a keyword names them.
+  Each case is a text and the *fragments* that must not survive: the token's secret part as
+  it appears in that context (percent-encoded, or the base64 that encodes it).
+* `ordinary_artifacts()`: texts that hold no secret and must come out unchanged: lockfiles and
+  `go.sum` hashes, X.509 certificates, PGP and SSH public keys, Python annotations, `__all__`
+  lists, URL-safe ids, `.env.example` placeholders, commands and log lines that look like
+  credentials or phone numbers, and the repository's own source.
+
+`leaked(fragments, out)` says whether any 10-character piece of a fragment is still in `out`
+once line breaks (raw or JSON-escaped) are taken out of it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import string
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+UP = string.ascii_uppercase
+LOW = string.ascii_lowercase
+DIG = string.digits
+ALNUM = UP + LOW + DIG
+B64 = ALNUM + "+/"
+URLSAFE = ALNUM + "-_"
+HEX = "0123456789abcdef"
+B32 = UP + "234567"
+
+
+def rnd(rng: random.Random, alphabet: str, n: int) -> str:
+    """`n` random characters of `alphabet`, with a digit and a letter of each case it has (as
+    generated tokens nearly always do)."""
+    while True:
+        s = "".join(rng.choice(alphabet) for _ in range(n))
+        need = [c for c in (DIG, UP, LOW) if set(c) & set(alphabet)]
+        if n < 12 or all(set(s) & set(c) for c in need):
+            return s
+
+
+def b64(s: str | bytes) -> str:
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    env: str  # the variable it is usually kept in
+    make: Callable[[random.Random], str]
+    prefix: Callable[[str], int] = lambda tok: 0  # how many leading characters are public
+    keyword_only: bool = False  # no fixed prefix: planted only where a keyword names it
+    secret: Callable[[str], str] | None = None  # the secret part, when not all after the prefix
+
+
+def _p(n: int) -> Callable[[str], int]:
+    return lambda tok: n
+
+
+def _upto(sep: str) -> Callable[[str], int]:
+    return lambda tok: tok.index(sep) + len(sep)
+
+
+def _fmt(name, env, make, prefix=0, **kw) -> Format:
+    return Format(name, env, make, _p(prefix) if isinstance(prefix, int) else prefix, **kw)
+
+
+def _uuid(r):
+    return "-".join(rnd(r, HEX, n) for n in (8, 4, 4, 4, 12))
+
+
+def _jwt(r, body=120):
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"})).rstrip("=").replace("+", "-")
+    return head + "." + rnd(r, URLSAFE, body) + "." + rnd(r, URLSAFE, 43)
+
+
+FORMATS: list[Format] = [
+    _fmt("aws_access_key_id", "AWS_ACCESS_KEY_ID", lambda r: "AKIA" + rnd(r, B32, 16), 4),
+    _fmt("aws_session_key_id", "AWS_ACCESS_KEY_ID", lambda r: "ASIA" + rnd(r, B32, 16), 4),
+    _fmt("github_pat_classic", "GITHUB_TOKEN", lambda r: "ghp_" + rnd(r, ALNUM, 36), 4),
+    _fmt("github_oauth", "GH_TOKEN", lambda r: "gho_" + rnd(r, ALNUM, 36), 4),
+    _fmt("github_app_install", "GITHUB_TOKEN", lambda r: "ghs_" + rnd(r, ALNUM, 36), 4),
+    _fmt("github_refresh", "GITHUB_REFRESH", lambda r: "ghr_" + rnd(r, ALNUM, 76), 4),
+    _fmt("github_fine_grained", "GH_PAT",
+         lambda r: "github_pat_11" + rnd(r, UP + DIG, 20) + "_" + rnd(r, ALNUM, 59), 11),
+    _fmt("gitlab_pat", "GITLAB_TOKEN", lambda r: "glpat-" + rnd(r, URLSAFE, 20), 6),
+    _fmt("gitlab_runner", "RUNNER_TOKEN", lambda r: "glrt-" + rnd(r, URLSAFE, 20), 5),
+    _fmt("slack_bot", "SLACK_BOT_TOKEN", lambda r: f"xoxb-{r.randint(10**10, 10**12)}-"
+         f"{r.randint(10**11, 10**13)}-" + rnd(r, ALNUM, 24), 5),
+    _fmt("slack_user", "SLACK_TOKEN", lambda r: f"xoxp-{r.randint(10**10, 10**12)}-"
+         f"{r.randint(10**10, 10**12)}-{r.randint(10**11, 10**13)}-" + rnd(r, HEX, 32), 5),
+    _fmt("slack_app", "SLACK_APP_TOKEN", lambda r: f"xapp-1-A{rnd(r, UP + DIG, 10)}-"
+         f"{r.randint(10**12, 10**13)}-" + rnd(r, HEX, 64), 5),
+    _fmt("slack_webhook", "SLACK_WEBHOOK_URL", lambda r: "https://hooks.slack.com/services/T"
+         + rnd(r, UP + DIG, 10) + "/B" + rnd(r, UP + DIG, 10) + "/" + rnd(r, ALNUM, 24),
+         len("https://hooks.slack.com/services/")),
+    _fmt("stripe_secret", "STRIPE_SECRET_KEY", lambda r: "sk_live_" + rnd(r, ALNUM, 99), 8),
+    _fmt("stripe_restricted", "STRIPE_KEY", lambda r: "rk_live_" + rnd(r, ALNUM, 24), 8),
+    _fmt("stripe_webhook_secret", "STRIPE_WEBHOOK_SECRET", lambda r: "whsec_" + rnd(r, ALNUM, 32), 6),
+    _fmt("anthropic_key", "ANTHROPIC_API_KEY",
+         lambda r: "sk-ant-api03-" + rnd(r, URLSAFE, 93) + "AA", 13),
+    _fmt("anthropic_admin", "ANTHROPIC_ADMIN_KEY",
+         lambda r: "sk-ant-admin01-" + rnd(r, URLSAFE, 93) + "AA", 15),
+    _fmt("openai_project", "OPENAI_API_KEY", lambda r: "sk-proj-" + rnd(r, URLSAFE, 74)
+         + "T3BlbkFJ" + rnd(r, URLSAFE, 74), 8),
+    _fmt("openai_legacy", "OPENAI_API_KEY",
+         lambda r: "sk-" + rnd(r, ALNUM, 20) + "T3BlbkFJ" + rnd(r, ALNUM, 20), 3),
+    _fmt("openai_service", "OPENAI_KEY", lambda r: "sk-svcacct-" + rnd(r, URLSAFE, 120), 11),
+    _fmt("openrouter", "OPENROUTER_API_KEY", lambda r: "sk-or-v1-" + rnd(r, HEX, 64), 9),
+    _fmt("google_api_key", "GOOGLE_API_KEY", lambda r: "AIza" + rnd(r, URLSAFE, 35), 4),
+    _fmt("google_oauth_access", "GOOGLE_TOKEN", lambda r: "ya29.a0" + rnd(r, URLSAFE, 150), 5),
+    _fmt("google_client_secret", "GOOGLE_CLIENT_SECRET",
+         lambda r: "GOCSPX-" + rnd(r, URLSAFE, 28), 7),
+    _fmt("npm_token", "NPM_TOKEN", lambda r: "npm_" + rnd(r, ALNUM, 36), 4),
+    _fmt("huggingface", "HF_TOKEN", lambda r: "hf_" + rnd(r, ALNUM, 34), 3),
+    _fmt("sendgrid", "SENDGRID_API_KEY",
+         lambda r: "SG." + rnd(r, URLSAFE, 22) + "." + rnd(r, URLSAFE, 43), 3),
+    _fmt("telegram_bot", "TELEGRAM_BOT_TOKEN",
+         lambda r: str(r.randint(10**8, 10**10 - 1)) + ":AA" + rnd(r, URLSAFE, 33), _upto(":")),
+    _fmt("discord_bot", "DISCORD_TOKEN", lambda r: "MT" + rnd(r, ALNUM, 24) + "."
+         + rnd(r, URLSAFE, 6) + "." + rnd(r, URLSAFE, 38)),
+    _fmt("discord_webhook", "DISCORD_WEBHOOK", lambda r: "https://discord.com/api/webhooks/"
+         + str(r.randint(10**17, 10**19 - 1)) + "/" + rnd(r, URLSAFE, 68),
+         len("https://discord.com/api/webhooks/")),
+    _fmt("teams_webhook", "TEAMS_WEBHOOK", lambda r: "https://acme.webhook.office.com/webhookb2/"
+         + _uuid(r) + "@" + _uuid(r) + "/IncomingWebhook/" + rnd(r, HEX, 32) + "/" + _uuid(r),
+         len("https://acme.webhook.office.com/webhookb2/")),
+    _fmt("mailgun", "MAILGUN_API_KEY", lambda r: "key-" + rnd(r, HEX, 32), 4),
+    _fmt("mailchimp", "MAILCHIMP_API_KEY", lambda r: rnd(r, HEX, 32) + "-us" + str(r.randint(2, 21))),
+    _fmt("twilio_api_key", "TWILIO_API_KEY", lambda r: "SK" + rnd(r, HEX, 32), 2),
+    _fmt("databricks", "DATABRICKS_TOKEN", lambda r: "dapi" + rnd(r, HEX, 32), 4),
+    _fmt("supabase_pat", "SUPABASE_ACCESS_TOKEN", lambda r: "sbp_" + rnd(r, HEX, 40), 4),
+    _fmt("tailscale_auth", "TS_AUTHKEY", lambda r: "tskey-auth-k" + rnd(r, ALNUM, 11) + "CNTRL-"
+         + rnd(r, ALNUM, 33), 11),
+    _fmt("tailscale_api", "TS_API_KEY", lambda r: "tskey-api-k" + rnd(r, ALNUM, 11) + "CNTRL-"
+         + rnd(r, ALNUM, 33), 10),
+    _fmt("shopify_access", "SHOPIFY_TOKEN", lambda r: "shpat_" + rnd(r, HEX, 32), 6),
+    _fmt("shopify_shared", "SHOPIFY_SECRET", lambda r: "shpss_" + rnd(r, HEX, 32), 6),
+    _fmt("digitalocean_pat", "DIGITALOCEAN_TOKEN", lambda r: "dop_v1_" + rnd(r, HEX, 64), 7),
+    _fmt("digitalocean_oauth", "DO_TOKEN", lambda r: "doo_v1_" + rnd(r, HEX, 64), 7),
+    _fmt("pypi", "PYPI_TOKEN", lambda r: "pypi-AgEIcHlwaS5vcmc" + rnd(r, URLSAFE, 150), 5),
+    _fmt("rubygems", "GEM_HOST_API_KEY", lambda r: "rubygems_" + rnd(r, HEX, 48), 9),
+    _fmt("docker_pat", "DOCKER_TOKEN", lambda r: "dckr_pat_" + rnd(r, URLSAFE, 27), 9),
+    _fmt("vault_service", "VAULT_TOKEN", lambda r: "hvs." + rnd(r, URLSAFE, 90), 4),
+    _fmt("vault_batch", "VAULT_TOKEN", lambda r: "hvb." + rnd(r, URLSAFE, 130), 4),
+    _fmt("grafana_service_account", "GRAFANA_TOKEN",
+         lambda r: "glsa_" + rnd(r, ALNUM, 32) + "_" + rnd(r, HEX, 8), 5),
+    _fmt("grafana_cloud", "GRAFANA_CLOUD_TOKEN", lambda r: "glc_eyJvIjoi" + rnd(r, ALNUM, 120), 4),
+    _fmt("newrelic_user", "NEW_RELIC_API_KEY", lambda r: "NRAK-" + rnd(r, UP + DIG, 27), 5),
+    _fmt("newrelic_insert", "NEW_RELIC_INSERT_KEY", lambda r: "NRII-" + rnd(r, URLSAFE, 32), 5),
+    _fmt("linear", "LINEAR_API_KEY", lambda r: "lin_api_" + rnd(r, ALNUM, 40), 8),
+    _fmt("notion", "NOTION_TOKEN", lambda r: "ntn_" + rnd(r, DIG, 11) + rnd(r, ALNUM, 35), 4),
+    _fmt("notion_legacy", "NOTION_KEY", lambda r: "secret_" + rnd(r, ALNUM, 43), 7),
+    _fmt("figma", "FIGMA_TOKEN", lambda r: "figd_" + rnd(r, URLSAFE, 40), 5),
+    _fmt("atlassian", "JIRA_API_TOKEN", lambda r: "ATATT3xFfGF0" + rnd(r, URLSAFE, 180) + "="
+         + rnd(r, HEX, 8).upper(), 6),
+    _fmt("planetscale_token", "PLANETSCALE_TOKEN", lambda r: "pscale_tkn_" + rnd(r, URLSAFE, 43), 11),
+    _fmt("planetscale_password", "DATABASE_PASSWORD", lambda r: "pscale_pw_" + rnd(r, URLSAFE, 43), 10),
+    _fmt("azure_ad_client_secret", "AZURE_CLIENT_SECRET",
+         lambda r: rnd(r, URLSAFE, 3) + r.choice(DIG) + "Q~" + rnd(r, URLSAFE + "~.", 34)),
+    _fmt("postman", "POSTMAN_API_KEY", lambda r: "PMAK-" + rnd(r, HEX, 24) + "-" + rnd(r, HEX, 34), 5),
+    _fmt("doppler", "DOPPLER_TOKEN", lambda r: "dp.st.prd." + rnd(r, ALNUM, 40), 10),
+    _fmt("pulumi", "PULUMI_ACCESS_TOKEN", lambda r: "pul-" + rnd(r, HEX, 40), 4),
+    _fmt("sentry_user", "SENTRY_AUTH_TOKEN", lambda r: "sntryu_" + rnd(r, HEX, 64), 7),
+    _fmt("sentry_org", "SENTRY_AUTH_TOKEN", lambda r: "sntrys_eyJpYXQiOjE3" + rnd(r, ALNUM, 150), 7),
+    _fmt("groq", "GROQ_API_KEY", lambda r: "gsk_" + rnd(r, ALNUM, 52), 4),
+    _fmt("replicate", "REPLICATE_API_TOKEN", lambda r: "r8_" + rnd(r, ALNUM, 37), 3),
+    _fmt("perplexity", "PPLX_API_KEY", lambda r: "pplx-" + rnd(r, ALNUM, 48), 5),
+    _fmt("xai", "XAI_API_KEY", lambda r: "xai-" + rnd(r, ALNUM, 80), 4),
+    _fmt("buildkite", "BUILDKITE_API_TOKEN", lambda r: "bkua_" + rnd(r, HEX, 40), 5),
+    _fmt("circleci_pat", "CIRCLECI_TOKEN",
+         lambda r: "CCIPAT_" + rnd(r, ALNUM, 22) + "_" + rnd(r, HEX, 40), 7),
+    _fmt("brevo", "BREVO_API_KEY", lambda r: "xkeysib-" + rnd(r, HEX, 64) + "-" + rnd(r, ALNUM, 16), 8),
+    _fmt("contentful", "CONTENTFUL_TOKEN", lambda r: "CFPAT-" + rnd(r, URLSAFE, 43), 6),
+    _fmt("sourcegraph", "SRC_ACCESS_TOKEN", lambda r: "sgp_" + rnd(r, HEX, 40), 4),
+    _fmt("dynatrace", "DT_API_TOKEN", lambda r: "dt0c01." + rnd(r, UP + DIG, 24) + "."
+         + rnd(r, UP + DIG, 64), 7),
+    _fmt("terraform_cloud", "TF_TOKEN", lambda r: rnd(r, ALNUM, 14) + ".atlasv1." + rnd(r, ALNUM, 67)),
+    _fmt("nuget", "NUGET_API_KEY", lambda r: "oy2" + rnd(r, LOW + DIG, 43), 3),
+    _fmt("age_secret_key", "AGE_KEY", lambda r: "AGE-SECRET-KEY-1" + rnd(r, UP + DIG, 58), 16),
+    _fmt("mapbox_secret", "MAPBOX_TOKEN", lambda r: "sk.eyJ1IjoiYWNtZSIsImEiOiJ" + rnd(r, ALNUM, 22)
+         + "." + rnd(r, URLSAFE, 22), 3),
+    _fmt("airtable_pat", "AIRTABLE_TOKEN", lambda r: "pat" + rnd(r, ALNUM, 14) + "." + rnd(r, HEX, 64), 3),
+    _fmt("cloudflare_origin_ca", "CF_ORIGIN_CA_KEY",
+         lambda r: "v1.0-" + rnd(r, HEX, 24) + "-" + rnd(r, HEX, 146), 5),
+    _fmt("facebook_access", "FB_ACCESS_TOKEN", lambda r: "EAAG" + rnd(r, ALNUM, 160), 4),
+    _fmt("square_access", "SQUARE_ACCESS_TOKEN", lambda r: "EAAA" + rnd(r, URLSAFE, 60), 4),
+    _fmt("shippo", "SHIPPO_TOKEN", lambda r: "shippo_live_" + rnd(r, HEX, 40), 12),
+    _fmt("jwt_service_role", "SUPABASE_SERVICE_ROLE_KEY", _jwt),
+    _fmt("url_credentials", "DATABASE_URL", lambda r: "postgresql://app:" + rnd(r, ALNUM, 18)
+         + "@db.internal:5432/orders", secret=lambda tok: tok.split(":")[2].split("@")[0]),
+    # no fixed prefix: only where a keyword names them
+    _fmt("aws_secret_key", "AWS_SECRET_ACCESS_KEY", lambda r: rnd(r, B64, 40), keyword_only=True),
+    _fmt("twilio_auth_token", "TWILIO_AUTH_TOKEN", lambda r: rnd(r, HEX, 32), keyword_only=True),
+    _fmt("heroku_api_key", "HEROKU_API_KEY", _uuid, keyword_only=True),
+    _fmt("datadog_api_key", "DD_API_KEY", lambda r: rnd(r, HEX, 32), keyword_only=True),
+    _fmt("cloudflare_api_token", "CLOUDFLARE_API_TOKEN", lambda r: rnd(r, URLSAFE, 40),
+         keyword_only=True),
+    _fmt("db_password", "DB_PASSWORD", lambda r: rnd(r, ALNUM, 14) + r.choice("!#%^*@") + "7",
+         keyword_only=True),
+]
+
+
+# ---- contexts: (text, fragments) for a token ------------------------------------------------
+
+def _wrap_at(s: str, at: int) -> str:
+    return s[:at] + "\n" + s[at:]
+
+
+def _b64_fragment(doc: str, tok: str) -> str:
+    """The base64 characters that encode only bytes of `tok` inside `doc` (whole groups)."""
+    start = doc.encode().index(tok.encode())
+    end = start + len(tok.encode())
+    g0, g1 = -(-start // 3), end // 3  # the 3-byte groups wholly inside the token
+    return b64(doc.encode())[4 * g0: 4 * g1]
+
+
+def _wrap76(s: str) -> str:
+    return "\n".join(s[i:i + 76] for i in range(0, len(s), 76))
+
+
+Context = Callable[[Format, str, str, random.Random], tuple[str, list[str]]]
+
+
+def _env_doc(f: Format, tok: str) -> str:
+    return f"APP_NAME=storefront\nLOG_LEVEL=info\n{f.env}={tok}\nPORT=8080\n"
+
+
+CONTEXTS: dict[str, Context] = {
+    "env": lambda f, tok, body, r: (f"{f.env}={tok}", [body]),
+    "prose": lambda f, tok, body, r: (
+        f"I rotated it this morning; the new one is {tok} so please update the deploy job.", [body]),
+    "argument": lambda f, tok, body, r: (
+        f"./scripts/deploy.sh --region eu-west-1 {tok} --dry-run", [body]),
+    "json": lambda f, tok, body, r: (
+        json.dumps({"name": "ci", "value": tok, "enabled": True}), [body]),
+    "yaml": lambda f, tok, body, r: (f"integrations:\n  primary:\n    value: {tok}\n", [body]),
+    "code": lambda f, tok, body, r: (f'client = Client("{tok}", timeout=30)', [body]),
+    "header": lambda f, tok, body, r: (
+        f'curl -s -H "X-Upstream: {tok}" https://api.example.org/v2/items', [body]),
+    "cookie": lambda f, tok, body, r: (f"Cookie: theme=dark; sid={tok}; lang=en-GB", [body]),
+    "query": lambda f, tok, body, r: (
+        f"https://api.example.org/v1/export?format=csv&k={tok}&page=2", [body]),
+    "git_url": lambda f, tok, body, r: (
+        f"git remote add mirror https://{tok}@github.com/acme/storefront.git", [body]),
+    "wrapped": lambda f, tok, body, r: (
+        _wrap_at(f"The deploy failed. Current value: {tok}", 34 + len(tok) - len(body)
+                 + r.randint(4, max(4, len(body) - 4))), [body]),
+    "url_encoded": lambda f, tok, body, r: (
+        "https://example.org/cb?state=ok&payload=" + quote(f"{f.env}={tok}", safe=""),
+        [quote(body, safe="")]),
+    "base64_env": lambda f, tok, body, r: (
+        "$ base64 -w0 .env\n" + b64(_env_doc(f, tok)), [_b64_fragment(_env_doc(f, tok), tok)]),
+    "base64_env_wrapped": lambda f, tok, body, r: (
+        "$ base64 .env\n" + _wrap76(b64(_env_doc(f, tok))), [_b64_fragment(_env_doc(f, tok), tok)]),
+}
+
+# where a keyword names the value (formats without a prefix go only here)
+KEYWORD_CONTEXTS: dict[str, Context] = {
+    "env": CONTEXTS["env"],
+    "export": lambda f, tok, body, r: (f"export {f.env}='{tok}'", [body]),
+    "json_key": lambda f, tok, body, r: (json.dumps({f.env.lower(): tok, "region": "eu"}), [body]),
+    "yaml_key": lambda f, tok, body, r: (f"settings:\n  {f.env.lower()}: {tok}\n", [body]),
+    "url_encoded": CONTEXTS["url_encoded"],
+    "base64_env": CONTEXTS["base64_env"],
+    "base64_env_wrapped": CONTEXTS["base64_env_wrapped"],
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    format: str
+    context: str
+    text: str
+    fragments: tuple[str, ...]
+
+
+def secret_cases(seed: int = 38) -> Iterator[Case]:
+    """Every format in every context it can be told in; a fresh token for each case."""
+    rng = random.Random(seed)
+    for f in FORMATS:
+        contexts = KEYWORD_CONTEXTS if f.keyword_only else CONTEXTS
+        for name, ctx in contexts.items():
+            tok = f.make(rng)
+            body = f.secret(tok) if f.secret else tok[f.prefix(tok):]
+            text, frags = ctx(f, tok, body, rng)
+            yield Case(f.name, name, text, tuple(frags))
+
+
+_BREAKS = re.compile(r"(?:\\+[nr]|[\r\n])[ \t]*")
+
+
+def leaked(fragments, out: str, width: int = 10) -> bool:
+    """Whether any `width`-character piece of a fragment survives in `out` (line breaks, raw
+    or JSON-escaped, taken out of `out` first: a wrapped token's halves count joined)."""
+    flat = _BREAKS.sub("", out)
+    for frag in fragments:
+        w = min(width, len(frag))
+        if any(frag[i:i + w] in flat for i in range(0, len(frag) - w + 1)):
+            return True
+    return False
+
+
+# ---- ordinary artifacts ----------------------------------------------------------------------
+
+def _go_sum(r) -> str:
+    mods = ["github.com/stretchr/testify", "golang.org/x/sys", "google.golang.org/grpc",
+            "github.com/spf13/cobra", "gopkg.in/yaml.v3", "github.com/google/uuid"]
+    lines = []
+    for m in mods:
+        v = f"v1.{r.randint(0, 60)}.{r.randint(0, 9)}"
+        lines.append(f"{m} {v} h1:{b64(r.randbytes(32))}")
+        lines.append(f"{m} {v}/go.mod h1:{b64(r.randbytes(32))}")
+    return "\n".join(lines) + "\n"
+
+
+def _package_lock(r) -> str:
+    pkgs = {}
+    for name in ("lodash", "react", "@babel/core", "typescript", "esbuild", "zod"):
+        ver = f"{r.randint(1, 20)}.{r.randint(0, 30)}.{r.randint(0, 9)}"
+        pkgs[f"node_modules/{name}"] = {
+            "version": ver, "resolved": f"https://registry.npmjs.org/{name}/-/{name.split('/')[-1]}"
+            f"-{ver}.tgz", "integrity": "sha512-" + b64(r.randbytes(64)), "license": "MIT"}
+    return json.dumps({"name": "app", "lockfileVersion": 3, "packages": pkgs}, indent=2)
+
+
+def _yarn_lock(r) -> str:
+    out = ["# THIS IS AN AUTOGENERATED FILE. DO NOT EDIT THIS FILE DIRECTLY.\n"]
+    for name in ("chalk", "debug", "ms", "semver"):
+        ver = f"{r.randint(1, 9)}.{r.randint(0, 9)}.{r.randint(0, 9)}"
+        out.append(f'{name}@^{ver}:\n  version "{ver}"\n  resolved "https://registry.yarnpkg.com/'
+                   f'{name}/-/{name}-{ver}.tgz#{r.randbytes(20).hex()}"\n  integrity sha512-'
+                   f"{b64(r.randbytes(64))}\n")
+    return "\n".join(out)
+
+
+def _pip_hashes(r) -> str:
+    return "".join(f"{n}=={r.randint(1, 9)}.{r.randint(0, 20)} \\\n    --hash=sha256:"
+                   f"{r.randbytes(32).hex()} \\\n    --hash=sha256:{r.randbytes(32).hex()}\n"
+                   for n in ("requests", "idna", "urllib3", "certifi"))
+
+
+def _cargo_lock(r) -> str:
+    return "".join(f'[[package]]\nname = "{n}"\nversion = "0.{r.randint(1, 9)}.{r.randint(0, 9)}"\n'
+                   f'source = "registry+https://github.com/rust-lang/crates.io-index"\n'
+                   f'checksum = "{r.randbytes(32).hex()}"\n\n' for n in ("serde", "tokio", "anyhow"))
+
+
+def _der(tag: int, body: bytes) -> bytes:
+    n = len(body)
+    if n < 128:
+        return bytes([tag, n]) + body
+    ln = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag, 0x80 | len(ln)]) + ln + body
+
+
+def _certificate(r) -> str:
+    """A PEM certificate shaped as X.509 is (SEQUENCE { tbsCertificate { [0] version, serial,
+    …}, algorithm, signature }), with random contents."""
+    tbs = _der(0x30, _der(0xA0, _der(0x02, b"\x02")) + _der(0x02, r.randbytes(16))
+               + _der(0x30, r.randbytes(11)) + r.randbytes(r.randint(500, 900)))
+    der = _der(0x30, tbs + _der(0x30, r.randbytes(13)) + _der(0x03, r.randbytes(257)))
+    body = b64(der)
+    lines = "\n".join(body[i:i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN CERTIFICATE-----\n{lines}\n-----END CERTIFICATE-----\n"
+
+
+def _pgp_public(r) -> str:
+    packet = bytes([0x99]) + (525).to_bytes(2, "big") + b"\x04" + r.randbytes(525)
+    body = b64(packet)
+    lines = "\n".join(body[i:i + 64] for i in range(0, len(body), 64))
+    crc = b64(r.randbytes(3))
+    return f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n{lines}\n={crc}\n-----END PGP PUBLIC KEY BLOCK-----\n"
+
+
+def _public_key_pem(r) -> str:
+    body = b64(_der(0x30, _der(0x30, bytes.fromhex("06092a864886f70d0101010500"))
+                    + _der(0x03, b"\x00" + r.randbytes(270))))
+    lines = "\n".join(body[i:i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN PUBLIC KEY-----\n{lines}\n-----END PUBLIC KEY-----\n"
+
+
+def _ssh_public(r) -> str:
+    ed = b64(b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + r.randbytes(32))
+    rsa = b64(b"\x00\x00\x00\x07ssh-rsa\x00\x00\x00\x03\x01\x00\x01\x00\x00\x01\x01" + r.randbytes(257))
+    return f"ssh-ed25519 {ed} dev@laptop\nssh-rsa {rsa} ci@build\n"
+
+
+def _known_hosts(r) -> str:
+    return "".join(f"|1|{b64(r.randbytes(20))}|{b64(r.randbytes(20))} ecdsa-sha2-nistp256 "
+                   f"{b64(r.randbytes(104))}\n" for _ in range(3))
+
+
+_ANNOTATIONS = [
+    "    credentials: AccessTokenProvider | None = None",
+    "def __init__(self, token: str, password: Optional[str] = None) -> None:",
+    "    secret_key: SecretStr",
+    "    auth_token: \"TokenType\" = field(default=None)",
+    "def login(username: str, password: str, *, otp: str | None = None) -> Session:",
+    "    api_key: Annotated[str, Field(min_length=20)]",
+    "    token_provider: Callable[[], Awaitable[AccessToken]]",
+    "    private_key: rsa.RSAPrivateKey | None",
+    "    credential: DefaultAzureCredential = DefaultAzureCredential()",
+    "    password_hasher: PasswordHasher",
+    "def refresh(self, refresh_token: RefreshToken) -> TokenPair: ...",
+    "    secret: bytes = b\"\"",
+    "const apiKey: string | undefined = process.env.API_KEY;",
+    "  token: z.string().min(1),",
+    "  password: PasswordField<Form>;",
+    "func NewClient(token string, secret []byte) (*Client, error) {",
+]
+
+_ALL_LISTS = [
+    '__all__ = ["TokenStore", "PasswordHasher", "SecretManager", "AccessTokenProvider",\n'
+    '           "load_credentials", "api_key_from_env", "PrivateKeyLoader"]',
+    "__all__ = ['AuthTokenError', 'InvalidPasswordError', 'SecretNotFound', 'credential_scope']",
+    "from .auth import (\n    BearerTokenAuth,\n    PasswordCredential,\n    SecretKeyResolver,\n)",
+]
+
+
+def _ids(r) -> list[str]:
+    out = []
+    for _ in range(30):
+        vid = rnd(r, URLSAFE, 11)
+        nano = rnd(r, URLSAFE, 21)
+        b64id = base64.urlsafe_b64encode(r.randbytes(16)).decode().rstrip("=")
+        long_id = base64.urlsafe_b64encode(r.randbytes(32)).decode().rstrip("=")
+        out.append(f"https://www.youtube.com/watch?v={vid}&t=42s")
+        out.append(json.dumps({"id": nano, "etag": b64id, "cursor": long_id, "kind": "item"}))
+        out.append(f"GET /api/v1/objects/{long_id}/versions/{b64id} 200 12ms")
+        out.append(json.dumps({"type": "message", "id": "msg_01" + rnd(r, ALNUM, 22),
+                               "tool_use_id": "toolu_01" + rnd(r, ALNUM, 22),
+                               "requestId": "req_011C" + rnd(r, ALNUM, 20)}))
+    return out
+
+
+_PLACEHOLDERS = [
+    "API_KEY=your-api-key-here\nSECRET_KEY=changeme\nDATABASE_URL=postgres://user:password@localhost/db\n",
+    "OPENAI_API_KEY=sk-...\nANTHROPIC_API_KEY=<your key>\nGITHUB_TOKEN=${GITHUB_TOKEN}\n",
+    "token: your-token-here\npassword: \"********\"\nsecret: REPLACE_ME\n",
+    "env:\n  NPM_TOKEN: ${{ secrets.NPM_TOKEN }}\n  API_KEY: ${{ secrets.API_KEY }}\n",
+    "export AWS_SECRET_ACCESS_KEY=\"$(aws configure get aws_secret_access_key)\"\n",
+    'password = os.environ["DB_PASSWORD"]\ntoken = settings.GITHUB_TOKEN\n',
+    "STRIPE_SECRET_KEY=sk_test_xxxxxxxxxxxxxxxxxxxxxxxx\n",
+    "Set `token` to the value shown on the settings page (it starts with `ghp_`).\n",
+]
+
+_LOOKALIKES = [
+    "$ date +%Y-%m-%dT%H:%M\n2026-03-14T09:26\n",
+    "1Password: item 'Staging DB' updated in vault Engineering\n",
+    "PASS: tests/test_login.py::test_password_reset created 3 fixtures\n",
+    "PASS src/auth/token.test.ts (4.2 s)\n  ✓ refreshes an expired token (12 ms)\n",
+    "2026-01-15 10:30:45,123 INFO worker-3 processed 1,204 items in 2026-01-15 10:31:02\n",
+    "Build 2024.11.3-1548 finished at 2024-11-03 15:48:10 (run 12345-678-9012)\n",
+    "ERROR: password authentication failed for user \"postgres\"\n",
+    "hint: use `git credential-manager` or a personal access token instead of a password\n",
+    "The session token expires after 3600 seconds; call refresh() before then.\n",
+    "docker pull ghcr.io/acme/app@sha256:" + "3f" * 32 + "\n",
+    "commit 9fceb02d0ae598e95dc970b74767f19372d61af8\nAuthor: Dev <dev@example.com>\n",
+    "npm notice Publishing to https://registry.npmjs.org/ with tag latest\n",
+    "$ kubectl get secret db -o jsonpath='{.data.password}'\n",
+    "listen 0.0.0.0:8080 (pid 43121) ulimit -n 65536 version 1.24.3\n",
+]
+
+
+def _source_files() -> list[tuple[str, str]]:
+    """The repository's own code and docs (its tests plant secrets on purpose: left out)."""
+    out = []
+    for folder in ("daemon", "client", "protocol", "docs", "bench", "commands", "hooks"):
+        for p in sorted((ROOT / folder).rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".md", ".toml", ".json", ".sh", "") and \
+                    p.stat().st_size < 400_000:
+                try:
+                    out.append((str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")))
+                except (UnicodeDecodeError, OSError):
+                    continue
+    for name in ("README.md", "CONTRIBUTING.md", "pyproject.toml"):
+        out.append((name, (ROOT / name).read_text(encoding="utf-8")))
+    return out
+
+
+def ordinary_artifacts(seed: int = 38) -> Iterator[tuple[str, str]]:
+    """(what it is, text) for texts that hold no secret."""
+    r = random.Random(seed)
+    for i in range(12):
+        yield f"go.sum #{i}", _go_sum(r)
+        yield f"package-lock.json #{i}", _package_lock(r)
+        yield f"yarn.lock #{i}", _yarn_lock(r)
+        yield f"requirements hashes #{i}", _pip_hashes(r)
+        yield f"Cargo.lock #{i}", _cargo_lock(r)
+        yield f"certificate #{i}", _certificate(r)
+        yield f"PGP public key #{i}", _pgp_public(r)
+        yield f"public key PEM #{i}", _public_key_pem(r)
+        yield f"SSH public keys #{i}", _ssh_public(r)
+        yield f"known_hosts #{i}", _known_hosts(r)
+    for i, a in enumerate(_ANNOTATIONS):
+        yield f"annotation #{i}", a
+    for i, a in enumerate(_ALL_LISTS):
+        yield f"__all__ #{i}", a
+    for i, a in enumerate(_ids(r)):
+        yield f"id #{i}", a
+    for i, a in enumerate(_PLACEHOLDERS):
+        yield f"placeholder #{i}", a
+    for i, a in enumerate(_LOOKALIKES):
+        yield f"lookalike #{i}", a
+    yield from _source_files()
