@@ -37,7 +37,7 @@ class Rule:
     cls: str  # "secret" | "pii" | "public" (material that is not a finding: see `generic`)
     rx: object  # a compiled pattern with .match / .finditer (re or re2)
     near: object | None = None  # with `back`: rx after a lazy prefix of at most `back` bytes
-    back_set: frozenset[int] | None = None  # with `back_chars`: the match starts where they end
+    back_set: bytes | None = None  # with `back_chars`: the match starts where they end
     needles: tuple[bytes, ...] = ()
     hay: int = TEXT  # TEXT, LOWER (case-insensitive needles) or SHAPE (digits as '0')
     run: int = 0  # > 0: fires at each run of at least this many base64 characters
@@ -143,7 +143,7 @@ def compile_rule(d: dict, *, user: bool = False) -> Rule:
             chars = re.compile(b"[" + str(d["back_chars"]).encode() + b"]")
         except re.error as e:
             raise ValueError(f"redaction rule {kind!r}: bad back_chars: {e}") from None
-        back_set = frozenset(c for c in range(256) if chars.match(bytes([c])))
+        back_set = bytes(c for c in range(256) if chars.match(bytes([c])))
     elif back > 0 and needles:
         near = _compile(kind, b"(?s:.{0,%d}?)(?P<%s>" % (back, AT.encode()) + scoped(pattern)
                         + b")", user)

@@ -94,10 +94,10 @@ class Engine:
         endpos = min(n, at + needle_len + rule.span)
         if rule.back_set is not None:
             # back over the characters a match may start with, then match once
-            start, lo = at, max(0, at - rule.back)
-            while start > lo and data[start - 1] in rule.back_set and \
-                    not (start > 1 and data[start - 2] == _BS):  # `\n…`
-                start -= 1
+            lo = max(0, at - rule.back)
+            start = lo + len(data[lo:at].rstrip(rule.back_set))  # C-speed walk back
+            if start > 0 and data[start - 1] == _BS:
+                start += 1  # never onto the letter of an escape (`\n…`)
             m = rule.rx.match(data, start, endpos)
             return None if m is not None and m.end() <= at else m
         if rule.near is not None:

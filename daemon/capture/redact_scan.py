@@ -56,6 +56,8 @@ class NeedleScan:
         for h, n, idxs in sorted(literal, key=lambda x: -len(x[1])):
             self._by_first.setdefault((h, n[0]), []).append((h, n, idxs))
         self._longest = max((len(n) for _, n, _ in literal), default=1)
+        self._firsts = tuple(frozenset(f for (h, f) in self._by_first if h == hay)
+                             for hay in (TEXT, LOWER, SHAPE))
         self._rx = re2.compile(b"|".join(_alternative(h, n) for h, n, _ in literal), BYTES) \
             if literal else None
 
@@ -63,16 +65,24 @@ class NeedleScan:
         hi = len(data) if hi is None else hi
         if self._rx is None:
             return
-        pos, by_first, longest = lo, self._by_first, self._longest
-        while True:
-            m = self._rx.search(data, pos, hi)
-            if m is None:
+        # the binding's own matcher: spans only, no match object (this loop is the hot path)
+        match, unanchored = self._rx._regexp.Match, re2._Anchor.UNANCHORED
+        by_first, longest, pos = self._by_first, self._longest, lo
+        text_first, lower_first, shape_first = self._firsts
+        while pos < hi:
+            p = match(unanchored, data, pos, hi)[0][0]
+            if p < 0:
                 return
-            p = m.start()
-            piece = data[p:min(hi, p + longest)]
-            for hay in (TEXT, LOWER, SHAPE):
+            c = data[p]
+            piece = None
+            for hay, key in ((TEXT, c), (LOWER, c | 0x20 if 0x41 <= c <= 0x5A else c),
+                             (SHAPE, SHAPE_TABLE[c])):
+                if key not in (text_first, lower_first, shape_first)[hay]:
+                    continue
+                if piece is None:
+                    piece = data[p:p + longest]
                 seg = _norm(hay, piece)
-                for _h, needle, idxs in by_first.get((hay, seg[0]), ()):
+                for _h, needle, idxs in by_first[(hay, key)]:
                     if seg.startswith(needle):
                         yield p, len(needle), idxs
             pos = p + 1

@@ -72,10 +72,17 @@ class Mapped:
         return start, self._origins[k] + (e - 1 - self._starts[k]) + 1
 
 
+# token characters and the line breaks between them, from where a token starts
+_WRAPPED_RUN = re.compile(rb"(?:[" + _TOKEN + rb"]++(?:" + BREAK.pattern + rb"(?=[" + _TOKEN
+                          + rb"]))?)*+")
+
+
 def joined(data: bytes, lo: int, hi: int) -> Mapped:
-    """data[lo:hi] with the line breaks that sit between two token characters taken out."""
+    """data[lo:hi] with the line breaks that sit between two token characters taken out; only
+    the token run that starts at `lo` is joined (what follows it is copied as it is)."""
+    end = _WRAPPED_RUN.match(data, lo, hi).end()
     parts, starts, origins, size, last = [], [], [], 0, lo
-    for m in _BREAK_IN_TOKEN.finditer(data, lo, hi):
+    for m in _BREAK_IN_TOKEN.finditer(data, lo, end):
         parts.append(data[last:m.start()])
         starts.append(size)
         origins.append(last)
