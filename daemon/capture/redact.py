@@ -10,7 +10,9 @@ plus a local re-check around what it replaced:
 2. the engine's spans are replaced in one splice;
 3. a marker changes its neighbours' context, so the regions around new markers are checked
    again until nothing more is found: `redact(redact(x)) == redact(x)`;
-4. the home directory is written `~` (a path, not a finding: it is not counted).
+4. in JSONL (`redact_bytes`), a record the pass changed keeps its keys and types
+   (`redact_records`);
+5. the home directory is written `~` (a path, not a finding: it is not counted).
 
 Over-redaction is the safe side. `redact` and `find` never raise: on an internal error the
 whole text counts as one `redaction_error` finding (and `redact` returns only the marker).
@@ -28,6 +30,7 @@ from claude_autoharness.daemon.capture.redact_compile import (
     load_rule_data,
 )
 from claude_autoharness.daemon.capture.redact_engine import Engine
+from claude_autoharness.daemon.capture.redact_records import keep_records
 
 __all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
            "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]
@@ -121,9 +124,10 @@ class Redactor(Engine):
             parts.append(data[last:])
             data = b"".join(parts)
             regions = _around(marks, len(data))
-        if self._home is not None:
-            data = self._home.sub(b"~", data)
         return data, counts
+
+    def _tilde(self, data: bytes) -> bytes:
+        return self._home.sub(b"~", data) if self._home is not None else data
 
     # -- public --
 
@@ -131,14 +135,19 @@ class Redactor(Engine):
         """The text with every finding replaced, and how many of each kind. Never raises."""
         try:
             out, counts = self._redact(_to_bytes(text))
-            return _to_str(out), counts
+            return _to_str(self._tilde(out)), counts
         except Exception:  # never let a secret through because a rule misbehaved
             return MARK.format(ERROR_KIND), {ERROR_KIND: 1}
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, dict[str, int]]:
-        """`redact` for UTF-8 bytes (a window as read). Never raises."""
+        """`redact` for UTF-8 bytes (a window as read: JSONL, whose records keep their
+        structure, `redact_records`). Never raises."""
         try:
-            return self._redact(_to_bytes(data))
+            data = _to_bytes(data)
+            out, counts = self._redact(data)
+            if out != data and b"{" in data:
+                out, counts = keep_records(data, out, counts, self.redact)
+            return self._tilde(out), counts
         except Exception:
             return MARK.format(ERROR_KIND).encode(), {ERROR_KIND: 1}
 

@@ -178,15 +178,16 @@ def pem_lines(s: str) -> bool:
 
 
 _PLACEHOLDER_VALUE = re.compile(
-    r"(?i)^(?:(?:your|my|the)[-_ ].*|.*(?:x{6,}|\*{4,}|\.\.\.|\u2026|<[^>]*>|changeme|change[-_]me|"
+    r"(?i)^(?:(?:your|my|the)[-_ ].*|.*(?:x{6,}|\*{4,}|\.\.\.|\xe2\x80\xa6|<[^>]*>|changeme|change[-_]me|"
     r"replace[-_]?me|placeholder|dummy|redacted|not[-_]a[-_]real|fake[-_](?:key|token|secret)).*"
     r"|(?:pass(?:word)?|secret|token|test|admin|root|pw|pwd|foo|bar|none|null)[0-9]{0,3})$")
 
 
 def not_placeholder(s: str) -> bool:
-    """Not a value written to be replaced: `your-token-here`, `sk_test_xxxxxxxx`, `<key>`,
+    """(`s` is latin-1 decoded UTF-8, as every check's text: `…` reads `\xe2\x80\xa6`.)
+    Not a value written to be replaced: `your-token-here`, `sk_test_xxxxxxxx`, `<key>`,
     `changeme`, `password`, `...` (a real secret is none of these)."""
-    value = s.rsplit(":", 1)[-1] if "://" not in s else s  # `user:pass` in a URL: the pass
+    value = (s.rsplit(":", 1)[-1] if "://" not in s else s).rstrip(",.;)")  # `user:pass`: the pass
     return not _PLACEHOLDER_VALUE.match(value) and len(set(value)) > 1
 
 
