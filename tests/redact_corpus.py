@@ -517,3 +517,52 @@ def ordinary_artifacts(seed: int = 38) -> Iterator[tuple[str, str]]:
     for i, a in enumerate(_LOOKALIKES):
         yield f"lookalike #{i}", a
     yield from _source_files()
+
+
+# ---- measuring a redactor on both halves -------------------------------------------------
+
+FORMS = ("prompt", "cat", "command", "json2")  # how a case reaches a transcript (secret_plant)
+
+
+def planted(seed: int = 38) -> Iterator[tuple[Case, str, str]]:
+    """(case, where, text): each case as written (`raw`: a file, a skill, a command) and as
+    a transcript holds it (`jsonl`: a record of a real session, in one of `FORMS` in turn)."""
+    from secret_plant import plant
+
+    for i, c in enumerate(secret_cases(seed)):
+        yield c, "raw", c.text
+        yield c, "jsonl", "\n".join(plant(c.text, FORMS[i % len(FORMS)])) + "\n"
+
+
+@dataclass
+class Score:
+    cases: int = 0
+    removed: int = 0
+    missed: list = None  # (format, context, where)
+    artifacts: int = 0
+    changed: list = None  # names of artifacts the redactor changed
+
+    @property
+    def recall(self) -> float:
+        return self.removed / self.cases if self.cases else 0.0
+
+    @property
+    def false_positive_share(self) -> float:
+        return len(self.changed) / self.artifacts if self.artifacts else 0.0
+
+
+def score(redact: Callable[[str], str], seed: int = 38) -> Score:
+    """Recall (cases with no fragment left) and the share of ordinary artifacts changed, for a
+    `redact(text) -> text`."""
+    s = Score(missed=[], changed=[])
+    for c, where, text in planted(seed):
+        s.cases += 1
+        if leaked(c.fragments, redact(text)):
+            s.missed.append((c.format, c.context, where))
+        else:
+            s.removed += 1
+    for name, text in ordinary_artifacts(seed):
+        s.artifacts += 1
+        if redact(text) != text:
+            s.changed.append(name)
+    return s

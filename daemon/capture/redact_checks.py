@@ -187,7 +187,7 @@ def not_placeholder(s: str) -> bool:
     """(`s` is latin-1 decoded UTF-8, as every check's text: `…` reads `\xe2\x80\xa6`.)
     Not a value written to be replaced: `your-token-here`, `sk_test_xxxxxxxx`, `<key>`,
     `changeme`, `password`, `...` (a real secret is none of these)."""
-    value = (s.rsplit(":", 1)[-1] if "://" not in s else s).rstrip(",.;)")  # `user:pass`: the pass
+    value = (s.rsplit(":", 1)[-1] if "://" not in s else s).rstrip(",;)")  # `user:pass`: the pass
     return not _PLACEHOLDER_VALUE.match(value) and len(set(value)) > 1
 
 
