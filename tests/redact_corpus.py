@@ -130,8 +130,9 @@ FORMATS: list[Format] = [
          lambda r: "SG." + rnd(r, URLSAFE, 22) + "." + rnd(r, URLSAFE, 43), 3),
     _fmt("telegram_bot", "TELEGRAM_BOT_TOKEN",
          lambda r: str(r.randint(10**8, 10**10 - 1)) + ":AA" + rnd(r, URLSAFE, 33), _upto(":")),
-    _fmt("discord_bot", "DISCORD_TOKEN", lambda r: "MT" + rnd(r, ALNUM, 24) + "."
-         + rnd(r, URLSAFE, 6) + "." + rnd(r, URLSAFE, 38)),
+    # the first part is the base64 of the bot's numeric id
+    _fmt("discord_bot", "DISCORD_TOKEN", lambda r: b64(str(r.randint(10**17, 10**19 - 1))).rstrip("=")
+         + "." + rnd(r, URLSAFE, 6) + "." + rnd(r, URLSAFE, 38)),
     _fmt("discord_webhook", "DISCORD_WEBHOOK", lambda r: "https://discord.com/api/webhooks/"
          + str(r.randint(10**17, 10**19 - 1)) + "/" + rnd(r, URLSAFE, 68),
          len("https://discord.com/api/webhooks/")),

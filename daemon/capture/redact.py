@@ -47,6 +47,7 @@ _PRIVATE_B = re.compile(rb"(?is)(?<!`)<private>(?:.*?<\\?/private>|[^\n]*)")
 
 # A marker can only change what matches near it: later passes look for needles this close.
 _NEAR = 1024
+_CHUNK = 1 << 19  # a text longer than this is redacted in pieces of about this size
 
 
 def _around(marks: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
@@ -95,12 +96,34 @@ class Redactor(Engine):
                          always_secret=(PRIVATE_KIND, ERROR_KIND))
         self._home = _home_pattern(os.path.expanduser("~") if home is None else home)
 
-    def _redact(self, data: bytes) -> tuple[bytes, dict[str, int]]:
+    def _redact(self, data: bytes, *, records: bool = False) -> tuple[bytes, dict[str, int]]:
+        """Every finding replaced. With `records` (JSONL), a record whose structure a finding
+        changed is redone value by value (`redact_records`)."""
+        # a large text goes in pieces cut between JSONL records (no finding spans two
+        # records), each small enough to stay in cache through the passes over it
+        parts, counts, start = [], {}, 0
+        while start < len(data):
+            cut = data.find(b"\n{", start + _CHUNK) + 1 if start + _CHUNK < len(data) else 0
+            end = cut if cut > 0 else len(data)
+            piece = data[start:end]
+            out, found, quoted = self._redact_piece(piece)
+            if records and quoted:  # only a replaced quote can change a record's structure
+                out, found = keep_records(piece, out, found, self.redact)
+            parts.append(out)
+            for k, n in found.items():
+                counts[k] = counts.get(k, 0) + n
+            start = end
+        return b"".join(parts), counts
+
+    def _redact_piece(self, data: bytes) -> tuple[bytes, dict[str, int], bool]:
+        """The piece redacted, its counts, and whether any replaced text held a quote."""
         counts: dict[str, int] = {}
+        quoted = False
         if b"<" in data and b"<private>" in data.lower():
             data, k = _PRIVATE_B.subn(MARK.format(PRIVATE_KIND).encode(), data)
             if k:
                 counts[PRIVATE_KIND] = k
+                quoted = True  # an unclosed tag takes the rest of its line
         # A marker changes its neighbours' context (`4012…1881(415) 555-2671`: the phone's left
         # boundary fails on '1' but holds on ']'), so repeat while a pass finds something: the
         # result is a fixed point and redacting it again changes nothing.
@@ -114,6 +137,7 @@ class Redactor(Engine):
             parts, last, size, marks = [], 0, 0, []
             for s, e, kind in spans:
                 parts.append(data[last:s])
+                quoted = quoted or data.find(b'"', s, e) != -1
                 size += s - last
                 mark = MARK.format(kind).encode()
                 marks.append((size, size + len(mark)))
@@ -124,7 +148,7 @@ class Redactor(Engine):
             parts.append(data[last:])
             data = b"".join(parts)
             regions = _around(marks, len(data))
-        return data, counts
+        return data, counts, quoted
 
     def _tilde(self, data: bytes) -> bytes:
         return self._home.sub(b"~", data) if self._home is not None else data
@@ -143,10 +167,7 @@ class Redactor(Engine):
         """`redact` for UTF-8 bytes (a window as read: JSONL, whose records keep their
         structure, `redact_records`). Never raises."""
         try:
-            data = _to_bytes(data)
-            out, counts = self._redact(data)
-            if out != data and b"{" in data:
-                out, counts = keep_records(data, out, counts, self.redact)
+            out, counts = self._redact(_to_bytes(data), records=True)
             return self._tilde(out), counts
         except Exception:
             return MARK.format(ERROR_KIND).encode(), {ERROR_KIND: 1}

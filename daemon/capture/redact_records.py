@@ -46,21 +46,50 @@ def _same(before, after_line: bytes) -> bool:
     return after is not None and shape(after) == shape(before)
 
 
+def _changed_lines(original: bytes, redacted: bytes):
+    """(line index, original line, redacted line) of each line holding a new marker; the two
+    texts have the same number of lines."""
+    k, r_at, o_start, o_k = 0, 0, 0, 0
+    seen = -1
+    m = redacted.find(b"[REDACTED:")
+    while m != -1:
+        k += redacted.count(b"\n", r_at, m)
+        r_at = m
+        if k != seen:
+            seen = k
+            r_start = redacted.rfind(b"\n", 0, m) + 1
+            r_end = redacted.find(b"\n", m)
+            while o_k < k:  # the original's k-th line
+                o_start = original.index(b"\n", o_start) + 1
+                o_k += 1
+            o_end = original.find(b"\n", o_start)
+            yield k, original[o_start:None if o_end < 0 else o_end], \
+                redacted[r_start:None if r_end < 0 else r_end]
+        m = redacted.find(b"[REDACTED:", m + 1)
+
+
 def keep_records(original: bytes, redacted: bytes, counts: dict[str, int],
                  redact: Callable[[str], tuple[str, dict[str, int]]]) -> tuple[bytes, dict[str, int]]:
     """`redacted` (the one-pass result for `original`) with each changed JSON record whose
     structure changed redacted again value by value. `redact` is the text redactor."""
-    src, out = original.split(b"\n"), redacted.split(b"\n")
-    if len(src) != len(out):  # a finding ran across a line end: every line on its own
-        out = [redact(line.decode("utf-8", "surrogatepass"))[0].encode("utf-8", "surrogatepass")
-               if line else line for line in src]
-    for i, (a, b) in enumerate(zip(src, out, strict=True)):
+    if original.count(b"\n") != redacted.count(b"\n"):
+        # a finding ran across a line end: every line on its own
+        redacted = b"\n".join(
+            redact(line.decode("utf-8", "surrogatepass"))[0].encode("utf-8", "surrogatepass")
+            if line else line for line in original.split(b"\n"))
+    fixes = {}
+    for k, a, b in _changed_lines(original, redacted):
         if a == b or not a.lstrip().startswith((b"{", b"[")):
             continue
         before = _parse(a)
         if before is None or _same(before, b):
             continue
         again: dict[str, int] = {}
-        out[i] = json.dumps(_walk(before, redact, again), ensure_ascii=False,
-                            separators=(",", ":")).encode("utf-8", "surrogatepass")
-    return b"\n".join(out), counts
+        fixes[k] = json.dumps(_walk(before, redact, again), ensure_ascii=False,
+                              separators=(",", ":")).encode("utf-8", "surrogatepass")
+    if not fixes:
+        return redacted, counts
+    lines = redacted.split(b"\n")
+    for k, line in fixes.items():
+        lines[k] = line
+    return b"\n".join(lines), counts

@@ -25,11 +25,8 @@ from claude_autoharness.daemon.capture.redact_scan import BYTES
 BREAK = re.compile(rb"(?:\\+r|\r)?(?:\\+n|\n)(?:[ \t]|\\+t)*"
                    rb"(?:[0-9]{1,7}(?:\xe2\x86\x92|\\+u2192|\\+t|\t))?")
 _TOKEN = rb"A-Za-z0-9_.+/=~-"
-# a needle's token run that ends at a line break followed by more token characters
-_RUN_TO_BREAK = re.compile(rb"[" + _TOKEN + rb"]{0,400}?" + BREAK.pattern + rb"[" + _TOKEN + rb"]")
-_BREAK_IN_TOKEN = re.compile(rb"(?<=[" + _TOKEN + rb"])" + BREAK.pattern + rb"(?=[" + _TOKEN + rb"])")
-
-
+_TOKEN_SET = frozenset(c for c in range(256) if re.match(rb"[" + _TOKEN + rb"]", bytes([c])))
+_BREAK_START = re.compile(rb"[\\\r\n]")
 _NEXT_RUN = re.compile(rb"[" + _TOKEN + rb"]{1,400}")
 
 
@@ -37,13 +34,16 @@ def continues_after_break(data: bytes, at: int, *, generated: bool = False) -> b
     """Whether the token characters from `at` run into a line break and go on after it;
     with `generated`, only when what goes on looks generated (a digit, or capitals among
     small letters): a token that ends its line is not joined to the next line's word."""
-    m = _RUN_TO_BREAK.match(data, at)
-    if m is None:
+    end = _NEXT_RUN.match(data, at)
+    brk = BREAK.match(data, end.end() if end else at)
+    if brk is None:
+        return False
+    nxt = _NEXT_RUN.match(data, brk.end())
+    if nxt is None:
         return False
     if not generated:
         return True
-    nxt = _NEXT_RUN.match(data, m.end() - 1)
-    run = nxt.group() if nxt else b""
+    run = nxt.group()
     upper = sum(1 for c in run if 0x41 <= c <= 0x5A)
     return any(0x30 <= c <= 0x39 for c in run) or (upper >= 2 and upper < len(run))
 
@@ -82,11 +82,17 @@ def joined(data: bytes, lo: int, hi: int) -> Mapped:
     the token run that starts at `lo` is joined (what follows it is copied as it is)."""
     end = _WRAPPED_RUN.match(data, lo, hi).end()
     parts, starts, origins, size, last = [], [], [], 0, lo
-    for m in _BREAK_IN_TOKEN.finditer(data, lo, end):
-        parts.append(data[last:m.start()])
+    for c in _BREAK_START.finditer(data, lo, end):  # few: a token has no `\\`, CR or LF
+        p = c.start()
+        if p < last or p == lo or data[p - 1] not in _TOKEN_SET:
+            continue
+        m = BREAK.match(data, p, end + 1)
+        if m is None or m.end() >= len(data) or data[m.end()] not in _TOKEN_SET:
+            continue
+        parts.append(data[last:p])
         starts.append(size)
         origins.append(last)
-        size += m.start() - last
+        size += p - last
         last = m.end()
     parts.append(data[last:hi])
     starts.append(size)
