@@ -19,6 +19,7 @@ from claude_autoharness.daemon.capture.redact_checks import CHECKS
 from claude_autoharness.daemon.capture.redact_scan import (
     BYTES,
     LOWER,
+    PATTERN,
     RUNS,
     SHAPE,
     SHAPE_TABLE,
@@ -136,6 +137,11 @@ def compile_rule(d: dict, *, user: bool = False) -> Rule:
             needles.append(n)
     if run:
         hay, needles = RUNS, [b"a" * run]
+    elif d.get("needle_pattern"):
+        if user:
+            raise ValueError(f"redaction rule {kind!r}: needle_pattern is not for config rules; "
+                             "give needles (literal strings) instead")
+        hay, needles = PATTERN, [str(d["needle_pattern"]).encode()]
     back = int(d.get("back", 0))
     near = back_set = None
     if d.get("back_chars"):

@@ -10,6 +10,8 @@ Runs of base64 characters (`run` rules: key bodies, generated tokens) are found 
 the text where every base64 character is `a`, with `bytes.find`.
 """
 
+import re
+
 import re2
 
 # digits become '0' and the usual separators (space, dot, dash) one '-': "4012 8888" and
@@ -18,7 +20,8 @@ SHAPE_TABLE = bytes.maketrans(b"0123456789 .", b"0000000000--")
 # base64 characters become 'a', everything else ' ': a run of N is one `find(b"a" * N)`
 RUNS_TABLE = bytes(0x61 if (0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A
                        or c in b"+/") else 0x20 for c in range(256))
-TEXT, LOWER, SHAPE, RUNS = 0, 1, 2, 3  # how a needle is compared with the text
+TEXT, LOWER, SHAPE, RUNS, PATTERN = 0, 1, 2, 3, 4  # how a needle is compared with the text
+# (PATTERN: the needle is a small regex, for a needle no literal is selective enough for)
 
 # RE2 on bytes: each byte one character (not UTF-8 text), errors raised and not logged
 BYTES = re2.Options()
@@ -28,6 +31,8 @@ _SHAPE_CLASS = {ord("0"): b"[0-9]", ord("-"): b"[-. ]"}
 
 
 def _alternative(hay: int, needle: bytes) -> bytes:
+    if hay == PATTERN:
+        return b"(?:" + needle + b")"
     if hay == LOWER:
         return b"(?i:" + re2.escape(needle) + b")"
     if hay == SHAPE:
@@ -50,7 +55,8 @@ class NeedleScan:
     def __init__(self, needles: dict[tuple[int, bytes], list[int]]):
         self.runs = sorted(((len(n), idxs) for (h, n), idxs in needles.items() if h == RUNS),
                            key=lambda x: x[0])
-        literal = [(h, n, idxs) for (h, n), idxs in needles.items() if h != RUNS]
+        literal = [(h, n, idxs) for (h, n), idxs in needles.items() if h not in (RUNS, PATTERN)]
+        self._patterns = [(re.compile(n), idxs) for (h, n), idxs in needles.items() if h == PATTERN]
         # needles by the first byte they start with, as the text's byte reads in each hay
         self._by_first: dict[tuple[int, int], list[tuple[int, bytes, list[int]]]] = {}
         for h, n, idxs in sorted(literal, key=lambda x: -len(x[1])):
@@ -58,8 +64,9 @@ class NeedleScan:
         self._longest = max((len(n) for _, n, _ in literal), default=1)
         self._firsts = tuple(frozenset(f for (h, f) in self._by_first if h == hay)
                              for hay in (TEXT, LOWER, SHAPE))
-        self._rx = re2.compile(b"|".join(_alternative(h, n) for h, n, _ in literal), BYTES) \
-            if literal else None
+        alts = [_alternative(h, n) for h, n, _ in literal]
+        alts += [_alternative(PATTERN, rx.pattern) for rx, _ in self._patterns]
+        self._rx = re2.compile(b"|".join(alts), BYTES) if alts else None
 
     def occurrences(self, data: bytes, lo: int = 0, hi: int | None = None):
         hi = len(data) if hi is None else hi
@@ -68,16 +75,19 @@ class NeedleScan:
         # the binding's own matcher: spans only, no match object (this loop is the hot path)
         match, unanchored = self._rx._regexp.Match, re2._Anchor.UNANCHORED
         by_first, longest, pos = self._by_first, self._longest, lo
-        text_first, lower_first, shape_first = self._firsts
+        patterns = self._patterns
         while pos < hi:
             p = match(unanchored, data, pos, hi)[0][0]
             if p < 0:
                 return
+            for rx, idxs in patterns:
+                if (pm := rx.match(data, p)) is not None:
+                    yield p, pm.end() - p, idxs
             c = data[p]
             piece = None
             for hay, key in ((TEXT, c), (LOWER, c | 0x20 if 0x41 <= c <= 0x5A else c),
                              (SHAPE, SHAPE_TABLE[c])):
-                if key not in (text_first, lower_first, shape_first)[hay]:
+                if key not in self._firsts[hay]:
                     continue
                 if piece is None:
                     piece = data[p:p + longest]
