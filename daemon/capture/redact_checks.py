@@ -157,14 +157,18 @@ def _public_block(head: bytes) -> bool:
     """Whether decoded base64 starts as something public: an X.509 certificate or a public
     key (DER: SEQUENCE { SEQUENCE { [0] version | OID … } }), or an OpenPGP public key or
     subkey packet (tags 6 and 14, old or new format)."""
-    if not head:
+    if len(head) < 8:
         return False
-    if head[0] in (0x98, 0x99, 0x9A, 0xB8, 0xB9, 0xBA, 0xC6, 0xCE):
-        return True
-    if len(head) < 8 or head[0] != 0x30:
+    tag = head[0]
+    if tag in (0x98, 0x99, 0x9A, 0xB8, 0xB9, 0xBA):  # old format: 1, 2 or 4 length octets
+        return head[1 + (1, 2, 4)[tag & 3]] in (3, 4, 5)  # then the key's version
+    if tag in (0xC6, 0xCE):  # new format
+        n = head[1]
+        return head[2 if n < 192 else 3 if n < 224 else 6] in (3, 4, 5)
+    if head[0] != 0x30:
         return False
     i = 2 + (head[1] & 0x7F if head[1] & 0x80 else 0)  # past the outer SEQUENCE's header
-    if head[i:i + 1] != b"\x30":
+    if head[i:i + 1] != b"\x30" or i + 1 >= len(head):
         return False
     j = i + 2 + (head[i + 1] & 0x7F if head[i + 1] & 0x80 else 0)  # past the inner one's
     return head[j:j + 2] in (b"\xa0\x03", b"\x06\x09", b"\x06\x07", b"\x06\x03", b"\x06\x08")
