@@ -101,7 +101,9 @@ class Redactor(Engine):
         changed is redone value by value (`redact_records`)."""
         # a large text goes in pieces cut between JSONL records (no finding spans two
         # records), each small enough to stay in cache through the passes over it
-        parts, counts, start = [], {}, 0
+        parts: list[bytes] = []
+        counts: dict[str, int] = {}
+        start = 0
         while start < len(data):
             cut = data.find(b"\n{", start + _CHUNK) + 1 if start + _CHUNK < len(data) else 0
             end = cut if cut > 0 else len(data)

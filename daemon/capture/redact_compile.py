@@ -12,6 +12,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import re2
 
@@ -36,8 +37,8 @@ class Rule:
     """One compiled rule. Groups are numbers (RE2's and re's match objects agree on those)."""
     kind: str
     cls: str  # "secret" | "pii" | "public" (material that is not a finding: see `generic`)
-    rx: object  # a compiled pattern with .match / .finditer (re or re2)
-    near: object | None = None  # with `back`: rx after a lazy prefix of at most `back` bytes
+    rx: Any  # a compiled pattern with .match / .finditer (re, or re2 for a user's rule)
+    near: Any = None  # with `back`: rx after a lazy prefix of at most `back` bytes
     back_set: bytes | None = None  # with `back_chars`: the match starts where they end
     needles: tuple[bytes, ...] = ()
     hay: int = TEXT  # TEXT, LOWER (case-insensitive needles) or SHAPE (digits as '0')

@@ -80,7 +80,8 @@ _WRAPPED_RUN = re.compile(rb"(?:[" + _TOKEN + rb"]++(?:" + BREAK.pattern + rb"(?
 def joined(data: bytes, lo: int, hi: int) -> Mapped:
     """data[lo:hi] with the line breaks that sit between two token characters taken out; only
     the token run that starts at `lo` is joined (what follows it is copied as it is)."""
-    end = _WRAPPED_RUN.match(data, lo, hi).end()
+    run = _WRAPPED_RUN.match(data, lo, hi)  # always matches (perhaps empty)
+    end = run.end() if run is not None else lo
     parts, starts, origins, size, last = [], [], [], 0, lo
     for c in _BREAK_START.finditer(data, lo, end):  # few: a token has no `\\`, CR or LF
         p = c.start()
