@@ -61,9 +61,10 @@ def test_a_finding_across_a_quote_is_redone_value_by_value():
     rec = {"slug": "wise-tumbling-token", "message": {"role": "user", "content": [
         {"type": "text", "text": "GITHUB_TOKEN=ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"}]},
         "n": 3, "ok": True}
-    out, _ = r.redact_bytes(json.dumps(rec, separators=(",", ":")).encode())
+    out, counts = r.redact_bytes(json.dumps(rec, separators=(",", ":")).encode())
     got = json.loads(out)
     assert shape(got) == shape(rec) and got["slug"] == rec["slug"]
+    assert counts == {"github_token": 1}  # what the output holds, not the first pass
     assert "ghp_" not in out.decode() and "[REDACTED:" in got["message"]["content"][0]["text"]
 
 

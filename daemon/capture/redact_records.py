@@ -34,6 +34,14 @@ def _walk(value, redact: Callable[[str], tuple[str, dict[str, int]]], counts: di
     return value
 
 
+def _markers(line: bytes) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for piece in line.split(b"[REDACTED:")[1:]:
+        kind = piece.split(b"]", 1)[0].decode("ascii", "replace")
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
 def _parse(line: bytes):
     try:
         return json.loads(line)
@@ -87,6 +95,12 @@ def keep_records(original: bytes, redacted: bytes, counts: dict[str, int],
         again: dict[str, int] = {}
         fixes[k] = json.dumps(_walk(before, redact, again), ensure_ascii=False,
                               separators=(",", ":")).encode("utf-8", "surrogatepass")
+        counts = dict(counts)  # the first pass's markers on this line give way to the redo's
+        for kind, n in _markers(b).items():
+            counts[kind] = counts.get(kind, 0) - n
+        for kind, n in _markers(fixes[k]).items():
+            counts[kind] = counts.get(kind, 0) + n
+        counts = {kind: n for kind, n in counts.items() if n > 0}
     if not fixes:
         return redacted, counts
     lines = redacted.split(b"\n")
