@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from claude_autoharness.daemon.capture.redact import Redactor, load_rule_data  # noqa: E402
-from redact_corpus import CONTEXTS, FORMATS, score  # noqa: E402
+from redact_corpus import CONTEXTS, FORMATS, blind_cases, leaked, score  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 TARGET_MB_S = 40.0
@@ -77,6 +77,10 @@ def quality(red: Redactor) -> None:
     by = Counter((ctx, where) for _f, ctx, where in s.missed)
     if by:
         print("  missed by context: " + ", ".join(f"{c}/{w} {n}" for (c, w), n in by.most_common()))
+    blind = list(blind_cases())
+    kept = sum(1 for c in blind if not leaked(c.fragments, red.redact(c.text)[0]))
+    print(f"  contexts written after the rules: {kept}/{len(blind)} = {100 * kept / len(blind):.1f} % "
+          "(85.3 % at its one blind measure)")
     print(f"  false positives: {len(s.changed)}/{s.artifacts} = {100 * s.false_positive_share:.1f} % "
           "of ordinary artifacts changed (goal <= 1 %)")
     if s.changed:

@@ -362,3 +362,39 @@ def score(redact: Callable[[str], str], seed: int = 38) -> Score:
         if redact(text) != text:
             s.changed.append(name)
     return s
+
+
+# ---- a blind set: contexts written after the rules, measured once before any change --------
+
+BLIND_CONTEXTS: dict[str, Context] = {
+    "markdown_table": lambda f, tok, body, r: (
+        f"| service | key |\n|---|---|\n| billing | `{tok}` |", [body]),
+    "xml_attribute": lambda f, tok, body, r: (f'<service name="billing" value="{tok}"/>', [body]),
+    "sentence_end": lambda f, tok, body, r: (f"Rotate the old one, it was {tok}.", [body]),
+    "parentheses": lambda f, tok, body, r: (f"(using {tok})", [body]),
+    "escaped_slashes": lambda f, tok, body, r: (json.dumps({"v": tok}).replace("/", "\\/"),
+                                                [body.replace("/", "\\/")]),
+    "shell_continuation": lambda f, tok, body, r: (
+        f"deploy --region eu \\\n  --value {tok[:len(tok) // 2]}\\\n{tok[len(tok) // 2:]}",
+        [body]),
+    "heredoc": lambda f, tok, body, r: (f"cat > .env <<EOF\n{f.env}={tok}\nEOF", [body]),
+    "toml_string": lambda f, tok, body, r: (f'[service]\nvalue = "{tok}"\n', [body]),
+    "double_url_encoded": lambda f, tok, body, r: (
+        "https://example.org/r?next=" + quote(quote(f"{f.env}={tok}", safe=""), safe=""),
+        [quote(quote(body, safe=""), safe="")]),
+    "base64_json": lambda f, tok, body, r: (
+        "payload: " + b64(json.dumps({"name": "ci", "value": tok})),
+        [_b64_fragment(json.dumps({"name": "ci", "value": tok}), tok)]),
+}
+
+
+def blind_cases(seed: int = 99) -> Iterator[Case]:
+    rng = random.Random(seed)
+    for f in FORMATS:
+        if f.keyword_only:
+            continue
+        for name, ctx in BLIND_CONTEXTS.items():
+            tok = f.make(rng)
+            body = f.secret(tok) if f.secret else tok[f.prefix(tok):]
+            text, frags = ctx(f, tok, body, rng)
+            yield Case(f.name, name, text, tuple(frags))

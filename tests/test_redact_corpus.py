@@ -2,7 +2,7 @@
 formats in every context a transcript holds them in, and ordinary artifacts that hold none."""
 
 from claude_autoharness.daemon.capture.redact import Redactor
-from redact_corpus import CONTEXTS, FORMATS, score
+from redact_corpus import CONTEXTS, FORMATS, blind_cases, leaked, score
 
 
 def test_recall_and_false_positives_on_a_corpus_written_apart_from_the_rules():
@@ -13,3 +13,14 @@ def test_recall_and_false_positives_on_a_corpus_written_apart_from_the_rules():
     assert len(FORMATS) >= 90 and len(CONTEXTS) >= 14 and s.cases >= 2400
     assert s.recall >= 0.98, s.missed[:20]
     assert s.false_positive_share <= 0.01, s.changed
+
+
+def test_recall_on_contexts_written_after_the_rules():
+    """Ten contexts written after the rules (a markdown table, an XML attribute, the end of a
+    sentence, a shell continuation inside the token, a heredoc, a TOML string, URL-encoded twice,
+    base64 of JSON…) for every prefixed format: at least 98 % lose every piece of their secret.
+    (Measured once blind at 85.3 %: shell continuations and double URL-encoding were then added.)"""
+    r = Redactor(home="")
+    cases = list(blind_cases())
+    kept = [c for c in cases if not leaked(c.fragments, r.redact(c.text)[0])]
+    assert len(cases) >= 800 and len(kept) >= 0.98 * len(cases)

@@ -25,6 +25,7 @@ from claude_autoharness.daemon.capture.redact_views import (
 _BS = 0x5C  # backslash
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _ESCAPE_LETTERS = frozenset(b"nrtbfu")
+_DECODE_DEPTH = 2  # decoded views of decoded views, no deeper
 
 
 def _unicode_escape_end(data: bytes, i: int) -> int:
@@ -185,8 +186,8 @@ class Engine:
                     if self._accept(rule, data, s, e, self._whole(rule, m)):
                         s, e = safe_span(data, s, e)
                         out.append((s, e, i, rule.kind))
-            if depth == 0:
-                out += self._decoded(data, lo, hi)
+            if depth < _DECODE_DEPTH:
+                out += self._decoded(data, lo, hi, depth)
         return out
 
     def _occurrences(self, data: bytes, lo: int, hi: int):
@@ -201,17 +202,18 @@ class Engine:
             found.sort(key=lambda f: f[0])
         return found
 
-    def _decoded(self, data: bytes, lo: int, hi: int) -> list[tuple[int, int, int, str]]:
-        """Findings in what URL-encoded runs and base64 text blobs of data[lo:hi] decode to."""
+    def _decoded(self, data: bytes, lo: int, hi: int, depth: int) -> list[tuple[int, int, int, str]]:
+        """Findings in what URL-encoded runs and base64 text blobs of data[lo:hi] decode to
+        (and what that decodes to: URL-encoded twice, base64 of a URL-encoded form)."""
         out = []
         if b"%" in data[lo:hi]:
             for m in PERCENT_RUN.finditer(data, lo, hi):
                 s, e = m.span()
                 view = percent_decode(data, s, e)
-                for ds, de, kind in self.spans(view.text, depth=1):
+                for ds, de, kind in self.spans(view.text, depth=depth + 1):
                     out.append((*view.span(ds, de), self._kind_rule[kind], kind))
         for s, e, text in b64_text_blobs(data, lo, hi):
-            kinds = [k for _s, _e, k in self.spans(text, depth=1) if k in self.secret_kinds]
+            kinds = [k for _s, _e, k in self.spans(text, depth=depth + 1) if k in self.secret_kinds]
             if kinds:  # the whole blob: what it encodes is the secret's context too
                 out.append((s, e, self._kind_rule[kinds[0]], kinds[0]))
         return out

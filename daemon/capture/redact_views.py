@@ -20,9 +20,9 @@ import re2
 
 from claude_autoharness.daemon.capture.redact_scan import BYTES
 
-# a line break inside a token: raw or JSON-escaped (once or more), then indentation or the
-# line number a Read result or `cat -n` puts before each line
-BREAK = re.compile(rb"(?:\\+r|\r)?(?:\\+n|\n)(?:[ \t]|\\+t)*"
+# a line break inside a token: raw (after a shell's `\` continuation too) or JSON-escaped (once
+# or more), then indentation or the line number a Read result or `cat -n` puts before each line
+BREAK = re.compile(rb"(?:\\+r|\r)?(?:\\+n|\\?\n)(?:[ \t]|\\+t)*"
                    rb"(?:[0-9]{1,7}(?:\xe2\x86\x92|\\+u2192|\\+t|\t))?")
 _TOKEN = rb"A-Za-z0-9_.+/=~-"
 _TOKEN_SET = frozenset(c for c in range(256) if re.match(rb"[" + _TOKEN + rb"]", bytes([c])))
