@@ -196,8 +196,13 @@ class Redactor(Engine):
             found.sort(key=lambda f: f[1])
             if data.isascii():
                 return found
-            # byte offsets -> character offsets
-            return [(k, len(_to_str(data[:s])), len(_to_str(data[:e]))) for k, s, e in found]
+            # byte offsets -> character offsets, counted once along the text
+            edges = sorted({x for _, s, e in found for x in (s, e)})
+            chars, at, pos = {}, 0, 0
+            for b in edges:
+                pos += len(data[at:b].decode("utf-8", "surrogatepass"))
+                chars[b], at = pos, b
+            return [(k, chars[s], chars[e]) for k, s, e in found]
         except Exception:
             return [(ERROR_KIND, 0, len(text) if isinstance(text, str) else 0)]
 
