@@ -1,54 +1,75 @@
-"""Our redaction rules against detect-secrets (a maintained scanner) on the same corpus.
+"""Our redaction rules against two maintained rule sets on the same corpus: detect-secrets and
+gitleaks' rules.
 
-For each side: recall on the planted kinds (tests/secret_plant.py: the 22 probe kinds and the
-two held-out sets, each kind in six encodings, planted into real records), false positives on
-the real corpus (tests/corpus: public transcripts with no secrets in them, so every finding
-there is a false one), and throughput on those real bytes (CPU time, median of runs).
+For each side, on the corpus written apart from the rules (tests/redact_corpus.py, measured as
+bench/redact.py does): recall (cases that lose every piece of their secret, as written and
+inside real records), false positives (ordinary artifacts changed), and throughput on the real
+sessions (tests/corpus, CPU time). Also recall on the earlier planted sets (tests/secret_plant.py:
+the probe's 22 kinds and two held-out sets, six encodings each).
 
-detect-secrets reports findings, it does not redact: "detected" counts a planted secret when a
-reported value overlaps it; "removed" replaces every reported value and then checks, as for
-our rules, that no piece of the secret is left. It scans line by line (a JSONL record is a
-line) with its default plugins.
+Neither scanner redacts: a side's `redact` replaces every value it reports, longest first.
 
-detect-secrets is not a dependency. Without it this prints our figures and how to get it:
+* **detect-secrets** (a Python package, not a dependency): default plugins, line by line.
+* **gitleaks** is a Go program; its rules are data (`config/gitleaks.toml`). This bench loads
+  that file at run time from a path you give (it is not vendored) and applies it as gitleaks
+  does: a rule runs where one of its keywords occurs, its regex (RE2 syntax, as Go's) over the
+  whole text, the secret group (or the first group) as the value, the entropy floor, the rule's
+  and the global allowlists (regexes on the secret, the match or the line; stopwords). Path
+  allowlists are left out (a transcript has no file names) and so is gitleaks' optional
+  decoding of encoded text.
+
+Without them this prints our figures and how to get them:
 
     .venv/bin/pip install detect-secrets   # into the project's venv, only to compare
-    .venv/bin/python bench/redact_compare.py [--runs 3]
+    git -C <a gitleaks clone> show HEAD:config/gitleaks.toml > gitleaks.toml
+    .venv/bin/python bench/redact_compare.py --gitleaks-config gitleaks.toml [--runs 3]
 """
 
 import argparse
+import math
+import os
 import statistics
 import sys
 import time
+import tomllib
+from collections import Counter
 from pathlib import Path
+
+import re2
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from claude_autoharness.daemon.capture.redact import default_redactor  # noqa: E402
-from secret_plant import HELD_OUT, HELD_OUT_2, ISSUE_KINDS, cases, leaked, pieces  # noqa: E402
+from claude_autoharness.daemon.capture.redact import Redactor  # noqa: E402
+from redact_corpus import score  # noqa: E402
+from secret_plant import HELD_OUT, HELD_OUT_2, ISSUE_KINDS, cases, leaked  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 SETS = (("probe (22 kinds)", ISSUE_KINDS), (f"held-out ({len(HELD_OUT)} kinds)", HELD_OUT),
         (f"held-out 2 ({len(HELD_OUT_2)} kinds)", HELD_OUT_2))
 
 
+def _replace_all(text: str, found: list[str]) -> str:
+    for v in sorted(set(found), key=len, reverse=True):
+        text = text.replace(v, "[REDACTED]")
+    return text
+
+
 class Ours:
     name = "autoharness rules"
 
     def __init__(self):
-        self.r = default_redactor()
-
-    def redact(self, text: str) -> tuple[str, list[str]]:
-        found = [text[s:e] for _k, s, e in self.r.find(text)]
-        return self.r.redact(text)[0], found
+        self.r = Redactor(home="")
 
     def findings(self, text: str) -> list[str]:
         return [text[s:e] for _k, s, e in self.r.find(text)]
 
+    def redact(self, text: str) -> str:
+        return self.r.redact(text)[0]
+
 
 class DetectSecrets:
-    name = "detect-secrets"
+    name = "detect-secrets (default plugins)"
 
     def __init__(self):
         from detect_secrets.core.scan import scan_line
@@ -63,40 +84,85 @@ class DetectSecrets:
                 out += [s.secret_value for s in self._scan(line) if s.secret_value]
         return out
 
-    def redact(self, text: str) -> tuple[str, list[str]]:
-        found = self.findings(text)
-        for v in sorted(set(found), key=len, reverse=True):
-            text = text.replace(v, "[REDACTED]")
-        return text, found
+    def redact(self, text: str) -> str:
+        return _replace_all(text, self.findings(text))
 
 
-def recall(side, kinds) -> tuple[int, int, int]:
-    """(planted, detected, removed)."""
-    planted = detected = removed = 0
+def _entropy(s: str) -> float:
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in Counter(s).values()) if n else 0.0
+
+
+class _Allow:
+    def __init__(self, d: dict):
+        self.target = d.get("regexTarget", "secret")
+        self.regexes = [re2.compile(p) for p in d.get("regexes", [])]
+        self.stopwords = [w.lower() for w in d.get("stopwords", [])]
+        self.all = d.get("condition", "OR").upper() == "AND"
+        self.paths = bool(d.get("paths"))
+
+    def allows(self, secret: str, match: str, line: str) -> bool:
+        target = {"match": match, "line": line}.get(self.target, secret)
+        tests = []
+        if self.regexes:
+            tests.append(any(rx.search(target) for rx in self.regexes))
+        if self.stopwords:
+            tests.append(any(w in secret.lower() for w in self.stopwords))
+        if self.all:
+            return bool(tests) and all(tests) and not self.paths
+        return any(tests)
+
+
+class Gitleaks:
+    def __init__(self, path: str):
+        with open(path, "rb") as f:
+            cfg = tomllib.load(f)
+        self.allow = [_Allow(cfg["allowlist"])] if "allowlist" in cfg else []
+        self.allow += [_Allow(a) for a in cfg.get("allowlists", [])]
+        self.rules, skipped = [], 0
+        for r in cfg.get("rules", []):
+            if "regex" not in r:
+                skipped += 1  # path-only rules
+                continue
+            try:
+                rx = re2.compile(r["regex"])
+            except re2.error:
+                skipped += 1
+                continue
+            self.rules.append((rx, int(r.get("secretGroup", 0)), r.get("entropy"),
+                               [k.lower() for k in r.get("keywords", [])],
+                               [_Allow(a) for a in r.get("allowlists", [])]))
+        self.name = f"gitleaks rules ({len(self.rules)} of {len(cfg.get('rules', []))} loaded)"
+
+    def findings(self, text: str) -> list[str]:
+        low, out = text.lower(), []
+        for rx, group, entropy, keywords, allows in self.rules:
+            if keywords and not any(k in low for k in keywords):
+                continue
+            for m in rx.finditer(text):
+                groups = [g for g in m.groups() if g]
+                secret = m.group(group) if group else (groups[0] if groups else m.group(0))
+                if not secret or (entropy and _entropy(secret) < entropy):
+                    continue
+                s, e = m.span()
+                line = text[text.rfind("\n", 0, s) + 1: (text.find("\n", e) + 1 or len(text) + 1) - 1]
+                if any(a.allows(secret, m.group(0), line) for a in self.allow + allows):
+                    continue
+                out.append(secret)
+        return out
+
+    def redact(self, text: str) -> str:
+        return _replace_all(text, self.findings(text))
+
+
+def planted_recall(side, kinds) -> tuple[int, int]:
+    planted = removed = 0
     for _kind, _form, text, secrets in cases(kinds):
-        out, found = side.redact(text)
+        out = side.redact(text)
         for s in secrets:
             planted += 1
-            parts = pieces(s)
-            if any(f and (f in s or any(p in f for p in parts)) for f in found):
-                detected += 1
-            if not leaked(s, out):
-                removed += 1
-    return planted, detected, removed
-
-
-def corpus() -> list[str]:
-    return [p.read_text(encoding="utf-8", errors="replace") for p in sorted(CORPUS.rglob("*.jsonl"))]
-
-
-def false_positives(side, texts) -> tuple[int, int]:
-    """(findings, bytes they cover) on the real corpus."""
-    n = size = 0
-    for t in texts:
-        found = side.findings(t)
-        n += len(found)
-        size += sum(len(f.encode()) for f in found)
-    return n, size
+            removed += not leaked(s, out)
+    return planted, removed
 
 
 def throughput(side, texts, runs: int) -> float:
@@ -113,25 +179,37 @@ def throughput(side, texts, runs: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--gitleaks-config", default=os.environ.get("GITLEAKS_CONFIG"),
+                    help="gitleaks' config/gitleaks.toml (default: $GITLEAKS_CONFIG)")
     args = ap.parse_args()
     sides: list = [Ours()]
     try:
         sides.append(DetectSecrets())
     except ImportError:
-        print("detect-secrets is not installed: only our figures. To compare:\n"
-              "  .venv/bin/pip install detect-secrets && .venv/bin/python bench/redact_compare.py\n")
-    texts = corpus()
-    nbytes = sum(len(t.encode()) for t in texts)
+        print("detect-secrets is not installed; to compare:\n"
+              "  .venv/bin/pip install detect-secrets\n")
+    if args.gitleaks_config and os.path.exists(args.gitleaks_config):
+        sides.append(Gitleaks(args.gitleaks_config))
+    else:
+        print("no gitleaks config given; to compare, from a gitleaks clone:\n"
+              "  git show HEAD:config/gitleaks.toml > gitleaks.toml\n"
+              "  .venv/bin/python bench/redact_compare.py --gitleaks-config gitleaks.toml\n")
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(CORPUS.rglob("*.jsonl"))]
     for side in sides:
         print(f"== {side.name}")
-        for label, kinds in SETS:
-            planted, detected, removed = recall(side, kinds)
-            print(f"  {label:24s} detected {detected:4d}/{planted} = {100 * detected / planted:5.1f} %"
-                  f"   removed {removed:4d}/{planted} = {100 * removed / planted:5.1f} %")
-        n, size = false_positives(side, texts)
-        print(f"  real corpus ({nbytes:,} bytes, no secrets): {n} findings over {size:,} bytes "
-              f"({100 * size / nbytes:.3f} %)")
-        print(f"  throughput on the real corpus: {throughput(side, texts, args.runs):.2f} MB/s (CPU)")
+        s = score(side.redact)
+        print(f"  corpus apart from the rules: recall {s.removed}/{s.cases} = {100 * s.recall:.1f} %, "
+              f"false positives {len(s.changed)}/{s.artifacts} = {100 * s.false_positive_share:.1f} %")
+        by = Counter(ctx for _f, ctx, _w in s.missed)
+        print("    missed by context: " + (", ".join(f"{c} {n}" for c, n in by.most_common()) or "none"))
+        kinds = Counter(name.split(" #")[0] if " #" in name else "source" for name in s.changed)
+        print("    artifacts changed: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"))
+        for label, planted_kinds in SETS:
+            planted, removed = planted_recall(side, planted_kinds)
+            print(f"  {label:24s} removed {removed:4d}/{planted} = {100 * removed / planted:5.1f} %")
+        found = sum(len(side.findings(t)) for t in texts)
+        print(f"  findings on the real sessions (published without secrets): {found}")
+        print(f"  throughput on the real sessions: {throughput(side, texts, args.runs):.2f} MB/s (CPU)")
 
 
 if __name__ == "__main__":

@@ -56,3 +56,38 @@ def test_planted_secrets_never_reach_the_model(home, fake, monkeypatch):
             assert not any(leaked(s, logs) for s in p.secrets), (p.kind, "logged")
     finally:
         e.daemon.stop()
+
+
+def test_every_provider_format_in_every_context_never_reaches_the_model(home, fake, monkeypatch):
+    """Each format of the corpus written apart from the rules, each in another context (wrapped,
+    URL-encoded, base64 of a .env, a cookie, a query, prose…) and another record form, appended
+    to a real transcript: what a real daemon sends the fake API, and what `capture` shows,
+    holds no piece of any of them."""
+    from redact_corpus import FORMS as CORPUS_FORMS
+    from redact_corpus import leaked as corpus_leaked
+    from redact_corpus import secret_cases
+
+    by_format: dict = {}
+    for c in secret_cases(seed=21):
+        by_format.setdefault(c.format, []).append(c)
+    picked = [cs[n % len(cs)] for n, cs in enumerate(by_format.values())]
+    assert len({c.context for c in picked}) >= 14
+    fake.push(tool_reply({"proposals": [proposal()]}))
+    e = Env(home, fake, monkeypatch)
+    try:
+        lines = []
+        for n, c in enumerate(picked):
+            lines += plant(c.text, CORPUS_FORMS[n % len(CORPUS_FORMS)])
+        with open(e.transcript, "a", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        e.work()
+        wait_for(lambda: e.status()["jobs"]["done"] == 1, timeout=90, what="the reflection")
+        [req] = fake.messages_requests
+        sent = req.body.decode("utf-8")
+        captured = ctl("capture", "--session", e.sid, "--json").stdout
+        assert "REDACTED" in sent
+        for c in picked:
+            assert not corpus_leaked(c.fragments, sent), (c.format, c.context, "sent")
+            assert not corpus_leaked(c.fragments, captured), (c.format, c.context, "capture")
+    finally:
+        e.daemon.stop()

@@ -153,10 +153,46 @@ def b64_private_key(s: str) -> bool:
     return raw[i : i + 2] == b"\x02\x01" and raw[i + 2] in (0, 1)
 
 
+def _public_block(head: bytes) -> bool:
+    """Whether decoded base64 starts as something public: an X.509 certificate or a public
+    key (DER: SEQUENCE { SEQUENCE { [0] version | OID … } }), or an OpenPGP public key or
+    subkey packet (tags 6 and 14, old or new format)."""
+    if len(head) < 8:
+        return False
+    tag = head[0]
+    if tag in (0x98, 0x99, 0x9A, 0xB8, 0xB9, 0xBA):  # old format: 1, 2 or 4 length octets
+        return head[1 + (1, 2, 4)[tag & 3]] in (3, 4, 5)  # then the key's version
+    if tag in (0xC6, 0xCE):  # new format
+        n = head[1]
+        return head[2 if n < 192 else 3 if n < 224 else 6] in (3, 4, 5)
+    if head[0] != 0x30:
+        return False
+    i = 2 + (head[1] & 0x7F if head[1] & 0x80 else 0)  # past the outer SEQUENCE's header
+    if head[i:i + 1] != b"\x30" or i + 1 >= len(head):
+        return False
+    j = i + 2 + (head[i + 1] & 0x7F if head[i + 1] & 0x80 else 0)  # past the inner one's
+    return head[j:j + 2] in (b"\xa0\x03", b"\x06\x09", b"\x06\x07", b"\x06\x03", b"\x06\x08")
+
+
 def pem_lines(s: str) -> bool:
-    """Base64 lines of a key body: the first line is generated-looking (not hex, not words)."""
+    """Base64 lines of a key body: the first line is generated-looking (not hex, not words)
+    and does not decode to the head of a certificate or a public key."""
     first = re.split(r"[^A-Za-z0-9+/]", s, maxsplit=1)[0]
-    return len(first) >= 16 and _generated(first[:64])
+    return len(first) >= 16 and _generated(first[:64]) and not _public_block(_b64decode(first[:64]))
+
+
+_PLACEHOLDER_VALUE = re.compile(
+    r"(?i)^(?:(?:your|my|the)[-_ ].*|.*(?:x{6,}|\*{4,}|\.\.\.|\xe2\x80\xa6|<[^>]*>|changeme|change[-_]me|"
+    r"replace[-_]?me|placeholder|dummy|redacted|not[-_]a[-_]real|fake[-_](?:key|token|secret)).*"
+    r"|(?:pass(?:word)?|secret|token|test|admin|root|pw|pwd|foo|bar|none|null)[0-9]{0,3})$")
+
+
+def not_placeholder(s: str) -> bool:
+    """(`s` is latin-1 decoded UTF-8, as every check's text: `…` reads `\xe2\x80\xa6`.)
+    Not a value written to be replaced: `your-token-here`, `sk_test_xxxxxxxx`, `<key>`,
+    `changeme`, `password`, `...` (a real secret is none of these)."""
+    value = (s.rsplit(":", 1)[-1] if "://" not in s else s).rstrip(",;)")  # `user:pass`: the pass
+    return not _PLACEHOLDER_VALUE.match(value) and len(set(value)) > 1
 
 
 CHECKS: dict[str, Callable[[str], bool]] = {
@@ -167,4 +203,6 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "random": looks_random,
     "b64_private_key": b64_private_key,
     "pem_lines": pem_lines,
+    "not_placeholder": not_placeholder,
+    "random_not_placeholder": lambda s: looks_random(s) and not_placeholder(s),
 }
