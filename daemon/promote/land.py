@@ -13,6 +13,7 @@ archives with a recorded reason, so they are journaled, listed and restorable li
 import os
 
 from claude_autoharness.daemon.promote import (
+    checks,
     gitmode,
     guard,
     layers,
@@ -27,6 +28,7 @@ from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.recovery import Recovered
 from claude_autoharness.daemon.proposals import Finding, Intent, check_shape
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.replies import Outcome, SkillInfo, SkillView
 
 
@@ -78,6 +80,9 @@ class Promoter(Lander):
             findings += guard.scan_fields({"evidence": p.evidence, "reason": p.reason},
                                           self.redactor)
             findings += validate.attributable(p, window)
+            findings += checks.findings(p.check, p.evidence, window, project_root,
+                                        reflector_dir=paths.reflector_dir(),
+                                        home=os.path.expanduser("~"))
             if intent.source == "curator":
                 findings += shape.curator_findings(intent, plan, p.evidence)
             if findings:

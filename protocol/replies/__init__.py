@@ -35,6 +35,7 @@ from claude_autoharness.protocol.replies.learnings import (
     MarkerInfo,
 )
 from claude_autoharness.protocol.replies.queue import (
+    Check,
     Intent,
     Proposal,
     Verdict,
@@ -100,6 +101,7 @@ __all__ = [
     "SyncRefusal",
     "SyncInfo",
     "Proposal",
+    "Check",
     "Verdict",
     "VerdictRecord",
     "Intent",
