@@ -335,6 +335,12 @@ def main() -> None:
     env = os.environ
     if env.get("AUTOHARNESS_DISABLE", "") not in ("", "0"):
         return
+    if env.get("AUTOHARNESS_HOOK") == "check":  # the check hook's own entry: decide, count nothing
+        if env.get("AUTOHARNESS_CHILD_SESSION") != "1":
+            from claude_autoharness.client.checkhook import main as check
+
+            check(raw)
+        return
     if env.get("AUTOHARNESS_CHILD_SESSION") == "1":
         child_guard(raw)
         return

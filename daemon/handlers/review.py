@@ -72,6 +72,8 @@ class Review:
                     await self._promote_guarded(intent)
                 for rec in self.intents.verdicts("queued"):
                     await self._ground_guarded(rec)
+                # what landed, was archived or confirmed this pass holds the next tool call
+                await anyio.to_thread.run_sync(self.live.promoter.write_check_table)
             except Exception:
                 log.exception("promoter pass failed")
                 await anyio.sleep(1.0)

@@ -14,6 +14,7 @@ import os
 
 from claude_autoharness.daemon.promote import (
     checks,
+    checktable,
     gitmode,
     guard,
     layers,
@@ -29,7 +30,7 @@ from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.recovery import Recovered
 from claude_autoharness.daemon.proposals import Finding, Intent, check_shape
 from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import Outcome, SkillInfo, SkillView
+from claude_autoharness.protocol.replies import Outcome, SkillCheck, SkillInfo, SkillView
 
 
 class Promoter(Lander):
@@ -175,6 +176,14 @@ class Promoter(Lander):
     def restore(self, name: str, project_root: str | None = None,
                 layer: str | None = None) -> Outcome:
         return verbs.restore(self, name, project_root, layer)
+
+    def approve_check(self, name: str, project_root: str | None = None,
+                      layer: str | None = None) -> SkillCheck | None:
+        return checktable.approve(self, name, project_root, layer, self.clock())
+
+    def write_check_table(self) -> list[dict]:
+        """Compile the live checks into the check hook's table (see `checktable`)."""
+        return checktable.write_table(self)
 
     # -- crash recovery (see `recovery`) ---------------------------------------------------
 

@@ -36,6 +36,18 @@ class FeedbackCounts(msgspec.Struct, kw_only=True):
     missed: int = 0
 
 
+class SkillCheck(msgspec.Struct, kw_only=True):
+    """A lesson's check: its rule (Claude Code's permission-rule syntax), the action in force
+    (`remind` until confirmed), the one proposed for after, who confirmed it, its message."""
+
+    rule: str
+    action: str
+    proposed: str
+    message: str
+    confirmed: str | None = None  # user | repeat; None: it only reminds
+    since: float = 0.0  # when this check landed
+
+
 class SkillInfo(msgspec.Struct, kw_only=True):
     """One skill of `skills list`, live or archived."""
 
@@ -53,6 +65,7 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     reason: str | None = None  # archived: dormant | capacity | harmful | stale | curated | proposed
     feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
     stale: list[str] = []  # repository paths it names that are gone (project skills)
+    check: SkillCheck | None = None  # the tool calls the lesson is held against
 
 
 class SkillView(msgspec.Struct, kw_only=True):

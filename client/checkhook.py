@@ -1,0 +1,139 @@
+"""The check hook: a PreToolUse hook that holds the call against the lessons' checks.
+
+Run as `autoharness-hook` with AUTOHARNESS_HOOK=check, synchronously, by its own hook entry
+(the counting hook stays asynchronous and decides nothing). It reads the compiled table the
+daemon writes (`<state>/checks.table`, see daemon/promote/checktable.py) — no socket round
+trip — and answers, for the strongest check the call matches:
+
+- `remind`: `additionalContext` (the model reads it with the tool's result; the call runs);
+- `ask` / `deny`: `permissionDecision` with the lesson as `permissionDecisionReason`.
+
+It fails open: no table, an unreadable or damaged one, an event it cannot parse, a call it
+cannot read (checkrule says None), autoharness's own calls and its reflector sessions all
+print nothing. A call whose tool no check names stops after the table's first line, without
+importing `json`. Adherence is counted by the daemon from the counting hook's copy of the
+same event and the same table, so this hook sends nothing.
+"""
+
+import os
+import sys
+
+MAX_TABLE = 1 << 20
+RANK = {"remind": 1, "ask": 2, "deny": 3}
+OWN = ("autoharnessctl", "autoharness-hook", "autoharnessd")  # autoharness's own programs
+
+
+def read_table(path: str) -> bytes | None:
+    """The table's bytes: only a regular file of the user's own, not writable by others,
+    never through a symlink; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022 or (st.st_mode & 0o170000) != 0o100000:
+            return None
+        chunks, n = [], 0
+        while n <= MAX_TABLE:
+            b = os.read(fd, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        return b"".join(chunks) if n <= MAX_TABLE else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def tool_name(raw: bytes) -> bytes:
+    """The event's `tool_name`, found without parsing (b"" when not plainly there)."""
+    i = raw.find(b'"tool_name"')
+    if i < 0:
+        return b""
+    i = raw.find(b'"', raw.find(b":", i + 11) + 1)
+    j = raw.find(b'"', i + 1)
+    return raw[i + 1: j] if 0 <= i < j and j - i < 64 else b""
+
+
+def decide(ev: dict, checks: list, home: str | None) -> tuple[str, dict] | None:
+    """(action, check) of the strongest check the call matches; None when none does or the
+    call is not one to judge."""
+    from claude_autoharness.protocol import checkrule
+
+    tool = ev.get("tool_name")
+    tool_input = ev.get("tool_input")
+    cwd = ev.get("cwd") if isinstance(ev.get("cwd"), str) else None
+    if not isinstance(tool, str) or own_call(tool, tool_input):
+        return None
+    best = None
+    for c in checks:
+        if not isinstance(c, dict) or c.get("action") not in RANK:
+            continue
+        root = c.get("root")
+        if root is not None and not (isinstance(root, str) and within(cwd, root)):
+            continue  # another project's lesson
+        rule, _ = checkrule.parse(c.get("rule") or "")
+        if rule is None or tool not in rule.tools():
+            continue
+        if checkrule.match(rule, tool, tool_input, root or cwd, home) is not True:
+            continue
+        if best is None or RANK[c["action"]] > RANK[best[0]]:
+            best = (c["action"], c)
+    return best
+
+
+def own_call(tool: str, tool_input) -> bool:
+    """autoharness's own calls (its CLI from /learn and /save-learnings) are never held."""
+    if tool != "Bash" or not isinstance(tool_input, dict):
+        return False
+    from claude_autoharness.protocol import checkrule
+
+    cmd = tool_input.get("command")
+    parts = checkrule.commands(cmd) if isinstance(cmd, str) else None
+    return any(os.path.basename(p.split(" ", 1)[0]) in OWN for p in parts or ())
+
+
+def within(path: str | None, root: str) -> bool:
+    if not path:
+        return False
+    path, root = os.path.normpath(path), os.path.normpath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def output(action: str, c: dict) -> dict:
+    text = f"autoharness lesson `{c.get('skill')}` ({c.get('rule')}): {c.get('message')}"
+    out: dict = {"hookEventName": "PreToolUse"}
+    if action == "remind":
+        out["additionalContext"] = text
+    else:
+        out["permissionDecision"] = action
+        out["permissionDecisionReason"] = text
+    return {"hookSpecificOutput": out}
+
+
+def main(raw: bytes) -> None:
+    from claude_autoharness.protocol import paths
+
+    table = read_table(paths.checks_table_file())
+    if not table:
+        return
+    head, _, body = table.partition(b"\n")
+    tool = tool_name(raw)
+    if not tool or tool not in head.split():
+        return  # no check is about this tool: decided without json
+    import json
+
+    try:
+        ev = json.loads(raw)
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return
+    if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse" \
+            or not isinstance(data, dict) or not isinstance(data.get("checks"), list):
+        return
+    found = decide(ev, data["checks"], os.path.expanduser("~"))
+    if found is not None:
+        sys.stdout.write(json.dumps(output(*found)) + "\n")
