@@ -19,8 +19,6 @@ import os
 import sys
 
 MAX_TABLE = 1 << 20
-RANK = {"remind": 1, "ask": 2, "deny": 3}
-OWN = ("autoharnessctl", "autoharness-hook", "autoharnessd")  # autoharness's own programs
 
 
 def read_table(path: str) -> bytes | None:
@@ -58,51 +56,6 @@ def tool_name(raw: bytes) -> bytes:
     return raw[i + 1: j] if 0 <= i < j and j - i < 64 else b""
 
 
-def decide(ev: dict, checks: list, home: str | None) -> tuple[str, dict] | None:
-    """(action, check) of the strongest check the call matches; None when none does or the
-    call is not one to judge."""
-    from claude_autoharness.protocol import checkrule
-
-    tool = ev.get("tool_name")
-    tool_input = ev.get("tool_input")
-    cwd = ev.get("cwd") if isinstance(ev.get("cwd"), str) else None
-    if not isinstance(tool, str) or own_call(tool, tool_input):
-        return None
-    best = None
-    for c in checks:
-        if not isinstance(c, dict) or c.get("action") not in RANK:
-            continue
-        root = c.get("root")
-        if root is not None and not (isinstance(root, str) and within(cwd, root)):
-            continue  # another project's lesson
-        rule, _ = checkrule.parse(c.get("rule") or "")
-        if rule is None or tool not in rule.tools():
-            continue
-        if checkrule.match(rule, tool, tool_input, root or cwd, home) is not True:
-            continue
-        if best is None or RANK[c["action"]] > RANK[best[0]]:
-            best = (c["action"], c)
-    return best
-
-
-def own_call(tool: str, tool_input) -> bool:
-    """autoharness's own calls (its CLI from /learn and /save-learnings) are never held."""
-    if tool != "Bash" or not isinstance(tool_input, dict):
-        return False
-    from claude_autoharness.protocol import checkrule
-
-    cmd = tool_input.get("command")
-    parts = checkrule.commands(cmd) if isinstance(cmd, str) else None
-    return any(os.path.basename(p.split(" ", 1)[0]) in OWN for p in parts or ())
-
-
-def within(path: str | None, root: str) -> bool:
-    if not path:
-        return False
-    path, root = os.path.normpath(path), os.path.normpath(root)
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
 def output(action: str, c: dict) -> dict:
     text = f"autoharness lesson `{c.get('skill')}` ({c.get('rule')}): {c.get('message')}"
     out: dict = {"hookEventName": "PreToolUse"}
@@ -134,6 +87,8 @@ def main(raw: bytes) -> None:
     if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse" \
             or not isinstance(data, dict) or not isinstance(data.get("checks"), list):
         return
+    from claude_autoharness.protocol.checkcall import decide
+
     found = decide(ev, data["checks"], os.path.expanduser("~"))
     if found is not None:
         sys.stdout.write(json.dumps(output(*found)) + "\n")

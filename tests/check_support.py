@@ -4,6 +4,8 @@ lesson carries; shared by the promoter, daemon and hook tests of checks."""
 
 import json
 
+WHEN = "2026-01-02T03:04:05.000Z"  # before any landing a test makes
+
 CORRECTION = "No, never run bare pytest in this repo: use uv run pytest, it needs the venv."
 MESSAGE = "Run the tests with `uv run pytest`, never bare `pytest` (it needs the venv)."
 DESCRIPTION = "Use when running this project's tests: run them through uv."
@@ -12,8 +14,9 @@ BODY = "Run the tests with `uv run pytest`; bare `pytest` misses the project's v
 
 def tool_use(tid: str, command: str, name: str = "Bash") -> str:
     key = "command" if name == "Bash" else "file_path"
-    return json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "tool_use", "id": tid, "name": name, "input": {key: command}}]}})
+    return json.dumps({"type": "assistant", "timestamp": WHEN, "message": {
+        "role": "assistant", "content": [
+            {"type": "tool_use", "id": tid, "name": name, "input": {key: command}}]}})
 
 
 def tool_result(tid: str, text: str) -> str:

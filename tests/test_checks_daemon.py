@@ -75,6 +75,70 @@ def test_a_corrected_call_lands_a_skill_with_a_check_that_reminds_then_denies(en
     assert check_hook(env, "uv run pytest -x") is None
 
 
+def counted(e: Env) -> dict:
+    [s] = [s for s in json.loads(ctl("skills", "list", "--json", "--project",
+                                     str(e.project)).stdout) if s["name"] == "run-tests-with-uv"]
+    return s["check"]
+
+
+def test_adherence_counts_before_and_after_landing(env, fake):
+    """Before: the project's transcripts (the window itself: 1 violation in 3 Bash calls).
+    Since: each main-session call the counting hook reports, held against the table in force:
+    reminded while new, denied once approved, and whether the next call complied."""
+    fake.push(tool_reply({"proposals": [proposal()]}))
+    env.work()
+    wait_for(lambda: env.status()["intents"]["landed"] == 1, timeout=60, what="landing")
+    wait_for(lambda: counted(env)["adherence"], what="baseline")
+    [a] = counted(env)["adherence"]
+    assert (a["project"], a["tool"], a["before_calls"], a["before_violations"],
+            a["before_sessions"], a["calls"]) == (str(env.project), "Bash", 3, 1, 1, 0)
+
+    def call(command, sid="sess-next"):
+        hook({**env.ev("PreToolUse", tool_name="Bash", tool_input={"command": command}),
+              "session_id": sid})
+
+    call("pytest -q")  # reminded
+    call("ls")
+    wait_for(lambda: counted(env)["adherence"][0]["calls"] == 2, what="counts")
+    a = counted(env)["adherence"][0]
+    assert (a["violations"], a["reminded"], a["denied"]) == (1, 1, 0)
+    ctl("skills", "check", "approve", "run-tests-with-uv", "--project", str(env.project))
+    call("pytest -x")  # denied
+    call("uv run pytest -x")  # the next call complied
+    call("pytest", sid="sess-third")  # denied
+    call("pytest -q", sid="sess-third")  # repeated: the user insisted
+    wait_for(lambda: counted(env)["adherence"][0]["calls"] == 6, what="counts")
+    a = counted(env)["adherence"][0]
+    assert (a["violations"], a["reminded"], a["denied"], a["complied"], a["repeated"]) == \
+        (4, 1, 3, 1, 1)
+    c = counted(env)
+    assert (c["action"], c["proposed"], c["confirmed"]) == ("deny", "deny", "user")
+    shown = ctl("skills", "show", "run-tests-with-uv", "--project", str(env.project)).stdout
+    assert "before: 1 violation in 3 `Bash` calls (1 session); since landing: 4 in 6 calls " \
+           "(reminded 1, denied 3, complied 1, repeated 1)" in shown
+
+
+def test_a_second_window_with_the_same_violation_confirms_the_check(env, fake):
+    fake.push(tool_reply({"proposals": [proposal()]}))
+    env.work()
+    wait_for(lambda: env.status()["intents"]["landed"] == 1, timeout=60, what="landing")
+    assert counted(env)["action"] == "remind"
+    # another session, the same correction: the reflector updates the lesson, same rule
+    second = env.transcript.with_name("sess-other.jsonl")
+    second.write_text(WINDOW)
+
+    def ev(name, **kw):
+        return {**env.ev(name, **kw), "session_id": "sess-other", "transcript_path": str(second)}
+
+    fake.push(tool_reply({"proposals": [proposal(action="update")]}))
+    for _ in range(2):
+        hook(ev("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}))
+    hook(ev("Stop"))
+    wait_for(lambda: env.status()["intents"]["landed"] == 2, timeout=60, what="update")
+    wait_for(lambda: counted(env)["action"] == "deny", what="confirmed")
+    assert counted(env)["confirmed"] == "repeat"
+
+
 @pytest.mark.parametrize("rule, words", [
     ("Bash(*)", "matches every Bash call"),
     ("Bash(npm test*)", "does not match the quoted call `pytest -q tests/`"),

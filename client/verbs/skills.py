@@ -12,7 +12,7 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import findings_text, plural, when
+from claude_autoharness.protocol.words import adherence_line, findings_text, plural, when
 
 OPS = ("list", "show", "history", "revert", "restore", "check", "publish", "export")
 CHECK_OPS = ("approve",)
@@ -156,6 +156,10 @@ def format_skill_line(s: r.SkillInfo) -> str:
             f"changed {ago(s.last_changed, time.time())}")
     if s.stale:
         line += "\n    stale: names missing " + ", ".join(s.stale)
+    if s.check is not None:
+        line += "\n    check: " + check_line(s.check)
+        for a in s.check.adherence:
+            line += f"\n      {a.project or '(no project)'}: {adherence_line(a)}"
     return line
 
 

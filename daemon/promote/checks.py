@@ -34,6 +34,12 @@ def check_text(check: Check) -> str:
                        "message": " ".join(check.message.split())}, indent=1) + "\n"
 
 
+def rule_text(check: Check) -> str:
+    """The rule as the table holds it (parsed and written back)."""
+    rule, _ = checkrule.parse(check.rule)
+    return rule.text() if rule is not None else check.rule.strip()
+
+
 def parse_check_file(data: bytes | None) -> Check | None:
     """A stored `check.json`, or None when absent or not one (a damaged one holds nothing)."""
     if not data:

@@ -72,15 +72,40 @@ def live_checks(pr) -> list[dict]:
 
 def landed_at(entries: list, target: str) -> float:
     """When the check in force landed: the first landing of the current check.json."""
-    files = [e.get("files", {}).get(CHECK_FILE) if isinstance(e, dict) else None
+    first = first_landing(entries)
+    return float(first.get("at") or 0.0) if first else 0.0
+
+
+def first_landing(entries: list) -> dict | None:
+    """The history entry that landed the check.json the last entry holds (None: it has none)."""
+    files = [(e.get("files") or {}).get(CHECK_FILE) if isinstance(e, dict) else None
              for e in entries]
-    at = 0.0
+    first = None
     for e, sha in zip(entries, files, strict=True):
-        if sha != (files[-1] if files else None):
-            at = 0.0
-        elif not at:
-            at = float(e.get("at") or 0.0)
-    return at
+        if sha is None or sha != files[-1]:
+            first = None
+        elif first is None:
+            first = e
+    return first
+
+
+def confirm_repeat(pr, skill_dir: str, rule: str, session: str | None, at: float) -> bool:
+    """A second window showed the same violation: a check landed again with the same rule
+    from another session than an earlier landing of it confirms it."""
+    entries = pr.statedir.history(skill_dir)[:-1]  # before the landing just made
+    if not session:
+        return False
+    for e in reversed(entries):
+        sha = (e.get("files") or {}).get(CHECK_FILE)
+        try:
+            held = parse_check_file(pr.statedir.get_blob(sha)) if sha else None
+        except OSError:
+            held = None
+        if held is None or checkrule.parse(held.rule)[0] != checkrule.parse(rule)[0]:
+            return False  # the run of landings with this rule ends here
+        if e.get("session") not in (None, session):
+            return confirm(pr.statedir, skill_dir, rule, by="repeat", at=at)
+    return False
 
 
 def project_of(target: str) -> str | None:
@@ -95,7 +120,7 @@ def project_of(target: str) -> str | None:
 
 def table_bytes(checks: list[dict]) -> bytes:
     tools = sorted({t for c in checks for t in checkrule.TOOLS[c["tool"]]})
-    keep = ("skill", "layer", "root", "rule", "tool", "spec", "action", "message")
+    keep = ("skill", "layer", "dir", "root", "rule", "tool", "spec", "action", "message")
     body = {"v": TABLE_VERSION, "checks": [{k: c[k] for k in keep} for c in checks]}
     return (" ".join(tools) + "\n" + json.dumps(body, separators=(",", ":")) + "\n").encode()
 
@@ -155,4 +180,4 @@ def approve(pr, name: str, project_root: str | None, layer: str | None,
         raise ValueError(f"{name} is in both layers: say which with --layer project|user")
     c = found[0]
     confirm(pr.statedir, c["dir"], c["rule"], by="user", at=at)
-    return skill_check({c["dir"]: c for c in write_table(pr)}[c["dir"]])
+    return skill_check({c["dir"]: c for c in pr.write_check_table()}[c["dir"]])

@@ -102,6 +102,9 @@ class Promoter(Lander):
             out = self.run(self.write_record(plan, origin, evidence=p.evidence))
             if out.status == "landed" and plan.action == "create":
                 self.stamp(plan.skill_dir, plan.layer, project_root)  # probation starts
+            if out.status == "landed" and p.check is not None:
+                checktable.confirm_repeat(self, plan.skill_dir, checks.rule_text(p.check),
+                                          intent.session_id, self.clock())
             return out
 
     # -- the library's lifecycle -------------------------------------------------------------
@@ -182,8 +185,10 @@ class Promoter(Lander):
         return checktable.approve(self, name, project_root, layer, self.clock())
 
     def write_check_table(self) -> list[dict]:
-        """Compile the live checks into the check hook's table (see `checktable`)."""
-        return checktable.write_table(self)
+        """Compile the live checks into the check hook's table (see `checktable`); they are
+        kept as `compiled_checks`, what the hook holds calls against from now on."""
+        self.compiled_checks = checktable.write_table(self)
+        return self.compiled_checks
 
     # -- crash recovery (see `recovery`) ---------------------------------------------------
 

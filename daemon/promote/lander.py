@@ -52,6 +52,7 @@ class Lander:
         self.turns = turns or (lambda layer, anchor: 0)
         self.state = promote_state_dir()
         self.statedir = StateDir(self.state)
+        self.compiled_checks: list[dict] = []  # the check table last written
 
     @property
     def redactor(self):

@@ -57,6 +57,7 @@ from claude_autoharness.protocol.replies.report import (
     Tokens,
 )
 from claude_autoharness.protocol.replies.skills import (
+    CheckAdherence,
     FeedbackCounts,
     Finding,
     Outcome,
@@ -97,6 +98,7 @@ __all__ = [
     "Outcome",
     "FeedbackCounts",
     "SkillCheck",
+    "CheckAdherence",
     "SkillInfo",
     "SkillView",
     "SyncConflict",
