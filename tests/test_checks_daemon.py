@@ -195,3 +195,29 @@ def test_a_table_others_may_write_is_not_read(home):
     assert hook(ev, env=CHECK_ENV).stdout == b""
     os.chmod(path, 0o600)
     assert hook(ev, env={**CHECK_ENV, "AUTOHARNESS_CHILD_SESSION": "1"}).stdout == b""
+
+
+def test_the_check_hook_imports_neither_json_nor_re(home):
+    """Deciding a matching call (a deny, with its output) loads no `json` and no `re`: the
+    table and the event are read with `_json`'s C scanner alone."""
+    import subprocess
+    import sys
+
+    from harness import HOOK
+
+    paths.make_private_dirs(paths.state_dir())
+    body = {"v": 1, "checks": [{"skill": "s", "rule": "Bash(pytest *)", "action": "deny",
+                                "message": "use uv run pytest", "root": None}]}
+    with open(paths.checks_table_file(), "w") as f:
+        f.write("Bash\n" + json.dumps(body) + "\n")
+    os.chmod(paths.checks_table_file(), 0o600)
+    ev = json.dumps({"session_id": "s", "hook_event_name": "PreToolUse", "cwd": str(home["tmp"]),
+                     "tool_name": "Bash", "tool_input": {"command": "pytest -q"}}).encode()
+    r = subprocess.run([sys.executable, "-X", "importtime", HOOK], input=ev, capture_output=True,
+                       timeout=60, env=dict(os.environ, **CHECK_ENV))
+    assert json.loads(r.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    mods = {line.split("|")[-1].strip().split(".")[0]
+            for line in r.stderr.decode().splitlines() if line.startswith("import time:")}
+    editable = any(name.startswith("__editable__") for name in mods)
+    assert "json" not in mods and "msgspec" not in mods
+    assert editable or "re" not in mods

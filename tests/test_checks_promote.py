@@ -140,8 +140,7 @@ def test_a_crash_at_any_step_of_a_landing_leaves_skill_and_check_whole_or_absent
     there with its check, or neither is."""
     from claude_autoharness.daemon.promote.land import Promoter
     from claude_autoharness.protocol.config import PromoterConfig
-    from promote_support import Crash, desc_for
-    from test_promote_crash import CRASH_POINTS, check_consistent
+    from promote_support import CRASH_POINTS, Crash, check_consistent, desc_for
 
     seen = set()
     for n in range(1, 500):

@@ -11,13 +11,20 @@ import json
 import subprocess
 
 from check_support import CORRECTION, MESSAGE, proposal
-from fake_anthropic import text_block, tool_use_block
+from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
 from real_cli import CliModel, Sandbox, strings
-from test_real_cli import bash, reply
 
 SKILL = "run-tests-with-uv"
 LESSON = f"autoharness lesson `{SKILL}`"
+
+
+def bash(command: str) -> dict:
+    return tool_use_block("Bash", {"command": command, "description": "run it"})
+
+
+def reply(*blocks) -> dict:
+    return message_reply(*blocks)
 
 
 def stream_session(box: Sandbox, *prompts: str, stops: int) -> str:
