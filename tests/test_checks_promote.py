@@ -174,3 +174,43 @@ def test_a_crash_at_any_step_of_a_landing_leaves_skill_and_check_whole_or_absent
             assert out.status == "landed", out.findings
             break
     assert seen == {True, False}  # crashes before and after the commit point
+
+
+def test_denies_the_user_insisted_on_count_as_harmful_and_a_check_acting_is_a_use(env):
+    """Two denies the next call broke again (the user insisted) archive the lesson as
+    harmful, as two harmful verdicts would; one does not."""
+    from claude_autoharness.daemon.promote import adherence
+
+    assert promote(env, intent()).status == "landed"
+    d = str(env["skills"] / "run-tests-with-uv")
+    pr = env["pr"]
+    [c] = pr.write_check_table()
+    rec = adherence.Recorder(pr.statedir, home="/nowhere")
+    from claude_autoharness.daemon.promote import checktable
+
+    checktable.confirm(pr.statedir, d, c["rule"], by="user", at=1.0)
+    checks = pr.write_check_table()
+
+    def call(command, sid):
+        return ({"session_id": sid, "tool_name": "Bash", "tool_input": {"command": command},
+                 "cwd": str(env["proj"]), "hook_event_name": "PreToolUse"}, str(env["proj"]))
+
+    rec.record([call("pytest -q", "a"), call("pytest -x", "a")], checks)
+    [info] = [i for i in pr.list_skills(str(env["proj"])) if i.name == "run-tests-with-uv"]
+    assert adherence.insisted(info.check) == 1 and adherence.acted(info.check) == 2
+    assert pr.lifecycle_pass(str(env["proj"])) == []
+    rec.record([call("pytest", "b"), call("pytest", "b")], checks)
+    [decision] = pr.lifecycle_pass(str(env["proj"]))
+    assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")
+    assert not os.path.exists(d)
+
+
+def test_the_curator_sees_a_check_and_its_figures():
+    from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request
+
+    s = CuratedSkill(name="run-tests-with-uv", text="---\nname: x\n---\nbody\n", uses=1, turns=2,
+                     check='Bash(pytest *) (deny); /p: before: 7 violations in 40 `Bash` calls')
+    prompt, window, _ = build_curate_request([s], layer="project", max_intents=2,
+                                             max_bytes=10_000, redact=lambda t: t)
+    assert "check=\"Bash(pytest *) (deny); /p: before: 7 violations in 40" in prompt.user_text
+    assert "violations" not in window  # the figures are context, never evidence

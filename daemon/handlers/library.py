@@ -16,7 +16,7 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.promote import feedback, lifecycle
+from claude_autoharness.daemon.promote import adherence, feedback, lifecycle
 from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
@@ -137,7 +137,7 @@ class Library:
                       if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,
                                     turns=info.turns, missed=missed[-4:],
-                                    stale=list(info.stale)))
+                                    stale=list(info.stale), check=adherence.in_words(info.check)))
         return out
 
     async def count_reflection(self, job: sm.Job) -> None:

@@ -21,7 +21,8 @@ import threading
 
 from claude_autoharness.daemon.promote import fileops
 from claude_autoharness.protocol import checkcall, checkrule, paths
-from claude_autoharness.protocol.replies import CheckAdherence
+from claude_autoharness.protocol.replies import CheckAdherence, SkillCheck
+from claude_autoharness.protocol.words import adherence_line
 
 ADHERENCE = "adherence.json"
 COUNTS = ("calls", "violations", "reminded", "asked", "denied", "complied", "repeated")
@@ -204,3 +205,24 @@ def attach(pr, infos: list) -> None:
         if c is not None:
             i.check = skill_check(c)
             i.check.adherence = figures(pr.statedir, c)
+
+
+def in_words(c: SkillCheck | None) -> str:
+    """A check and its figures in a line per project ("" without a check)."""
+    if c is None:
+        return ""
+    rows = [f"{a.project or 'no project'}: {adherence_line(a)}" for a in c.adherence]
+    return f"{c.rule} ({c.action})" + ("; " + "; ".join(rows) if rows else "")
+
+
+def insisted(c: SkillCheck | None) -> int:
+    """Evidence that the lesson is wrong: denies the user insisted on (the next call broke the
+    rule again). Counted as `harmful` in the lifecycle, with the verdicts' bounds."""
+    return sum(a.repeated for a in c.adherence) if c is not None else 0
+
+
+def acted(c: SkillCheck | None) -> int:
+    """Calls the check acted on (reminded, asked, denied): uses of the lesson for the
+    lifecycle. A check that never matched adds none, so it is no evidence of help and the
+    skill's dormancy is judged as for any other."""
+    return sum(a.reminded + a.asked + a.denied for a in c.adherence) if c is not None else 0

@@ -9,7 +9,16 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.promote import feedback, gitmode, layers, lifecycle, stale, validate, verbs
+from claude_autoharness.daemon.promote import (
+    adherence,
+    feedback,
+    gitmode,
+    layers,
+    lifecycle,
+    stale,
+    validate,
+    verbs,
+)
 from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
@@ -157,8 +166,9 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
         checked = check(pr, project_root, listed)
     counts = [lifecycle.SkillCounts(  # an unstamped skill was listed with 0 turns
         name=i.name, layer=i.layer, scope=project_root if i.layer == "project" else None,
-        owned=True, uses=i.uses, turns=i.turns, helped=i.feedback.helped,
-        harmful=i.feedback.harmful, stale_turns=checked.stale_turns.get(i.path))
+        owned=True, uses=i.uses + adherence.acted(i.check), turns=i.turns,
+        helped=i.feedback.helped, harmful=i.feedback.harmful + adherence.insisted(i.check),
+        stale_turns=checked.stale_turns.get(i.path))
         for i in infos]
     lib = pr.library
     every = lifecycle.decide(counts, maturity_turns=lib.maturity_turns,
