@@ -114,8 +114,22 @@ def test_adherence_counts_before_and_after_landing(env, fake):
     c = counted(env)
     assert (c["action"], c["proposed"], c["confirmed"]) == ("deny", "deny", "user")
     shown = ctl("skills", "show", "run-tests-with-uv", "--project", str(env.project)).stdout
-    assert "before: 1 violation in 3 `Bash` calls (1 session); since landing: 4 in 6 calls " \
-           "(reminded 1, denied 3, complied 1, repeated 1)" in shown
+    figure = ("before: 1 violation in 3 `Bash` calls (1 session); since landing: 4 in 6 calls "
+              "(reminded 1, denied 3, complied 1, repeated 1)")
+    assert figure in shown
+    # status, report (text, JSON, page) show the same figures per lesson
+    [lc] = json.loads(ctl("status", "--json").stdout)["library"]["checks"]
+    assert (lc["skill"], lc["check"]["adherence"][0]["violations"]) == ("run-tests-with-uv", 4)
+    text = ctl("status").stdout
+    assert "check run-tests-with-uv [project]: Bash(pytest *) -> deny" in text and figure in text
+    assert figure in ctl("report").stdout
+    rep = json.loads(ctl("report", "--json").stdout)
+    [row] = [s for s in rep["skills"] if s["name"] == "run-tests-with-uv"]
+    assert row["check"]["adherence"][0]["denied"] == 3
+    page = env.home["tmp"] / "report.html"
+    assert ctl("report", "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert 'data-figure="skills.' in html and '.check.adherence.0.violations">4<' in html
 
 
 def test_a_second_window_with_the_same_violation_confirms_the_check(env, fake):

@@ -37,6 +37,7 @@ class Library:
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
+        self.checks: list[r.LessonCheck] = []  # the live checks and their figures (the review)
         self.intents = intents
 
     def mark_due(self, project_root: str | None) -> None:
@@ -119,6 +120,7 @@ class Library:
         out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
         out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)
         out.archived = by_stage.get(lifecycle.ARCHIVED, 0)
+        out.checks = list(self.checks)
         return out
 
     def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:

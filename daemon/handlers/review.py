@@ -75,6 +75,8 @@ class Review:
         calls, self.call_queue = self.call_queue, []
         try:
             self.adherence.record(calls, self.live.promoter.compiled_checks)
+            if calls:
+                self.library.checks = adherence.lessons(self.live.promoter)
         except Exception:
             log.exception("adherence not recorded")
 
@@ -83,6 +85,7 @@ class Review:
         project check's baseline is read once (blocking)."""
         pr = self.live.promoter
         adherence.fill_baselines(pr.statedir, pr.write_check_table())
+        self.library.checks = adherence.lessons(pr)
 
     async def loop(self) -> None:
         while True:

@@ -21,7 +21,7 @@ import threading
 
 from claude_autoharness.daemon.promote import fileops
 from claude_autoharness.protocol import checkcall, checkrule, paths
-from claude_autoharness.protocol.replies import CheckAdherence, SkillCheck
+from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, SkillCheck
 from claude_autoharness.protocol.words import adherence_line
 
 ADHERENCE = "adherence.json"
@@ -226,3 +226,15 @@ def acted(c: SkillCheck | None) -> int:
     lifecycle. A check that never matched adds none, so it is no evidence of help and the
     skill's dormancy is judged as for any other."""
     return sum(a.reminded + a.asked + a.denied for a in c.adherence) if c is not None else 0
+
+
+def lessons(pr) -> list[LessonCheck]:
+    """Every check the hook holds calls against now, with its figures (for status, report)."""
+    from claude_autoharness.daemon.promote.checktable import skill_check
+
+    out = []
+    for c in pr.compiled_checks:
+        sc = skill_check(c)
+        sc.adherence = figures(pr.statedir, c)
+        out.append(LessonCheck(skill=c["skill"], layer=c["layer"], check=sc))
+    return out
