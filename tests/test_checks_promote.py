@@ -214,3 +214,24 @@ def test_the_curator_sees_a_check_and_its_figures():
                                              max_bytes=10_000, redact=lambda t: t)
     assert "check=\"Bash(pytest *) (deny); /p: before: 7 violations in 40" in prompt.user_text
     assert "violations" not in window  # the figures are context, never evidence
+
+
+def test_archive_restore_and_export_carry_the_check(env, tmp_path):
+    """The check is a file of its skill: an archive takes it away (and off the table), a
+    restore brings it back, an export (a team plugin) carries it."""
+    from claude_autoharness.client import export
+
+    pr, proj = env["pr"], str(env["proj"])
+    assert promote(env, intent()).status == "landed"
+    assert [c["skill"] for c in pr.write_check_table()] == ["run-tests-with-uv"]
+    assert promote(env, intent(action="archive", check=None, description=None,
+                               body=None)).status == "landed"
+    assert pr.write_check_table() == []
+    assert pr.restore("run-tests-with-uv", proj).status == "landed"
+    [c] = pr.write_check_table()
+    assert (c["rule"], c["action"]) == ("Bash(pytest *)", "remind")
+    out = tmp_path / "plugin"
+    export.export(str(out), layers=["project"], project=proj, name="team-skills",
+                  owner="team", marketplace=False, license="MIT")
+    [carried] = list(out.rglob(CHECK_FILE))
+    assert json.loads(carried.read_text())["rule"] == "Bash(pytest *)"
