@@ -75,7 +75,7 @@ def loads(data: bytes):
     text = data.decode("utf-8")
     start = len(text) - len(text.lstrip())
     try:
-        value, end = _json.make_scanner(_Context())(text, start)
+        value, end = _json.make_scanner(_Context())(text, start)  # type: ignore[arg-type]
     except StopIteration:
         raise ValueError("not JSON") from None
     if text[end:].strip():

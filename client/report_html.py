@@ -326,7 +326,9 @@ def _checks(rep: r.Report) -> str:
     rows = []
     for i, s in enumerate(rep.skills):
         c = s.check
-        for j, a in enumerate(c.adherence if c is not None else ()):
+        if c is None:
+            continue
+        for j, a in enumerate(c.adherence):
             at = f"skills.{i}.check.adherence.{j}"
             cells = "".join(fig(f"{at}.{k}", getattr(a, k), tag="td", cls="n")
                             for k, _ in _CHECK_FIGURES)

@@ -235,3 +235,80 @@ def test_archive_restore_and_export_carry_the_check(env, tmp_path):
                   owner="team", marketplace=False, license="MIT")
     [carried] = list(out.rglob(CHECK_FILE))
     assert json.loads(carried.read_text())["rule"] == "Bash(pytest *)"
+
+
+def test_approving_a_held_lesson_in_review_mode_confirms_its_check(env):
+    pr, proj = env["pr"], str(env["proj"])
+    it = intent()
+    assert pr.approve(it, WINDOW, proj).status == "landed"
+    [c] = pr.write_check_table()
+    assert (c["action"], c["confirmed"]) == ("deny", "user")
+
+
+def test_a_lesson_landed_again_from_the_same_session_is_not_confirmed(env):
+    pr = env["pr"]
+    first = intent()
+    first.session_id = "s1"
+    assert promote(env, first).status == "landed"
+    again = intent(action="update", body="Use uv for tests.\n")
+    again.session_id = "s1"
+    assert promote(env, again).status == "landed"
+    assert pr.write_check_table()[0]["action"] == "remind"
+    other = intent(action="update", body="Use uv run pytest.\n")
+    other.session_id = "s2"
+    assert promote(env, other).status == "landed"
+    [c] = pr.write_check_table()
+    assert (c["action"], c["confirmed"]) == ("deny", "repeat")
+
+
+KILLED_CHILD = """
+import sys
+import msgspec
+sys.path.insert(0, sys.argv[3])
+from check_support import WINDOW, proposal
+from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.proposals import Intent, Proposal
+from claude_autoharness.protocol.config import PromoterConfig
+from promote_support import desc_for
+pr = Promoter(PromoterConfig())
+pr.redactor  # loaded before the landings start
+print("ready", flush=True)
+for k in range(int(sys.argv[2])):
+    name = f"{sys.argv[1]}-{k}"
+    p = msgspec.convert(proposal(skill=name, description=desc_for(name)), Proposal)
+    pr.promote(Intent(id=name, source="reflector", created_at=0.0, proposal=p), WINDOW,
+               sys.argv[4])
+"""
+
+
+def test_sigkill_during_landings_with_checks_leaves_each_whole_or_absent(env):
+    """A process landing skills with checks is SIGKILLed at random moments; after recover()
+    every skill directory holds its SKILL.md and its check, or is not there."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.protocol.config import PromoterConfig
+    from promote_support import check_consistent
+
+    rng = random.Random(3)
+    here = os.path.dirname(__file__)
+    killed = 0
+    for r in range(12):
+        child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, f"k{r}", "40", here,
+                                  str(env["proj"])], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+        assert child.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.0, 0.6))
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+        killed += child.returncode == -signal.SIGKILL
+        Promoter(PromoterConfig()).recover()
+        check_consistent(env["pr"].state, [env["skills"]])
+        for d in env["skills"].iterdir():
+            assert (d / "SKILL.md").is_file() and (d / CHECK_FILE).is_file(), d.name
+    landed = len(list(env["skills"].iterdir()))
+    assert killed >= 10 and 0 < landed < 12 * 40  # the kills cut the landings short

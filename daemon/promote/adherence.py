@@ -190,7 +190,8 @@ def figures(sd, c: dict) -> list[CheckAdherence]:
     out = []
     for project, p in sorted((e.get("projects") or {}).items()):
         if isinstance(p, dict):
-            counts = {k: p.get(k) for k in COUNTS + BEFORE if type(p.get(k)) is int}
+            counts: dict[str, int] = {k: v for k in COUNTS + BEFORE
+                                      if type(v := p.get(k)) is int}
             out.append(CheckAdherence(project=project or None, tool=c["tool"], **counts))
     return out
 

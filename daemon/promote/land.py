@@ -50,10 +50,12 @@ class Promoter(Lander):
 
     def approve(self, intent: Intent, window: str | bytes | None,
                 project_root: str | None, *, gate=None) -> Outcome:
-        """Land a held intent after re-validating it against the tree as it is now."""
-        return self._promote(intent, window, project_root, hold=False, gate=gate)
+        """Land a held intent after re-validating it against the tree as it is now; the user
+        approved it, so a check it carries is confirmed."""
+        return self._promote(intent, window, project_root, hold=False, gate=gate, approved=True)
 
-    def _promote(self, intent, window, project_root, *, hold: bool, gate=None) -> Outcome:
+    def _promote(self, intent, window, project_root, *, hold: bool, gate=None,
+                 approved: bool = False) -> Outcome:
         p = intent.proposal
         if p is None:
             return Outcome.rejected(Finding(family="well_formed", code="schema",
@@ -103,8 +105,13 @@ class Promoter(Lander):
             if out.status == "landed" and plan.action == "create":
                 self.stamp(plan.skill_dir, plan.layer, project_root)  # probation starts
             if out.status == "landed" and p.check is not None:
-                checktable.confirm_repeat(self, plan.skill_dir, checks.rule_text(p.check),
-                                          intent.session_id, self.clock())
+                rule = checks.rule_text(p.check)
+                if approved:  # review mode: the user approved the lesson with its check
+                    checktable.confirm(self.statedir, plan.skill_dir, rule, by="user",
+                                       at=self.clock())
+                else:
+                    checktable.confirm_repeat(self, plan.skill_dir, rule, intent.session_id,
+                                              self.clock())
             return out
 
     # -- the library's lifecycle -------------------------------------------------------------
