@@ -317,7 +317,8 @@ def _skills(rep: r.Report) -> str:
 
 _CHECK_FIGURES = (("before_violations", "violations before"), ("before_calls", "calls before"),
                   ("violations", "violations since"), ("calls", "calls since"),
-                  ("reminded", "reminded"), ("asked", "asked"), ("denied", "denied"),
+                  ("reminded", "reminded"), ("asked", "asked"),
+                  ("approved", "asks approved"), ("declined", "asks declined"), ("denied", "denied"),
                   ("complied", "complied after a deny"), ("repeated", "repeated after a deny"))
 
 

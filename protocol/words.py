@@ -47,8 +47,8 @@ def indent(text: str) -> str:
 def adherence_line(a: CheckAdherence) -> str:
     """One project's figures for a check: "before: 7 violations in 40 `Bash` calls (3
     sessions); since landing: 1 in 52 (reminded 1)"."""
-    done = [f"{k} {getattr(a, k)}" for k in ("reminded", "asked", "denied", "complied",
-                                             "repeated") if getattr(a, k)]
+    done = [f"{k} {getattr(a, k)}" for k in ("reminded", "asked", "approved", "declined",
+                                             "denied", "complied", "repeated") if getattr(a, k)]
     return (f"before: {plural(a.before_violations, 'violation')} in "
             f"{plural(a.before_calls, f'`{a.tool}` call')} "
             f"({plural(a.before_sessions, 'session')}); "

@@ -312,3 +312,50 @@ def test_sigkill_during_landings_with_checks_leaves_each_whole_or_absent(env):
             assert (d / "SKILL.md").is_file() and (d / CHECK_FILE).is_file(), d.name
     landed = len(list(env["skills"].iterdir()))
     assert killed >= 10 and 0 < landed < 12 * 40  # the kills cut the landings short
+
+
+def test_an_ask_is_settled_from_the_transcript_and_approved_asks_count_as_harmful(env):
+    """An asked call is `declined` when its tool result is Claude Code's refusal, `approved`
+    when the call ran; two approved asks archive the lesson as harmful."""
+    from check_support import tool_result
+    from claude_autoharness.daemon.promote import adherence, checktable
+    from claude_autoharness.protocol.paths import project_slug
+
+    pr, proj = env["pr"], str(env["proj"])
+    assert promote(env, intent(check={"rule": "Bash(pytest *)", "action": "ask",
+                                      "message": "use uv run pytest"})).status == "landed"
+    d = str(env["skills"] / "run-tests-with-uv")
+    [c] = pr.write_check_table()
+    checktable.confirm(pr.statedir, d, c["rule"], by="user", at=1.0)
+    checks = pr.write_check_table()
+    tdir = env["claude"] / "projects" / project_slug(proj)
+    tdir.mkdir(parents=True)
+    transcript = tdir / "s.jsonl"
+    transcript.write_text("")
+    rec = adherence.Recorder(pr.statedir, home="/nowhere")
+
+    def ask(tid):
+        rec.record([({"session_id": "s", "tool_name": "Bash", "tool_use_id": tid,
+                      "tool_input": {"command": "pytest -q"}, "cwd": proj,
+                      "transcript_path": str(transcript)}, proj)], checks, now=10.0)
+
+    def figures():
+        [info] = [i for i in pr.list_skills(proj) if i.name == "run-tests-with-uv"]
+        return info.check.adherence[0]
+
+    ask("toolu_a")
+    assert (figures().asked, figures().approved, figures().declined) == (1, 0, 0)
+    with open(transcript, "a") as f:
+        f.write(tool_result("toolu_a", "The user doesn't want to proceed with this tool use. "
+                                       "The tool use was rejected.") + "\n")
+    rec.record([], checks, now=11.0)
+    assert (figures().approved, figures().declined) == (0, 1)
+    for tid in ("toolu_b", "toolu_c"):
+        ask(tid)
+        with open(transcript, "a") as f:
+            f.write(tool_result(tid, "3 passed") + "\n")
+    rec.record([], checks, now=12.0)
+    assert (figures().asked, figures().approved, figures().declined) == (3, 2, 1)
+    assert rec.asks == []
+    [decision] = pr.lifecycle_pass(proj)
+    assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")

@@ -253,7 +253,10 @@ class Hooks:
         cwd = ev.cwd or (s.cwd if s else None)
         root = self.projects.root(cwd) if cwd else None
         self.call_heard(({"session_id": ev.session_id, "tool_name": ev.tool_name,
-                          "tool_input": args, "cwd": cwd, "hook_event_name": "PreToolUse"},
+                          "tool_input": args, "cwd": cwd, "hook_event_name": "PreToolUse",
+                          "tool_use_id": ev.tool_use_id,
+                          "transcript_path": (s.transcript_path if s else None)
+                          or ev.transcript_path},
                          root))
 
     def count_skill_use(self, ev: sm.HookEvent) -> None:

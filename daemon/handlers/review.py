@@ -74,7 +74,7 @@ class Review:
         table the hook read: the last compiled), before this pass changes it (blocking)."""
         calls, self.call_queue = self.call_queue, []
         try:
-            self.adherence.record(calls, self.live.promoter.compiled_checks)
+            self.adherence.record(calls, self.live.promoter.compiled_checks, self.clock())
             if calls:
                 self.library.checks = adherence.lessons(self.live.promoter)
         except Exception:

@@ -25,11 +25,16 @@ from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, Ski
 from claude_autoharness.protocol.words import adherence_line
 
 ADHERENCE = "adherence.json"
-COUNTS = ("calls", "violations", "reminded", "asked", "denied", "complied", "repeated")
+COUNTS = ("calls", "violations", "reminded", "asked", "approved", "declined", "denied",
+          "complied", "repeated")
 BEFORE = ("before_calls", "before_violations", "before_sessions")
 BASELINE_FILES = 50
 BASELINE_BYTES = 8 * 1024 * 1024
 USER_PROJECT = ""  # a user-layer check's calls outside any project
+ASK_TAIL = 1024 * 1024  # how much of a transcript's end is read for an ask's answer
+ASK_WAIT_S = 86_400.0  # an ask whose answer the transcript has not shown by then is dropped
+# What Claude Code writes as the tool result of a call the user declined at its prompt.
+DECLINED = b"doesn't want to proceed with this tool use"
 _LOCK = threading.Lock()
 
 
@@ -69,23 +74,42 @@ class Recorder:
         self.sd = sd
         self.home = home if home is not None else os.path.expanduser("~")
         self.after_deny: dict[tuple[str, str], bool] = {}  # (session, skill dir) denied last
+        self.asks: list[dict] = []  # asked calls whose answer the transcript has not shown yet
 
-    def record(self, calls: list[tuple[dict, str | None]], checks: list[dict]) -> None:
-        """`calls`: (PreToolUse event as decoded, its project root) in the order heard."""
-        if not calls or not checks:
+    def record(self, calls: list[tuple[dict, str | None]], checks: list[dict],
+               now: float = 0.0) -> None:
+        """`calls`: (PreToolUse event as decoded, its project root) in the order heard. The
+        asks still open are settled from their transcripts too (approved or declined)."""
+        if not (calls and checks) and not self.asks:
             return
         with _LOCK:
             data = load(self.sd)
-            for ev, root in calls:
-                self._one(data, ev, root, checks)
+            for ev, root in calls if checks else ():
+                self._one(data, ev, root, checks, now)
+            self._settle(data, now)
             _save(self.sd, data)
 
-    def _one(self, data: dict, ev: dict, root: str | None, checks: list[dict]) -> None:
+    def _settle(self, data: dict, now: float) -> None:
+        open_asks = []
+        for ask in self.asks:
+            answer = answered(ask["transcript"], ask["tool_use_id"])
+            e = data.get(ask["dir"])
+            p = (e.get("projects") or {}).get(ask["project"]) if isinstance(e, dict) \
+                and e.get("rule") == ask["rule"] else None
+            if answer is not None and isinstance(p, dict):
+                p[answer] = p.get(answer, 0) + 1
+            elif answer is None and now - ask["at"] < ASK_WAIT_S:
+                open_asks.append(ask)
+        self.asks = open_asks
+
+    def _one(self, data: dict, ev: dict, root: str | None, checks: list[dict],
+             now: float) -> None:
         sid = str(ev.get("session_id") or "")
         applied = checkcall.decide(ev, checks, self.home)
         for c, hit in checkcall.about(ev, checks, self.home):
             e = _entry(data, c)
-            p = _project(e, c["root"] or root or USER_PROJECT, c)
+            project = c["root"] or root or USER_PROJECT
+            p = _project(e, project, c)
             p["calls"] += 1
             key = (sid, c["dir"])
             if self.after_deny.pop(key, False):
@@ -97,6 +121,41 @@ class Recorder:
                 p[{"remind": "reminded", "ask": "asked", "deny": "denied"}[c["action"]]] += 1
                 if c["action"] == "deny":
                     self.after_deny[key] = True
+                if c["action"] == "ask" and ev.get("tool_use_id") and ev.get("transcript_path"):
+                    self.asks.append({"dir": c["dir"], "rule": c["rule"], "project": project,
+                                      "transcript": ev["transcript_path"],
+                                      "tool_use_id": ev["tool_use_id"], "at": now})
+
+
+def answered(transcript: str, tool_use_id: str) -> str | None:
+    """`approved` or `declined` once the transcript shows the asked call's result (the user
+    declined: Claude Code's refusal text); None while it shows none."""
+    data = _read(transcript, tail=ASK_TAIL)
+    key = b'"tool_use_id":"' + tool_use_id.encode() + b'"'
+    for line in reversed(data.split(b"\n")):
+        if b'"tool_result"' in line and key in line.replace(b'": "', b'":"'):
+            return "declined" if DECLINED in line else "approved"
+    return None
+
+
+def _read(path: str, *, tail: int = 0) -> bytes:
+    """A transcript's bytes (its last `tail` bytes, or its first BASELINE_BYTES), opened
+    only beneath the transcript roots; b"" when it cannot be."""
+    from claude_autoharness.daemon.capture.source import open_transcript, transcript_roots
+
+    try:
+        fd = open_transcript(path, transcript_roots())
+    except (OSError, ValueError):
+        return b""
+    try:
+        if tail:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - tail), os.SEEK_SET)
+        return os.read(fd, tail or BASELINE_BYTES)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def baseline(c: dict, project: str | None) -> dict:
@@ -121,16 +180,7 @@ def baseline(c: dict, project: str | None) -> dict:
 
 
 def _scan(path: str, rule, project: str, home: str, since: float) -> tuple[int, int]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return 0, 0
-    try:
-        data = os.read(fd, BASELINE_BYTES)
-    except OSError:
-        return 0, 0
-    finally:
-        os.close(fd)
+    data = _read(path)
     calls = hits = 0
     for line in data.split(b"\n"):
         if b'"tool_use"' not in line:
@@ -217,9 +267,10 @@ def in_words(c: SkillCheck | None) -> str:
 
 
 def insisted(c: SkillCheck | None) -> int:
-    """Evidence that the lesson is wrong: denies the user insisted on (the next call broke the
-    rule again). Counted as `harmful` in the lifecycle, with the verdicts' bounds."""
-    return sum(a.repeated for a in c.adherence) if c is not None else 0
+    """Evidence that the lesson is wrong: asks the user approved, and denies the user insisted
+    on (the next call broke the rule again). Counted as `harmful` in the lifecycle, with the
+    verdicts' bounds."""
+    return sum(a.approved + a.repeated for a in c.adherence) if c is not None else 0
 
 
 def acted(c: SkillCheck | None) -> int:
