@@ -359,3 +359,29 @@ def test_an_ask_is_settled_from_the_transcript_and_approved_asks_count_as_harmfu
     assert rec.asks == []
     [decision] = pr.lifecycle_pass(proj)
     assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")
+
+
+def test_a_check_file_in_a_hand_written_skill_is_never_compiled(env):
+    """A user's own skill holding a check.json (copied, or written by hand) holds no call."""
+    hand_written(env, "my-own-lesson")
+    (env["skills"] / "my-own-lesson" / CHECK_FILE).write_text(json.dumps(
+        {"rule": "Bash(pytest *)", "action": "deny", "message": "no"}))
+    assert promote(env, intent()).status == "landed"
+    assert [c["skill"] for c in env["pr"].write_check_table()] == ["run-tests-with-uv"]
+
+
+def test_a_check_that_never_matched_is_no_evidence_of_use(env):
+    """Past probation, a lesson whose check never acted is dormant like any unused skill."""
+    from claude_autoharness.daemon.promote import adherence
+
+    pr, proj = env["pr"], str(env["proj"])
+    assert promote(env, intent()).status == "landed"
+    checks = pr.write_check_table()
+    adherence.Recorder(pr.statedir).record(
+        [({"session_id": "s", "tool_name": "Bash", "tool_input": {"command": "ls"},
+           "cwd": proj}, proj)], checks)
+    [info] = [i for i in pr.list_skills(proj) if i.name == "run-tests-with-uv"]
+    assert info.check.adherence[0].calls == 1 and adherence.acted(info.check) == 0
+    pr.turns = lambda layer, anchor: 10_000  # far past maturity_turns
+    [decision] = pr.lifecycle_pass(proj)
+    assert (decision.name, decision.reason) == ("run-tests-with-uv", "dormant")
