@@ -65,6 +65,12 @@ def test_a_corrected_call_lands_a_skill_with_a_check_that_reminds_then_denies(en
     other = env.home["tmp"] / "other"
     other.mkdir()
     assert check_hook(env, "pytest -q", cwd=other) is None  # another project's lesson
+    # tool calls wake the promoter loop; the table is written again only when checks change
+    inode = os.stat(paths.checks_table_file()).st_ino
+    for _ in range(3):
+        hook(env.ev("PreToolUse", tool_name="Bash", tool_input={"command": "pytest"}))
+    wait_for(lambda: counted(env)["adherence"][0]["calls"] == 3, what="the calls counted")
+    assert os.stat(paths.checks_table_file()).st_ino == inode
     # approved: the proposed deny applies, with the lesson as the reason
     r = ctl("skills", "check", "approve", "run-tests-with-uv", "--project", str(env.project))
     assert r.returncode == 0, r.stderr
@@ -73,6 +79,7 @@ def test_a_corrected_call_lands_a_skill_with_a_check_that_reminds_then_denies(en
     assert out["permissionDecision"] == "deny"
     assert "uv run pytest" in out["permissionDecisionReason"]
     assert check_hook(env, "uv run pytest -x") is None
+    assert os.stat(paths.checks_table_file()).st_ino != inode
 
 
 def counted(e: Env) -> dict:

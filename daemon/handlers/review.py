@@ -47,6 +47,7 @@ class Review:
         self.use_queue: list[SkillUse] = []
         self.call_queue: list[CallHeard] = []
         self.adherence = adherence.Recorder(live.promoter.statedir)
+        self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         self._wake = anyio.Event()
 
@@ -73,6 +74,8 @@ class Review:
         """Count the queued calls against the checks in force when they were made (the
         table the hook read: the last compiled), before this pass changes it (blocking)."""
         calls, self.call_queue = self.call_queue, []
+        if self.live.promoter.checks_seen is None:  # the first pass: the table on disk
+            self.compile_checks()
         try:
             self.adherence.record(calls, self.live.promoter.compiled_checks, self.clock())
             if calls:
@@ -84,8 +87,11 @@ class Review:
         """What landed, was archived or confirmed this pass holds the next tool call; each
         project check's baseline is read once (blocking)."""
         pr = self.live.promoter
-        adherence.fill_baselines(pr.statedir, pr.write_check_table())
-        self.library.checks = adherence.lessons(pr)
+        pr.refresh_check_table()
+        if pr.compiled_checks is not self.lessons_of:  # compiled here, or by an approval
+            self.lessons_of = pr.compiled_checks
+            adherence.fill_baselines(pr.statedir, pr.compiled_checks)
+            self.library.checks = adherence.lessons(pr)
 
     async def loop(self) -> None:
         while True:

@@ -118,6 +118,19 @@ def project_of(target: str) -> str | None:
     return os.path.dirname(os.path.dirname(root)) if root.endswith(os.sep + tail) else None
 
 
+def library_stamp(pr) -> tuple:
+    """What changes with every landing, archive and confirmation: the history directory (each
+    landing renames its history file into it) and the confirmations file."""
+    out = []
+    for path in (os.path.join(pr.state, "history"), pr.statedir.p(CONFIRMED)):
+        try:
+            st = os.stat(path)
+            out.append((st.st_mtime_ns, st.st_ino, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def table_bytes(checks: list[dict]) -> bytes:
     tools = sorted({t for c in checks for t in checkrule.TOOLS[c["tool"]]})
     keep = ("skill", "layer", "dir", "root", "rule", "tool", "spec", "action", "message")
@@ -128,8 +141,16 @@ def table_bytes(checks: list[dict]) -> bytes:
 def write_table(pr) -> list[dict]:
     """Compile the live checks into the hook's table (atomic, 0600); the checks written."""
     checks = live_checks(pr)
-    paths.make_private_dirs(paths.state_dir())
-    fileops.write_path(paths.checks_table_file(), table_bytes(checks))
+    data = table_bytes(checks)
+    path = paths.checks_table_file()
+    try:
+        with open(path, "rb") as f:
+            same = f.read(len(data) + 1) == data
+    except OSError:
+        same = False
+    if not same:  # the hook's file changes only when the checks do
+        paths.make_private_dirs(paths.state_dir())
+        fileops.write_path(path, data)
     return checks
 
 

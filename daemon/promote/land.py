@@ -194,8 +194,17 @@ class Promoter(Lander):
     def write_check_table(self) -> list[dict]:
         """Compile the live checks into the check hook's table (see `checktable`); they are
         kept as `compiled_checks`, what the hook holds calls against from now on."""
+        self.checks_seen = checktable.library_stamp(self)
         self.compiled_checks = checktable.write_table(self)
         return self.compiled_checks
+
+    def refresh_check_table(self) -> bool:
+        """Compile the table again when a landing, an archive or a confirmation happened
+        since the last compile (two stats when none did); whether it was compiled."""
+        if self.checks_seen is not None and checktable.library_stamp(self) == self.checks_seen:
+            return False
+        self.write_check_table()
+        return True
 
     # -- crash recovery (see `recovery`) ---------------------------------------------------
 

@@ -53,6 +53,7 @@ class Lander:
         self.state = promote_state_dir()
         self.statedir = StateDir(self.state)
         self.compiled_checks: list[dict] = []  # the check table last written
+        self.checks_seen: tuple | None = None  # the library's stamp when it was written
 
     @property
     def redactor(self):
