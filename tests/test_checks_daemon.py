@@ -80,6 +80,13 @@ def test_a_corrected_call_lands_a_skill_with_a_check_that_reminds_then_denies(en
     assert "uv run pytest" in out["permissionDecisionReason"]
     assert check_hook(env, "uv run pytest -x") is None
     assert os.stat(paths.checks_table_file()).st_ino != inode
+    # a damaged table fails open, and the daemon's next pass writes it whole again
+    whole = open(paths.checks_table_file(), "rb").read()
+    with open(paths.checks_table_file(), "wb") as f:
+        f.write(whole[: len(whole) // 2])
+    assert check_hook(env, "pytest -q") is None
+    hook(env.ev("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}))
+    wait_for(lambda: open(paths.checks_table_file(), "rb").read() == whole, what="the repair")
 
 
 def counted(e: Env) -> dict:

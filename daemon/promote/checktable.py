@@ -120,9 +120,10 @@ def project_of(target: str) -> str | None:
 
 def library_stamp(pr) -> tuple:
     """What changes with every landing, archive and confirmation: the history directory (each
-    landing renames its history file into it) and the confirmations file."""
+    landing renames its history file into it) and the confirmations file; last, the table."""
     out = []
-    for path in (os.path.join(pr.state, "history"), pr.statedir.p(CONFIRMED)):
+    for path in (os.path.join(pr.state, "history"), pr.statedir.p(CONFIRMED),
+                 paths.checks_table_file()):
         try:
             st = os.stat(path)
             out.append((st.st_mtime_ns, st.st_ino, st.st_size))

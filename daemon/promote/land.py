@@ -194,13 +194,15 @@ class Promoter(Lander):
     def write_check_table(self) -> list[dict]:
         """Compile the live checks into the check hook's table (see `checktable`); they are
         kept as `compiled_checks`, what the hook holds calls against from now on."""
-        self.checks_seen = checktable.library_stamp(self)
+        before = checktable.library_stamp(self)
         self.compiled_checks = checktable.write_table(self)
+        self.checks_seen = before[:-1] + checktable.library_stamp(self)[-1:]  # as written
         return self.compiled_checks
 
     def refresh_check_table(self) -> bool:
         """Compile the table again when a landing, an archive or a confirmation happened
-        since the last compile (two stats when none did); whether it was compiled."""
+        since the last compile, or the table is not the file written then (removed, replaced,
+        damaged); three stats when none did. Whether it was compiled."""
         if self.checks_seen is not None and checktable.library_stamp(self) == self.checks_seen:
             return False
         self.write_check_table()
