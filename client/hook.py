@@ -8,6 +8,9 @@ id) without parsing them, sends one frame to the daemon, prints the daemon's hoo
 and always exits 0. An event the daemon did not answer in time is spooled, never dropped.
 Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
 The daemon is the user's own: the peer's uid on the socket is checked before a byte is sent.
+With AUTOHARNESS_HOOK=check (its own synchronous PreToolUse entry) it is the check hook instead
+(client/checkhook.py): it reads the compiled table of checks, never the socket, and counts
+nothing.
 """
 
 import os
