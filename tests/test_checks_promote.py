@@ -202,6 +202,7 @@ def test_denies_the_user_insisted_on_count_as_harmful_and_a_check_acting_is_a_us
     rec.record([call("pytest", "b"), call("pytest", "b")], checks)
     [decision] = pr.lifecycle_pass(str(env["proj"]))
     assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")
+    assert "its check Bash(pytest *): 0 asks approved, 2 denies insisted on" in decision.detail
     assert not os.path.exists(d)
 
 

@@ -14,6 +14,7 @@ changed rule is a new check and counts from zero. Advisory like the use counts: 
 reads as empty.
 """
 
+import dataclasses
 import datetime
 import json
 import os
@@ -271,6 +272,17 @@ def insisted(c: SkillCheck | None) -> int:
     on (the next call broke the rule again). Counted as `harmful` in the lifecycle, with the
     verdicts' bounds."""
     return sum(a.approved + a.repeated for a in c.adherence) if c is not None else 0
+
+
+def explained(d, c: SkillCheck | None):
+    """A `harmful` decision's reason with the adherence evidence that went into it."""
+    n = insisted(c)
+    if d.reason != "harmful" or not n or c is None:
+        return d
+    approved = sum(a.approved for a in c.adherence)
+    extra = (f"; its check {c.rule}: {approved} asks approved, {n - approved} denies "
+             "insisted on")
+    return dataclasses.replace(d, detail=(d.detail or "harmful") + extra)
 
 
 def acted(c: SkillCheck | None) -> int:

@@ -177,9 +177,10 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
                              stale_after_turns=lib.stale_after_turns)
     by_name = {(i.layer, i.name): i for i in infos}
     marks = pr.statedir.stale()
-    decisions = [lifecycle.explained(d, by_name[(d.layer, d.name)].feedback,
-                                     marks.get(by_name[(d.layer, d.name)].path))
-                 for d in lifecycle.bounded(every, counts, lib.max_archive_share)]
+    decisions = [adherence.explained(lifecycle.explained(
+        d, by_name[(d.layer, d.name)].feedback, marks.get(by_name[(d.layer, d.name)].path)),
+        by_name[(d.layer, d.name)].check)
+        for d in lifecycle.bounded(every, counts, lib.max_archive_share)]
     result = lifecycle.Pass(planned=decisions, held_back=len(every) - len(decisions),
                             repairs=checked.repairs, newly_stale=checked.newly_stale)
     if dry_run:
