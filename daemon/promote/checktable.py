@@ -121,7 +121,7 @@ def project_of(target: str) -> str | None:
 def library_stamp(pr) -> tuple:
     """What changes with every landing, archive and confirmation: the history directory (each
     landing renames its history file into it) and the confirmations file; last, the table."""
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for path in (os.path.join(pr.state, "history"), pr.statedir.p(CONFIRMED),
                  paths.checks_table_file()):
         try:
