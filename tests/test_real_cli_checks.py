@@ -13,7 +13,7 @@ import subprocess
 from check_support import CORRECTION, MESSAGE, proposal
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
-from real_cli import CliModel, Sandbox, strings
+from real_cli import CliModel, Sandbox, copy_layout, strings
 
 SKILL = "run-tests-with-uv"
 LESSON = f"autoharness lesson `{SKILL}`"
@@ -150,3 +150,36 @@ def test_a_hand_written_skill_is_never_given_a_check(sandbox, model):
                  reply(text_block("Ran the suite.")))
     stream_session(box, "run the suite now", stops=3)
     assert not any(LESSON in t for t in requests_after(model, "run the suite now"))
+
+
+def test_the_plugins_check_hook_reminds_too(claude_cli, model, monkeypatch):
+    """Installed as a plugin (`--plugin-dir`, nothing in the settings), the check hook entry of
+    the plugin's hooks.json holds the call against a landed lesson's check the same way."""
+    import msgspec
+
+    from check_support import WINDOW
+    from claude_autoharness.daemon.persist.dirs import ensure_private_dir
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.daemon.proposals import Intent, Proposal
+    from claude_autoharness.protocol import paths
+    from claude_autoharness.protocol.config import PromoterConfig
+
+    box = Sandbox(claude_cli, model, {"AUTOHARNESS_REFLECT_EVERY": "1000"}, install=False)
+    try:
+        plugin = copy_layout(box)
+        for k in ("AUTOHARNESS_HOME", "CLAUDE_CONFIG_DIR", "HOME"):
+            monkeypatch.setenv(k, box.env[k])
+        ensure_private_dir(paths.state_dir())
+        p = msgspec.convert(proposal(evidence=CORRECTION), Proposal)
+        pr = Promoter(PromoterConfig())
+        out = pr.promote(Intent(id="plugin-1", source="reflector", created_at=0.0, proposal=p),
+                         WINDOW, str(box.project))
+        assert out.status == "landed", out.findings
+        pr.write_check_table()  # as the daemon's first pass will
+        model.script("run the suite now", reply(bash("pytest -q")),
+                     reply(text_block("Ran the suite.")))
+        box.run("run the suite now", "--plugin-dir", str(plugin), "--allowedTools", "Bash")
+        later = requests_after(model, "run the suite now")
+        assert len(later) == 2 and LESSON in later[1]
+    finally:
+        box.close()
