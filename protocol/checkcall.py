@@ -29,12 +29,16 @@ def about(ev: dict, checks: list, home: str | None) -> list[tuple[dict, bool]]:
         root = c.get("root")
         if root is not None and not (isinstance(root, str) and within(cwd, root)):
             continue  # another project's lesson
-        rule, _ = checkrule.parse(c.get("rule") or "")
+        if tool not in checkrule.TOOLS.get(c.get("tool"), (tool,)):
+            continue  # another tool's check: not even parsed
+        rule, _ = checkrule.syntax(c.get("rule") or "")
         if rule is None or tool not in rule.tools():
             continue
         hit = checkrule.match(rule, tool, tool_input, root or cwd, home)
         if hit is None:
             return []  # a call not understood decides nothing and counts nowhere
+        if hit and checkrule.matches_every_call(rule):
+            continue  # not a check (the promoter never lands one): a damaged table
         out.append((c, hit))
     return out
 

@@ -60,6 +60,18 @@ class Rule:
 
 def parse(text: str) -> tuple[Rule | None, str]:
     """The rule, or None and what is wrong with it in words that say how to write it."""
+    rule, why = syntax(text)
+    if rule is not None and matches_every_call(rule):
+        tool = rule.tool
+        return None, (f"`{text.strip()}` matches every {tool} call: name the command or path "
+                      f"the lesson is about, e.g. "
+                      f"`{tool}({'pytest *' if tool == BASH else 'src/generated/**'})`")
+    return rule, why
+
+
+def syntax(text: str) -> tuple[Rule | None, str]:
+    """`parse` without the test for a rule that holds every call (the check hook makes that
+    test only for a rule a call broke)."""
     if not isinstance(text, str) or not text.strip():
         return None, "a rule is required, e.g. `Bash(pytest *)` or `Edit(src/generated/**)`"
     text = text.strip()
@@ -79,11 +91,7 @@ def parse(text: str) -> tuple[Rule | None, str]:
         spec = None
     if spec is not None and ("(" in spec or ")" in spec) and tool != BASH:
         return None, f"`{text}`: a path pattern has no parentheses"
-    rule = Rule(tool, spec)
-    if matches_every_call(rule):
-        return None, (f"`{text}` matches every {tool} call: name the command or path the "
-                      f"lesson is about, e.g. `{tool}({'pytest *' if tool == BASH else 'src/generated/**'})`")
-    return rule, ""
+    return Rule(tool, spec), ""
 
 
 def matches_every_call(rule: Rule) -> bool:
