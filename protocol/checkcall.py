@@ -29,7 +29,7 @@ def about(ev: dict, checks: list, home: str | None) -> list[tuple[dict, bool]]:
         root = c.get("root")
         if root is not None and not (isinstance(root, str) and within(cwd, root)):
             continue  # another project's lesson
-        if tool not in checkrule.TOOLS.get(c.get("tool"), (tool,)):
+        if tool not in checkrule.TOOLS.get(str(c.get("tool")), (tool,)):
             continue  # another tool's check: not even parsed
         rule, _ = checkrule.syntax(c.get("rule") or "")
         if rule is None or tool not in rule.tools():

@@ -15,12 +15,11 @@ Confirmations live in the promoter's state (`checks-confirmed.json`: skill dir â
 confirmed, how, when); a changed rule is a new lesson and reminds again until confirmed.
 """
 
-import glob
 import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops, gitmode
+from claude_autoharness.daemon.promote import fileops, gitmode, records
 from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
@@ -29,7 +28,6 @@ from claude_autoharness.protocol.replies import SkillCheck
 
 TABLE_VERSION = 1
 CONFIRMED = "checks-confirmed.json"
-MAX_HISTORY_BYTES = 4 * 1024 * 1024
 _LOCK = threading.Lock()  # confirmations are written outside a landing
 
 
@@ -38,16 +36,9 @@ def live_checks(pr) -> list[dict]:
     user layer), rule, tool, spec, proposed action, the action in force, message, since."""
     confirmed = confirmations(pr.statedir)
     out = []
-    for path in sorted(glob.glob(os.path.join(pr.state, "history", "*.json"))):
-        try:
-            if os.path.getsize(path) > MAX_HISTORY_BYTES:
-                continue
-            with open(path, "rb") as f:
-                data = json.load(f)
-            target, last = data["target"], data["entries"][-1]
-        except (OSError, ValueError, RecursionError, KeyError, IndexError, TypeError):
-            continue
-        if not isinstance(target, str) or last.get("action") == "archive":
+    for target, entries in records.histories(pr.state):
+        last = entries[-1] if entries else {}
+        if last.get("action") in (None, "archive"):
             continue
         if not os.path.isfile(os.path.join(target, SKILL_MD)) or not pr.owned(target):
             continue
@@ -65,12 +56,12 @@ def live_checks(pr) -> list[dict]:
             "rule": rule.text(), "tool": rule.tool, "spec": rule.spec,
             "proposed": check.action, "action": check.action if ok else "remind",
             "confirmed": mark.get("by") if ok else None, "message": check.message,
-            "since": landed_at(data["entries"], target),
+            "since": landed_at(entries),
         })
     return out
 
 
-def landed_at(entries: list, target: str) -> float:
+def landed_at(entries: list) -> float:
     """When the check in force landed: the first landing of the current check.json."""
     first = first_landing(entries)
     return float(first.get("at") or 0.0) if first else 0.0
