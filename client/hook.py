@@ -10,6 +10,9 @@ silently: one that cannot be written (a full disk) leaves a marker the daemon co
 whose locations a repository may have set (protocol/trust.py) is kept nowhere, said on stderr.
 Only builtins, `os`, `sys` and `_socket` are imported here unless there is output to print.
 The daemon is the user's own: the peer's uid on the socket is checked before a byte is sent.
+With AUTOHARNESS_HOOK=check (its own synchronous PreToolUse entry) it is the check hook instead
+(client/checkhook.py): it reads the compiled table of checks, never the socket, and counts
+nothing.
 """
 
 import os
@@ -405,6 +408,12 @@ def main() -> None:
     raw = read_stdin()
     env = os.environ
     if env.get("AUTOHARNESS_DISABLE", "") not in ("", "0"):
+        return
+    if env.get("AUTOHARNESS_HOOK") == "check":  # the check hook's own entry: decide, count nothing
+        if env.get("AUTOHARNESS_CHILD_SESSION") != "1":
+            from claude_autoharness.client.checkhook import main as check
+
+            check(raw)
         return
     if env.get("AUTOHARNESS_CHILD_SESSION") == "1":
         child_guard(raw)

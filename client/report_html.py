@@ -201,7 +201,7 @@ def render(rep: r.Report, data: dict) -> str:
                       "landings and archives per day"), legend(["landed", "archived"])]
     body += ["<h2>Recall</h2>", _recall(rep.recall), "<h2>Context cost</h2>",
              _context(rep.context), "<h2>Reflection cost</h2>", _cost(rep.cost),
-             "<h2>Skills</h2>", _skills(rep)]
+             "<h2>Skills</h2>", _skills(rep), "<h2>Checks</h2>", _checks(rep)]
     blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
@@ -313,3 +313,31 @@ def _skills(rep: r.Report) -> str:
         total = "<p>verdicts over all skills: " + ", ".join(
             f"{esc(k)} {fig(f'feedback.{k}', v)}" for k, v in rep.feedback.items()) + "</p>"
     return f"<table>{head}{''.join(rows)}</table>{total}"
+
+
+_CHECK_FIGURES = (("before_violations", "violations before"), ("before_calls", "calls before"),
+                  ("violations", "violations since"), ("calls", "calls since"),
+                  ("reminded", "reminded"), ("asked", "asked"),
+                  ("approved", "asks approved"), ("declined", "asks declined"), ("denied", "denied"),
+                  ("complied", "complied after a deny"), ("repeated", "repeated after a deny"))
+
+
+def _checks(rep: r.Report) -> str:
+    """Per lesson with a check and per project: violations before it landed and since."""
+    rows = []
+    for i, s in enumerate(rep.skills):
+        c = s.check
+        if c is None:
+            continue
+        for j, a in enumerate(c.adherence):
+            at = f"skills.{i}.check.adherence.{j}"
+            cells = "".join(fig(f"{at}.{k}", getattr(a, k), tag="td", cls="n")
+                            for k, _ in _CHECK_FIGURES)
+            rows.append(f"<tr><td>{esc(s.name)}</td><td>{esc(c.rule)}</td>"
+                        f"<td>{esc(c.action)}</td><td>{esc(a.project or '-')}</td>{cells}</tr>")
+    if not rows:
+        return '<p class="muted">no checks</p>'
+    head = ("<tr><th>skill</th><th>rule</th><th>action</th><th>project</th>"
+            + "".join(f'<th class="n">{esc(t)}</th>' for _, t in _CHECK_FIGURES) + "</tr>")
+    return (f"<table>{head}{''.join(rows)}</table><p class=\"muted\">a before/after on your own "
+            "sessions, not a controlled trial</p>")

@@ -24,6 +24,11 @@ PLUGIN = "autoharness"
 EVENTS = ("SessionStart", "PreToolUse", "Stop", "SessionEnd")
 CHILD_MATCHER = "Write|Edit|MultiEdit|NotebookEdit"
 GUARD_MARK = "autoharness-child-guard"
+# The check hook's entry runs the same program in check mode (client/checkhook.py), only for
+# the tools a check can name: a call of any other tool starts no process for it.
+CHECK_MARK = "AUTOHARNESS_HOOK=check"
+CHECK_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit|Read"
+CHECK_TIMEOUT = 5
 COMMANDS = ("learn.md", "save-learnings.md")
 
 # Timeouts are seconds (Claude Code's unit). SessionStart is synchronous because its output is
@@ -87,14 +92,24 @@ def hook_groups(hook_cmd: str) -> dict[str, list[dict]]:
         return entry
 
     guard = {"type": "command", "command": CHILD_GUARD, "timeout": GUARD_TIMEOUT}
+    check = {"type": "command", "command": check_command(hook_cmd), "timeout": CHECK_TIMEOUT}
     return {
         "SessionStart": [{"hooks": [run(SESSION_START_TIMEOUT)]}],
         # One matcher-less counting group: a second counting group would count a call twice.
         "PreToolUse": [{"hooks": [run(ASYNC_TIMEOUT, True)]},
-                       {"matcher": CHILD_MATCHER, "hooks": [guard]}],
+                       {"matcher": CHILD_MATCHER, "hooks": [guard]},
+                       {"matcher": CHECK_MATCHER, "hooks": [check]}],
         "Stop": [{"hooks": [run(STOP_TIMEOUT)]}],
         "SessionEnd": [{"hooks": [run(SESSION_END_TIMEOUT)]}],
     }
+
+
+def check_command(hook_cmd: str) -> str:
+    """The check hook's command: the hook command with AUTOHARNESS_HOOK=check in its env."""
+    via = "AUTOHARNESS_VIA=settings "
+    if via in hook_cmd:
+        return hook_cmd.replace(via, via + CHECK_MARK + " ", 1)
+    return f"{CHECK_MARK} {hook_cmd}"
 
 
 def plugin_hooks() -> dict:
@@ -180,7 +195,7 @@ def is_ours(cmd) -> bool:
 
 
 def is_counting(cmd) -> bool:
-    return is_ours(cmd) and GUARD_MARK not in cmd
+    return is_ours(cmd) and GUARD_MARK not in cmd and CHECK_MARK not in cmd
 
 
 def hook_program(cmd: str) -> str | None:

@@ -89,7 +89,8 @@ class Daemon:
         self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
                            intents=self.intents, skill_used=self.review.skill_used,
                            turn_counted=self.review.turn_counted, catch_up=self.catch_up,
-                           record_context=self.report.record_context, clock=clock)
+                           record_context=self.report.record_context,
+                           call_heard=self.review.call_heard, clock=clock)
         self.reflected = ReflectedRecords()
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock,
                          reflected=self.reflected)

@@ -8,6 +8,7 @@ can still be recorded as a rejected intent.
 import msgspec
 
 # The shapes the queue replies carry live with the replies; these names are the daemon's.
+from claude_autoharness.protocol.replies import Check as Check
 from claude_autoharness.protocol.replies import Finding as Finding
 from claude_autoharness.protocol.replies import Intent as Intent
 from claude_autoharness.protocol.replies import Proposal as Proposal
@@ -16,6 +17,9 @@ from claude_autoharness.protocol.replies import VerdictRecord as VerdictRecord
 
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")
+
+CHECK_ACTIONS = ("create", "update")  # the proposals that may carry a check
+CHECK_MODES = ("remind", "ask", "deny")  # what a check does about a call once confirmed
 
 REQUIRED = {
     "create": ("description", "body"),
@@ -40,6 +44,8 @@ def check_shape(p: Proposal) -> list[str]:
     for f in REQUIRED[p.action]:
         if getattr(p, f) is None:
             problems.append(f"{p.action} needs `{f}`")
+    if p.check is not None and p.action not in CHECK_ACTIONS:
+        problems.append(f"only {' and '.join(CHECK_ACTIONS)} carry a `check` (set it to null)")
     return problems
 
 

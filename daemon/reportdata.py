@@ -239,7 +239,8 @@ def skill_row(info: r.SkillInfo, project: str | None) -> r.SkillRow:
                       status=info.status, reason=info.reason, project=project, uses=info.uses,
                       turns=info.turns, landed_at=info.created, updated_at=info.last_changed,
                       feedback=_feedback(info),
-                      stale=[str(p) for p in stale] if isinstance(stale, list) else [])
+                      stale=[str(p) for p in stale] if isinstance(stale, list) else [],
+                      check=getattr(info, "check", None))
 
 
 def recall(infos: list[tuple[r.SkillInfo, str | None]], uses: Iterable[dict],

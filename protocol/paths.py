@@ -126,6 +126,11 @@ def reflected_file() -> str:
     return os.path.join(state_dir(), "reflected-records.bin")
 
 
+def checks_table_file() -> str:
+    """The compiled table of live checks the PreToolUse check hook reads."""
+    return os.path.join(state_dir(), "checks.table")
+
+
 def reflector_dir() -> str:
     """Working directory of reflector child sessions; events from under it never count."""
     return os.path.join(state_dir(), "reflector")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from claude_autoharness.protocol.replies import Finding
+from claude_autoharness.protocol.replies import CheckAdherence, Finding
 
 
 def printable(text: str) -> str:
@@ -51,3 +51,15 @@ def findings_text(findings: list[Finding] | None, limit: int = 3) -> str:
 def indent(text: str) -> str:
     """Text indented four spaces a line, for a block under a label."""
     return "\n".join("    " + line for line in text.rstrip("\n").splitlines())
+
+
+def adherence_line(a: CheckAdherence) -> str:
+    """One project's figures for a check: "before: 7 violations in 40 `Bash` calls (3
+    sessions); since landing: 1 in 52 (reminded 1)"."""
+    done = [f"{k} {getattr(a, k)}" for k in ("reminded", "asked", "approved", "declined",
+                                             "denied", "complied", "repeated") if getattr(a, k)]
+    return (f"before: {plural(a.before_violations, 'violation')} in "
+            f"{plural(a.before_calls, f'`{a.tool}` call')} "
+            f"({plural(a.before_sessions, 'session')}); "
+            f"since landing: {a.violations} in {plural(a.calls, 'call')}"
+            + (f" ({', '.join(done)})" if done else ""))

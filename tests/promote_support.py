@@ -1,6 +1,7 @@
 """Helpers shared by the promoter tests: intents with valid defaults, a landing that must
 succeed, a rejection that must write nothing, and a simulated crash at SKILL.md's replace."""
 
+import glob
 import hashlib
 import json
 import os
@@ -12,8 +13,9 @@ import msgspec
 import pytest
 
 from claude_autoharness.daemon.persist.dirs import ensure_private_dir
+from claude_autoharness.daemon.promote import observe, skillfile, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import SKILL_MD
+from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
 from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
@@ -175,3 +177,48 @@ def workload(n: int = 200, seed: int = 5):
         it = msgspec.structs.replace(intent(action, name, **kw), id=f"job-{i}")
         out.append((it, expected, dict(state)))
     return out
+
+
+# ---- crash safety: the crash points and the invariants recover() must establish ----------
+
+# Every call that changes the filesystem or makes a change durable: the crash points.
+CRASH_POINTS = ("replace", "rename", "fsync", "unlink", "mkdir", "rmdir")
+
+
+def _sha(path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def histories(state: str) -> dict[str, list[dict]]:
+    out = {}
+    for path in glob.glob(os.path.join(state, "history", "*.json")):
+        with open(path) as f:
+            data = json.load(f)
+        out[data["target"]] = data["entries"]
+    return out
+
+
+def check_consistent(state: str, skill_roots) -> None:
+    """The invariants recover() must establish: nothing pending, no temp files, and every
+    skill directory is owned, parses, is named like its directory, and holds exactly the
+    files of the last version its history recorded (so: old or new, never a mix)."""
+    assert [f for f in os.listdir(os.path.join(state, "pending"))] == []
+    hist = histories(state)
+    for root in map(str, skill_roots):
+        for here, _dirs, files in os.walk(root):
+            assert not [f for f in files if f.startswith(TMP_PREFIX)], here
+        for name in os.listdir(root):
+            d = os.path.join(root, name)
+            fields, _ = skillfile.parse(open(os.path.join(d, SKILL_MD)).read())
+            assert fields["name"] == name
+            assert observe.is_owned(d), f"{d} is ownerless"
+            last = hist[d][-1]
+            live = {rel: _sha(os.path.join(d, rel)) for rel in skilltree.scan_tree(d)[0]}
+            assert live == last["files"], f"{d} is not version {last['version']}"
+    for target, entries in hist.items():
+        if entries[-1]["action"] == "archive":
+            assert not os.path.exists(target)
+            assert os.path.isfile(os.path.join(entries[-1]["archive"], "meta.json"))
+    for sub in ("", "pending", "blobs", "history"):
+        assert not [f for f in os.listdir(os.path.join(state, sub)) if f.startswith(TMP_PREFIX)]

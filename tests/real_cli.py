@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import leaks
+from conftest import REPO
 from fake_anthropic import FakeAnthropic, message_reply, text_block, tool_use_block
 
 BIN = Path(sys.executable).parent
@@ -358,3 +359,20 @@ class Sandbox:
         # would come up after the rmtree, recreate its home and outlive the run.
         leaks.end_processes_under([str(self.root)])
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+LAYOUT = (".claude-plugin", "hooks", "commands", "README.md", "LICENSE")
+
+
+def copy_layout(box: Sandbox):
+    """The repository's plugin layout, alone, in the sandbox (a marketplace install copies
+    the plugin's directory whole: never the checkout with its venv)."""
+    layout = box.root / "plugin"
+    layout.mkdir()
+    for part in LAYOUT:
+        src = REPO / part
+        if src.is_dir():
+            shutil.copytree(src, layout / part)
+        else:
+            shutil.copy2(src, layout / part)
+    return layout

@@ -69,7 +69,7 @@ def test_install_without_settings_file(home):
     """No settings.json: one is created with SessionStart (sync), one matcher-less async
     PreToolUse group, Stop (sync: `claude -p` kills async hooks at exit), SessionEnd (sync,
     within its 1.5 s budget) running the absolute installed hook, plus the synchronous child
-    write guard; the commands are copied."""
+    write guard and check hook; the commands are copied."""
     r = run("install", cwd=home["tmp"])
     assert r.returncode == 0, r.stderr
     s = json.loads(settings_file(home).read_text())
@@ -84,9 +84,15 @@ def test_install_without_settings_file(home):
     assert len(counting) == 1 and "matcher" not in counting[0]
     assert counting[0]["hooks"] == [{"type": "command", "command": HOOK_CMD, "async": True,
                                      "timeout": settings_mod.ASYNC_TIMEOUT}]
-    guard = [g for g in hooks["PreToolUse"] if g.get("matcher")]
-    assert len(guard) == 1 and guard[0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
-    assert not guard[0]["hooks"][0].get("async")
+    guard, check = [g for g in hooks["PreToolUse"] if g.get("matcher")]
+    assert guard["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
+    assert not guard["hooks"][0].get("async")
+    # the check hook: synchronous (it decides), only for the tools a check can name, and
+    # the same program in check mode
+    assert check["matcher"] == "Bash|Edit|MultiEdit|Write|NotebookEdit|Read"
+    assert not check["hooks"][0].get("async")
+    assert check["hooks"][0]["command"] == HOOK_CMD.replace(
+        "AUTOHARNESS_VIA=settings ", "AUTOHARNESS_VIA=settings AUTOHARNESS_HOOK=check ")
     stop = hooks["Stop"][0]["hooks"][0]
     assert not stop.get("async") and stop["timeout"] == settings_mod.STOP_TIMEOUT
     end = hooks["SessionEnd"][0]["hooks"][0]

@@ -1,9 +1,6 @@
 """Crash safety of landing: a crash at any point leaves every skill either old or new, never
 half-written and never ownerless, once `recover()` has run."""
 
-import glob
-import hashlib
-import json
 import os
 import random
 import signal
@@ -14,53 +11,21 @@ import time
 
 import pytest
 
-from claude_autoharness.daemon.promote import observe, skillfile, skilltree
+from claude_autoharness.daemon.promote import skillfile, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
+from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
-from promote_support import WINDOW, Crash, crash_on_skill_md_replace, intent, land, workload
-
-# Every call that changes the filesystem or makes a change durable: the crash points.
-CRASH_POINTS = ("replace", "rename", "fsync", "unlink", "mkdir", "rmdir")
-
-
-def _sha(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
-def histories(state: str) -> dict[str, list[dict]]:
-    out = {}
-    for path in glob.glob(os.path.join(state, "history", "*.json")):
-        with open(path) as f:
-            data = json.load(f)
-        out[data["target"]] = data["entries"]
-    return out
-
-
-def check_consistent(state: str, skill_roots) -> None:
-    """The invariants recover() must establish: nothing pending, no temp files, and every
-    skill directory is owned, parses, is named like its directory, and holds exactly the
-    files of the last version its history recorded (so: old or new, never a mix)."""
-    assert [f for f in os.listdir(os.path.join(state, "pending"))] == []
-    hist = histories(state)
-    for root in map(str, skill_roots):
-        for here, _dirs, files in os.walk(root):
-            assert not [f for f in files if f.startswith(TMP_PREFIX)], here
-        for name in os.listdir(root):
-            d = os.path.join(root, name)
-            fields, _ = skillfile.parse(open(os.path.join(d, SKILL_MD)).read())
-            assert fields["name"] == name
-            assert observe.is_owned(d), f"{d} is ownerless"
-            last = hist[d][-1]
-            live = {rel: _sha(os.path.join(d, rel)) for rel in skilltree.scan_tree(d)[0]}
-            assert live == last["files"], f"{d} is not version {last['version']}"
-    for target, entries in hist.items():
-        if entries[-1]["action"] == "archive":
-            assert not os.path.exists(target)
-            assert os.path.isfile(os.path.join(entries[-1]["archive"], "meta.json"))
-    for sub in ("", "pending", "blobs", "history"):
-        assert not [f for f in os.listdir(os.path.join(state, sub)) if f.startswith(TMP_PREFIX)]
+from promote_support import (
+    CRASH_POINTS,
+    WINDOW,
+    Crash,
+    check_consistent,
+    crash_on_skill_md_replace,
+    histories,
+    intent,
+    land,
+    workload,
+)
 
 
 def _setup_and_op(env, action: str, name: str):

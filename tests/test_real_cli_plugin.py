@@ -9,19 +9,16 @@ once, and a settings install whose program is gone.
 """
 
 import json
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import REPO
 from fake_anthropic import message_reply, text_block, tool_use_block
 from harness import wait_for
-from real_cli import CliModel, Sandbox, strings
+from real_cli import CliModel, Sandbox, copy_layout, strings
 
 MARKER = ("<!-- learning\ntopic: run-tests-first\nkind: convention\ndoc-impact: none\n"
           "body: Run the test suite before committing.\n-->")
-LAYOUT = (".claude-plugin", "hooks", "commands", "README.md", "LICENSE")
 PLUGIN_SAVE = "→ Run: /autoharness:save-learnings"
 
 
@@ -36,20 +33,6 @@ def box(claude_cli, model):
     b.plugin = copy_layout(b)
     yield b
     b.close()
-
-
-def copy_layout(box: Sandbox):
-    """The repository's plugin layout, alone, in the sandbox (a marketplace install copies
-    the plugin's directory whole: never the checkout with its venv)."""
-    layout = box.root / "plugin"
-    layout.mkdir()
-    for part in LAYOUT:
-        src = REPO / part
-        if src.is_dir():
-            shutil.copytree(src, layout / part)
-        else:
-            shutil.copy2(src, layout / part)
-    return layout
 
 
 def claude(box: Sandbox, *args: str) -> subprocess.CompletedProcess:

@@ -571,3 +571,27 @@ def test_verdicts_from_both_machines_sum_for_the_lifecycle(world):
     # one harmful verdict on each machine: together they take the skill out of the library
     with a.on() as pr:
         assert [d.reason for d in pr.lifecycle_pass(None)] == ["harmful"]
+
+
+def test_a_lessons_check_travels_with_its_skill(world):
+    """A user-layer lesson landed with a check on one machine arrives with its check on the
+    other, where it only reminds until confirmed there."""
+    import msgspec
+
+    from check_support import WINDOW as CORRECTED
+    from check_support import proposal
+    from claude_autoharness.daemon.proposals import Intent, Proposal
+
+    a, b = world["a"], world["b"]
+    p = msgspec.convert(proposal(layer="user"), Proposal)
+    with a.on() as pr:
+        out = pr.promote(Intent(id="c-1", source="reflector", created_at=0.0, proposal=p),
+                         CORRECTED, None)
+        assert out.status == "landed", out.findings
+    a.sync()
+    assert b.sync().took == ["run-tests-with-uv"]
+    assert (b.skill_dir("run-tests-with-uv") / "check.json").is_file()
+    with b.on() as pr:
+        [c] = pr.write_check_table()
+    assert (c["skill"], c["rule"], c["action"], c["root"]) == \
+        ("run-tests-with-uv", "Bash(pytest *)", "remind", None)

@@ -11,8 +11,10 @@ import os
 import sys
 
 from claude_autoharness.client.conn import call, typed
+from claude_autoharness.client.verbs.skills import check_line
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import adherence_line
 
 HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
 DESCRIPTION = """The library's health over the last N days (and today): reflections run,
@@ -139,6 +141,10 @@ def format_report(rep: r.Report) -> str:
         lines.append(f"  {s.name:<28} {s.layer:<8} {s.owner:<11} {stage:<20} uses {s.uses:<4} "
                      f"turns {s.turns:<4} landed {_date(s.landed_at)} updated "
                      f"{_date(s.updated_at)}{fb}{stale}")
+        if s.check is not None:
+            lines.append(f"    check: {check_line(s.check)}")
+            lines += [f"      {a.project or '(no project)'}: {adherence_line(a)}"
+                      for a in s.check.adherence]
     if rep.feedback:
         lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in rep.feedback.items()))
     return "\n".join(lines)

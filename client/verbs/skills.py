@@ -12,9 +12,10 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import findings_text, plural, when
+from claude_autoharness.protocol.words import adherence_line, findings_text, plural, when
 
-OPS = ("list", "show", "history", "revert", "restore", "publish", "export")
+OPS = ("list", "show", "history", "revert", "restore", "check", "publish", "export")
+CHECK_OPS = ("approve",)
 
 
 def add_parser(sub) -> None:
@@ -24,9 +25,12 @@ def add_parser(sub) -> None:
     s.add_argument("op", choices=OPS, metavar="OP",
                    help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
                    "landings; revert NAME: back to an earlier version; restore NAME: bring an "
-                   "archived one back; publish: git mode's review branch and how to share it; "
+                   "archived one back; check approve NAME: confirm the lesson's check, so its ask or deny "
+                   "applies; publish: git mode's review branch and how to share it; "
                    "export --plugin DIR: the live skills as a Claude Code plugin")
     s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
+    s.add_argument("check_skill", nargs="?", metavar="SKILL",
+                   help="check approve SKILL: the skill whose check is approved")
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
     s.add_argument("--layer", choices=("project", "user"),
                    help="only this layer (default: both; a NAME in both layers must name one)")
@@ -50,6 +54,8 @@ def do_skills(args) -> int:
         return _export(args)
     if args.op == "publish":
         return _publish(args)
+    if args.op == "check":
+        return _check(args)
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
@@ -77,6 +83,27 @@ def do_skills(args) -> int:
     why = findings_text(out.findings)
     print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
     return 0 if out.status == "landed" else 1
+
+
+def _check(args) -> int:
+    if args.name not in CHECK_OPS or not args.check_skill:
+        raise CtlError("say what: skills check approve NAME (NAME from `skills list`)",
+                       verb="skills check")
+    project = os.path.abspath(args.project) if args.project else os.getcwd()
+    req = m.Skills(op="approve_check", name=args.check_skill, layer=args.layer, project=project)
+    data = call(req)
+    if args.json:
+        print_json(data)
+        return 0
+    c = typed(data, r.SkillCheck, req)
+    print(f"approved the check of {args.check_skill}: {check_line(c)}")
+    return 0
+
+
+def check_line(c: r.SkillCheck) -> str:
+    """A check in a line: its rule, what it does now, and what it will do once confirmed."""
+    now = c.action if c.confirmed else f"{c.action} (until confirmed; then {c.proposed})"
+    return f"{c.rule} -> {now}" + (f", confirmed by {c.confirmed}" if c.confirmed else "")
 
 
 def _export(args) -> int:
@@ -127,6 +154,10 @@ def format_skill_line(s: r.SkillInfo) -> str:
             f"changed {ago(s.last_changed, time.time())}")
     if s.stale:
         line += "\n    stale: names missing " + ", ".join(s.stale)
+    if s.check is not None:
+        line += "\n    check: " + check_line(s.check)
+        for a in s.check.adherence:
+            line += f"\n      {a.project or '(no project)'}: {adherence_line(a)}"
     return line
 
 

@@ -13,11 +13,12 @@ from claude_autoharness.client.verbs.common import (
     waiting_note,
     waiting_reason,
 )
+from claude_autoharness.client.verbs.skills import check_line
 from claude_autoharness.client.verbs.sync import format_info
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from claude_autoharness.protocol.words import adherence_line, plural
 
 
 def add_parser(sub) -> None:
@@ -124,6 +125,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                  + (f" ({by})" if by else "") + f"; {plural(lib.turns.user, 'turn')}")
     if st.sync.configured:
         lines.append(format_info(st.sync))
+    for lc in lib.checks:
+        lines.append(f"check {lc.skill} [{lc.layer}]: {check_line(lc.check)}")
+        lines += [f"  {a.project or '(no project)'}: {adherence_line(a)}"
+                  for a in lc.check.adherence]
     fb = lib.feedback
     lines.append(f"evidence (verdicts on autoharness's skills, live and archived, each on its "
                  f"current version): {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} "

@@ -31,8 +31,8 @@ from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.spool import clip
+from claude_autoharness.protocol import checkrule, paths
 from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
 
@@ -41,6 +41,10 @@ _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 # Two installs (the plugin and the settings) both deliver a session's start within moments of
 # each other, each with its own event id: only the first gets the context.
 CONTEXT_REPEAT_S = 10.0
+
+# A tool call heard for the adherence counts: (the event as the check hook reads it, root).
+CallHeard = tuple[dict, str | None]
+CHECKED_TOOLS = frozenset(t for tools in checkrule.TOOLS.values() for t in tools)
 
 # A skill use to record: ("name", skill name, project root) or ("path", SKILL.md path, root).
 SkillUse = tuple[str, str, str | None]
@@ -51,12 +55,14 @@ class Hooks:
                  intents: IntentQueue, skill_used: Callable[[SkillUse], None],
                  turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
                  record_context: Callable[[int, list[str]], None] | None = None,
+                 call_heard: Callable[[CallHeard], None] | None = None,
                  clock: Callable[[], float]):
         """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
         (already counted, with its project root); `catch_up` reads a project directory's
         transcripts now (blocking); `record_context(chars, parts)` records each SessionStart
         context sent in the report's ledger (blocking)."""
         self.record_context = record_context or (lambda chars, parts: None)
+        self.call_heard = call_heard or (lambda call: None)
         self.book = book
         self.live = live
         self.projects = projects
@@ -126,6 +132,9 @@ class Hooks:
         if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read") \
                 and not req.replayed:
             self.count_skill_use(ev)
+        if name == "PreToolUse" and counting and ev.tool_name in CHECKED_TOOLS \
+                and not req.replayed and not ev.agent_id:
+            self.hear_call(ev)
         return await self._reply(req, ev, counting, from_spool)
 
     def _may_reflect(self, session_id: str) -> bool:
@@ -233,6 +242,22 @@ class Hooks:
         if built.text:
             self.record_context(len(built.text), sorted(built.delivered))
         return built
+
+    def hear_call(self, ev: sm.HookEvent) -> None:
+        """Queue a main session's call of a tool a check can name, with its project root."""
+        try:
+            args = _tool_input_decoder.decode(ev.tool_input) or {}
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        s = self.book.session(ev.session_id)
+        cwd = ev.cwd or (s.cwd if s else None)
+        root = self.projects.root(cwd) if cwd else None
+        self.call_heard(({"session_id": ev.session_id, "tool_name": ev.tool_name,
+                          "tool_input": args, "cwd": cwd, "hook_event_name": "PreToolUse",
+                          "tool_use_id": ev.tool_use_id,
+                          "transcript_path": (s.transcript_path if s else None)
+                          or ev.transcript_path},
+                         root))
 
     def count_skill_use(self, ev: sm.HookEvent) -> None:
         """A main session's Skill call or read of a SKILL.md counts as one use of that skill."""

@@ -16,7 +16,7 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.promote import feedback, lifecycle
+from claude_autoharness.daemon.promote import adherence, feedback, lifecycle
 from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.daemon.reflect.curate import CuratedSkill
@@ -37,6 +37,7 @@ class Library:
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
+        self.checks: list[r.LessonCheck] = []  # the live checks and their figures (the review)
         self.intents = intents
 
     def mark_due(self, project_root: str | None) -> None:
@@ -119,6 +120,7 @@ class Library:
         out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
         out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)
         out.archived = by_stage.get(lifecycle.ARCHIVED, 0)
+        out.checks = list(self.checks)
         return out
 
     def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:
@@ -137,7 +139,7 @@ class Library:
                       if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,
                                     turns=info.turns, missed=missed[-4:],
-                                    stale=list(info.stale)))
+                                    stale=list(info.stale), check=adherence.in_words(info.check)))
         return out
 
     async def count_reflection(self, job: sm.Job) -> None:

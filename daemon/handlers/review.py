@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from claude_autoharness.daemon.handlers.hooks import SkillUse
+from claude_autoharness.daemon.handlers.hooks import CallHeard, SkillUse
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import lifecycle, loads
+from claude_autoharness.daemon.promote import adherence, lifecycle, loads
 from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
@@ -45,6 +45,9 @@ class Review:
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.use_queue: list[SkillUse] = []
+        self.call_queue: list[CallHeard] = []
+        self.adherence = adherence.Recorder(live.promoter.statedir)
+        self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         self._wake = anyio.Event()
 
@@ -62,16 +65,46 @@ class Review:
         self.use_queue.append(use)
         self.wake()
 
+    def call_heard(self, call: CallHeard) -> None:
+        """Queue a tool call for the adherence counts; the promoter loop records it."""
+        self.call_queue.append(call)
+        self.wake()
+
+    def record_calls(self) -> None:
+        """Count the queued calls against the checks in force when they were made (the
+        table the hook read: the last compiled), before this pass changes it (blocking)."""
+        calls, self.call_queue = self.call_queue, []
+        if self.live.promoter.checks_seen is None:  # the first pass: the table on disk
+            self.compile_checks()
+        try:
+            self.adherence.record(calls, self.live.promoter.compiled_checks, self.clock())
+            if calls:
+                self.library.checks = adherence.lessons(self.live.promoter)
+        except Exception:
+            log.exception("adherence not recorded")
+
+    def compile_checks(self) -> None:
+        """What landed, was archived or confirmed this pass holds the next tool call; each
+        project check's baseline is read once (blocking)."""
+        pr = self.live.promoter
+        pr.refresh_check_table()
+        if pr.compiled_checks is not self.lessons_of:  # compiled here, or by an approval
+            self.lessons_of = pr.compiled_checks
+            adherence.fill_baselines(pr.statedir, pr.compiled_checks)
+            self.library.checks = adherence.lessons(pr)
+
     async def loop(self) -> None:
         while True:
             event = self._wake = anyio.Event()
             try:
                 await anyio.to_thread.run_sync(self.record_uses)
+                await anyio.to_thread.run_sync(self.record_calls)
                 await anyio.to_thread.run_sync(self.lifecycle_pass)
                 for intent in self.intents.list("queued"):
                     await self._promote_guarded(intent)
                 for rec in self.intents.verdicts("queued"):
                     await self._ground_guarded(rec)
+                await anyio.to_thread.run_sync(self.compile_checks)
             except Exception:
                 log.exception("promoter pass failed")
                 await anyio.sleep(1.0)

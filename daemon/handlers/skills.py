@@ -27,7 +27,10 @@ VERBS: dict[m.SkillsOp, Callable[[Promoter, m.Skills], object]] = {
     "revert": lambda pr, q: pr.revert(q.name or "", to=_to(q), project_root=q.project,
                                       layer=q.layer),
     "restore": lambda pr, q: pr.restore(q.name or "", project_root=q.project, layer=q.layer),
+    "approve_check": lambda pr, q: pr.approve_check(q.name or "", project_root=q.project,
+                                                    layer=q.layer),
 }
+CHANGES = ("revert", "restore")  # ops after which the check hook's table is compiled again
 
 
 class Skills:
@@ -43,6 +46,8 @@ class Skills:
             return m.Error(code="bad_request", message="name a skill")
         try:
             data = await anyio.to_thread.run_sync(VERBS[req.op], pr, req)
+            if req.op in CHANGES:
+                await anyio.to_thread.run_sync(pr.write_check_table)
         except ValueError as e:
             return m.Error(code="bad_request", message=str(e))
         if data is None:

@@ -13,6 +13,8 @@ archives with a recorded reason, so they are journaled, listed and restorable li
 import os
 
 from claude_autoharness.daemon.promote import (
+    checks,
+    checktable,
     feedback,
     gitmode,
     guard,
@@ -28,7 +30,8 @@ from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.recovery import Recovered
 from claude_autoharness.daemon.proposals import Finding, Intent, check_shape
-from claude_autoharness.protocol.replies import Outcome, SkillInfo, SkillView
+from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.replies import Outcome, SkillCheck, SkillInfo, SkillView
 
 
 class Promoter(Lander):
@@ -48,10 +51,12 @@ class Promoter(Lander):
 
     def approve(self, intent: Intent, window: str | bytes | None,
                 project_root: str | None, *, gate=None) -> Outcome:
-        """Land a held intent after re-validating it against the tree as it is now."""
-        return self._promote(intent, window, project_root, hold=False, gate=gate)
+        """Land a held intent after re-validating it against the tree as it is now; the user
+        approved it, so a check it carries is confirmed."""
+        return self._promote(intent, window, project_root, hold=False, gate=gate, approved=True)
 
-    def _promote(self, intent, window, project_root, *, hold: bool, gate=None) -> Outcome:
+    def _promote(self, intent, window, project_root, *, hold: bool, gate=None,
+                 approved: bool = False) -> Outcome:
         p = intent.proposal
         if p is None:
             return Outcome.rejected(Finding(family="well_formed", code="schema",
@@ -79,6 +84,9 @@ class Promoter(Lander):
             findings += guard.scan_fields({"evidence": p.evidence, "reason": p.reason},
                                           self.redactor)
             findings += validate.attributable(p, window)
+            findings += checks.findings(p.check, p.evidence, window, project_root,
+                                        reflector_dir=paths.reflector_dir(),
+                                        home=os.path.expanduser("~"))
             if intent.source == "curator":
                 findings += shape.curator_findings(intent, plan, p.evidence)
                 findings += feedback.repair_findings(self.statedir.history(plan.skill_dir),
@@ -99,6 +107,14 @@ class Promoter(Lander):
             out = self.run(self.write_record(plan, origin, evidence=p.evidence))
             if out.status == "landed" and plan.action == "create":
                 self.stamp(plan.skill_dir, plan.layer, project_root)  # probation starts
+            if out.status == "landed" and p.check is not None:
+                rule = checks.rule_text(p.check)
+                if approved:  # review mode: the user approved the lesson with its check
+                    checktable.confirm(self.statedir, plan.skill_dir, rule, by="user",
+                                       at=self.clock())
+                else:
+                    checktable.confirm_repeat(self, plan.skill_dir, rule, intent.session_id,
+                                              self.clock())
             return out
 
     # -- the library's lifecycle -------------------------------------------------------------
@@ -168,6 +184,27 @@ class Promoter(Lander):
     def restore(self, name: str, project_root: str | None = None,
                 layer: str | None = None) -> Outcome:
         return verbs.restore(self, name, project_root, layer)
+
+    def approve_check(self, name: str, project_root: str | None = None,
+                      layer: str | None = None) -> SkillCheck | None:
+        return checktable.approve(self, name, project_root, layer, self.clock())
+
+    def write_check_table(self) -> list[dict]:
+        """Compile the live checks into the check hook's table (see `checktable`); they are
+        kept as `compiled_checks`, what the hook holds calls against from now on."""
+        before = checktable.library_stamp(self)
+        self.compiled_checks = checktable.write_table(self)
+        self.checks_seen = before[:-1] + checktable.library_stamp(self)[-1:]  # as written
+        return self.compiled_checks
+
+    def refresh_check_table(self) -> bool:
+        """Compile the table again when a landing, an archive or a confirmation happened
+        since the last compile, or the table is not the file written then (removed, replaced,
+        damaged); three stats when none did. Whether it was compiled."""
+        if self.checks_seen is not None and checktable.library_stamp(self) == self.checks_seen:
+            return False
+        self.write_check_table()
+        return True
 
     # -- crash recovery (see `recovery`) ---------------------------------------------------
 

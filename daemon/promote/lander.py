@@ -52,6 +52,8 @@ class Lander:
         self.turns = turns or (lambda layer, anchor: 0)
         self.state = promote_state_dir()
         self.statedir = StateDir(self.state)
+        self.compiled_checks: list[dict] = []  # the check table last written
+        self.checks_seen: tuple | None = None  # the library's stamp when it was written
 
     @property
     def redactor(self):

@@ -10,6 +10,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from claude_autoharness.daemon.promote import (
+    adherence,
     feedback,
     gitmode,
     layers,
@@ -175,8 +176,9 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
         checked = check(pr, project_root, listed)
     counts = [lifecycle.SkillCounts(  # an unstamped skill was listed with 0 turns
         name=i.name, layer=i.layer, scope=project_root if i.layer == "project" else None,
-        owned=True, uses=i.uses, turns=i.turns, helped=i.feedback.helped,
-        harmful=i.feedback.harmful, stale_turns=checked.stale_turns.get(i.path))
+        owned=True, uses=i.uses + adherence.acted(i.check), turns=i.turns,
+        helped=i.feedback.helped, harmful=i.feedback.harmful + adherence.insisted(i.check),
+        stale_turns=checked.stale_turns.get(i.path))
         for i in infos]
     lib = pr.library
     every = lifecycle.decide(counts, maturity_turns=lib.maturity_turns,
@@ -185,9 +187,10 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
                              stale_after_turns=lib.stale_after_turns)
     by_name = {(i.layer, i.name): i for i in infos}
     marks = pr.statedir.stale()
-    decisions = [lifecycle.explained(d, by_name[(d.layer, d.name)].feedback,
-                                     marks.get(by_name[(d.layer, d.name)].path))
-                 for d in lifecycle.bounded(every, counts, lib.max_archive_share)]
+    decisions = [adherence.explained(lifecycle.explained(
+        d, by_name[(d.layer, d.name)].feedback, marks.get(by_name[(d.layer, d.name)].path)),
+        by_name[(d.layer, d.name)].check)
+        for d in lifecycle.bounded(every, counts, lib.max_archive_share)]
     result = lifecycle.Pass(planned=decisions, held_back=len(every) - len(decisions),
                             repairs=checked.repairs, newly_stale=checked.newly_stale)
     if dry_run:

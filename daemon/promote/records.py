@@ -10,7 +10,7 @@ Additive evolution only: new fields get defaults, types never change.
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import msgspec
@@ -161,6 +161,19 @@ def read_history(state: str, target: str) -> list[dict]:
     if not _conforms(data, History) or data["target"] != target:
         return []
     return data["entries"]
+
+
+def histories(state: str) -> Iterator[tuple[str, list[dict]]]:
+    """(target, its landings) for every history of our shape in the state dir."""
+    for name in sorted(os.listdir(os.path.join(state, "history"))
+                       if os.path.isdir(os.path.join(state, "history")) else ()):
+        try:
+            with open(os.path.join(state, "history", name), "rb") as f:
+                data = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            continue
+        if _conforms(data, History) and history_path(state, data["target"]).endswith(name):
+            yield data["target"], data["entries"]
 
 
 def append_history(state: str, entry: dict, *, write: Callable[[str, bytes], None]) -> None:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 
 from claude_autoharness.daemon.promote import duplicate, memory, skillfile, validate
+from claude_autoharness.daemon.promote.checks import CHECK_FILE, check_text
 from claude_autoharness.daemon.promote.evidence import evidence_in_window
 from claude_autoharness.daemon.promote.layers import shape_finding
 from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX, Plan
@@ -41,6 +42,8 @@ def shape(p: Proposal, root: str, anchor: str | None, project_root: str | None, 
                 "duplicate", f"{p.skill} repeats a lesson the user already keeps in "
                              f"{kept.source}: leave it there"))
         plan.skill_md = skillfile.render({"name": p.skill, "description": description}, new_body)
+        if p.check is not None:
+            plan.writes[CHECK_FILE] = check_text(p.check)
         return plan, out
     if not plan.exists:
         return plan, [shape_finding("missing", f"no skill {p.skill} in the {p.layer} layer")]
@@ -55,6 +58,8 @@ def shape(p: Proposal, root: str, anchor: str | None, project_root: str | None, 
         if p.action == "update":
             fields.update(name=p.skill, description=description)
             body = new_body
+            if p.check is not None:  # without one, the skill keeps the check it has
+                plan.writes[CHECK_FILE] = check_text(p.check)
         else:
             n = occurrences(body, old)
             if n != 1:
@@ -62,6 +67,9 @@ def shape(p: Proposal, root: str, anchor: str | None, project_root: str | None, 
                                                                f"body {n} times, not once")]
             body = body.replace(old, new, 1)
         plan.skill_md = skillfile.render(fields, body)
+    elif path == CHECK_FILE:  # grounded only as a create's or an update's `check`
+        out.append(shape_finding("check_file", f"{CHECK_FILE} changes only through a create's "
+                                               "or an update's `check`"))
     elif p.action == "add_file":
         plan.writes = {path: p.content or ""}
     elif p.action == "remove_file":

@@ -11,6 +11,7 @@ import os
 import re
 
 from claude_autoharness.daemon.promote import guard, skillfile
+from claude_autoharness.daemon.promote.checks import CHECK_FILE
 from claude_autoharness.daemon.promote.evidence import evidence_in_window
 from claude_autoharness.daemon.promote.plan import (
     MAX_DESCRIPTION,
@@ -132,6 +133,8 @@ def path_problem(rel: str) -> str | None:
     """Why a supporting file path is not allowed, or None when it is."""
     if not rel:
         return "empty path"
+    if rel == CHECK_FILE:  # the skill's check (promote/checks.py), beside its SKILL.md
+        return None
     if "\\" in rel:
         return "backslash in path"
     if rel.startswith("/"):

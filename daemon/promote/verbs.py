@@ -7,7 +7,14 @@ validated, journaled, recorded in history), through the promoter they are given.
 import os
 import shutil
 
-from claude_autoharness.daemon.promote import feedback, fileops, layers, lifecycle, records
+from claude_autoharness.daemon.promote import (
+    adherence,
+    feedback,
+    fileops,
+    layers,
+    lifecycle,
+    records,
+)
 from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
 from claude_autoharness.daemon.promote.plan import (
@@ -55,6 +62,7 @@ def list_skills(pr: Lander, project_root: str | None = None) -> list[SkillInfo]:
                                  stage=lifecycle.ARCHIVED,
                                  reason=m.get("reason") if isinstance(m.get("reason"), str)
                                  else None, feedback=_counts(m.get("feedback"))))
+    adherence.attach(pr, out)
     return out
 
 
@@ -71,9 +79,10 @@ def show(pr: Lander, name: str, project_root: str | None = None,
     d = os.path.join(root, name)
     prov = read_provenance(d) if pr.owned(d) else None
     data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
-    return SkillView(info=info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
-                               project_root if layer == "project" else None,
-                               pr.statedir.stale()),
+    shown = info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
+                 project_root if layer == "project" else None, pr.statedir.stale())
+    adherence.attach(pr, [shown])
+    return SkillView(info=shown,
                      skill_md=data.decode("utf-8", "replace"),
                      files=sorted(scan_tree(d)[0]),
                      landings=prov["landings"] if prov else [],

@@ -7,7 +7,8 @@ skills themselves: the *window* the promoter checks evidence against is exactly 
 that were sent, and nothing else (not the tags, not the counts) — plus, for a skill whose
 description is to be repaired, the quotes of the windows where it was missed (kept from
 grounded `missed` verdicts), which a repair quotes. A stale skill comes with the repository
-paths it names that are gone.
+paths it names that are gone; a skill with a check comes with its rule and the measured
+adherence (violations before it landed and since).
 """
 
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ class CuratedSkill:
     turns: int
     missed: list[str] = field(default_factory=list)  # quotes of windows where it was missed
     stale: list[str] = field(default_factory=list)  # repository paths it names that are gone
+    check: str = ""  # its check's rule and measured adherence, in words ("" without one)
 
 
 def wants_model(skills: list[CuratedSkill]) -> bool:
@@ -60,6 +62,8 @@ def build_curate_request(skills: list[CuratedSkill], *, layer: str, max_intents:
         extra = ""
         if s.stale:
             extra += " stale=\"" + ", ".join(s.stale).replace('"', "'") + "\""
+        if s.check:
+            extra += " check=\"" + s.check.replace('"', "'") + "\""
         block = (f"<skill_{n} name=\"{s.name}\" layer=\"{layer}\" uses=\"{s.uses}\" "
                  f"turns=\"{s.turns}\"{extra}>\n{text}\n</skill_{n}>")
         for q in missed:

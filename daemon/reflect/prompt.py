@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, VERDICTS
+from claude_autoharness.daemon.proposals import ACTIONS, CHECK_MODES, LAYERS, VERDICTS
 
 TOOL_NAME = "propose_skill_changes"
 TOOL_DESCRIPTION = (
@@ -119,6 +119,7 @@ def tool_schema(max_intents: int) -> dict:
             "content": {**nullable, "description": "add_file: file content"},
         },
     }
+    item["properties"]["check"] = check_schema()
     item["required"] = list(item["properties"])
     verdict: dict[str, Any] = {
         "type": "object",
@@ -150,6 +151,27 @@ def tool_schema(max_intents: int) -> dict:
         },
         "required": ["proposals", "feedback"],
     }
+
+
+def check_schema() -> dict:
+    """A proposal's `check`: null, or the tool calls the lesson is held against."""
+    check: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "description": ("create/update, for a lesson about a concrete tool call the window "
+                        "corrected: which calls break it; null otherwise"),
+        "properties": {
+            "rule": {"type": "string", "description": (
+                "Claude Code permission-rule syntax matching the wrong call: "
+                "`Bash(pytest *)`, `Edit(src/generated/**)`, `Write(**/*.lock)`")},
+            "action": {"type": "string", "enum": list(CHECK_MODES)},
+            "message": {"type": "string", "description": (
+                "what the agent is told at such a call: the lesson and the right way, "
+                "one or two lines")},
+        },
+    }
+    check["required"] = list(check["properties"])
+    return {"anyOf": [check, {"type": "null"}]}
 
 
 def tool_definition(max_intents: int) -> dict:

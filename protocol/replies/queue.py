@@ -5,6 +5,17 @@ import msgspec
 from claude_autoharness.protocol.replies.skills import Finding
 
 
+class Check(msgspec.Struct, kw_only=True):
+    """A lesson's check: the tool calls it is about, in Claude Code's permission-rule syntax
+    (`Bash(pytest *)`, `Edit(src/generated/**)`), what to do about one once the lesson is
+    confirmed (`remind`, `ask`, `deny`: a new check only reminds), and the message the agent
+    gets (the lesson in a line or two, with the right way when there is one)."""
+
+    rule: str
+    action: str = "remind"
+    message: str = ""
+
+
 class Proposal(msgspec.Struct, kw_only=True):
     """What a model (or a marker, or /learn) suggests; per-action fields are optional here so
     that a malformed proposal can still be recorded as a rejected intent."""
@@ -20,6 +31,7 @@ class Proposal(msgspec.Struct, kw_only=True):
     new: str | None = None
     path: str | None = None
     content: str | None = None
+    check: Check | None = None  # create/update: the tool calls the lesson is held against
 
 
 class Verdict(msgspec.Struct, kw_only=True):

@@ -3,6 +3,7 @@
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.skills import SkillCheck
 
 
 class Count(Part):
@@ -115,6 +116,7 @@ class SkillRow(Part):
     updated_at: float | None = None
     feedback: dict[str, int] | None = None
     stale: list[str] = []
+    check: SkillCheck | None = None  # its check and the measured adherence
 
 
 class LibraryDay(Part):

@@ -37,6 +37,40 @@ class FeedbackCounts(msgspec.Struct, kw_only=True):
     missed: int = 0
 
 
+class CheckAdherence(msgspec.Struct, kw_only=True):
+    """What the agent did about one check in one project (None: outside any project, for a
+    user-level check): before the lesson landed (from the project's transcripts, bounded) and
+    since (every main-session call heard)."""
+
+    project: str | None = None
+    tool: str = ""
+    before_calls: int = 0
+    before_violations: int = 0
+    before_sessions: int = 0
+    calls: int = 0  # of the check's tool since landing
+    violations: int = 0  # of those, calls the rule matches
+    reminded: int = 0
+    asked: int = 0
+    approved: int = 0  # asks the user approved (the transcript shows the call ran)
+    declined: int = 0  # asks the user declined
+    denied: int = 0
+    complied: int = 0  # the next call of the tool after a deny did not break the rule
+    repeated: int = 0  # it broke it again (the user insisted)
+
+
+class SkillCheck(msgspec.Struct, kw_only=True):
+    """A lesson's check: its rule (Claude Code's permission-rule syntax), the action in force
+    (`remind` until confirmed), the one proposed for after, who confirmed it, its message."""
+
+    rule: str
+    action: str
+    proposed: str
+    message: str
+    confirmed: str | None = None  # user | repeat; None: it only reminds
+    since: float = 0.0  # when this check landed
+    adherence: list[CheckAdherence] = []  # a row per project
+
+
 class SkillInfo(msgspec.Struct, kw_only=True):
     """One skill of `skills list`, live or archived."""
 
@@ -54,6 +88,7 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     reason: str | None = None  # archived: dormant | capacity | harmful | stale | curated | proposed
     feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
     stale: list[str] = []  # repository paths it names that are gone (project skills)
+    check: SkillCheck | None = None  # the tool calls the lesson is held against
 
 
 class SkillView(msgspec.Struct, kw_only=True):

@@ -5,7 +5,7 @@ from typing import Any
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
-from claude_autoharness.protocol.replies.skills import FeedbackCounts, SyncInfo
+from claude_autoharness.protocol.replies.skills import FeedbackCounts, SkillCheck, SyncInfo
 
 
 class CallCounts(Part):
@@ -103,6 +103,14 @@ class LibraryTurns(Part):
     projects: int = 0  # projects with turns counted
 
 
+class LessonCheck(Part):
+    """One live check with its skill and its measured adherence (status, report)."""
+
+    skill: str
+    layer: str
+    check: SkillCheck
+
+
 class LibraryInfo(Part):
     """Skills per lifecycle stage over the layers judged so far, turns, the library config."""
 
@@ -116,6 +124,7 @@ class LibraryInfo(Part):
     feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)  # live skills
     stale: int = 0  # live skills naming repository paths that are gone
     verdicts_refused: int = 0  # verdicts the promoter (or intake) did not accept
+    checks: list[LessonCheck] = []  # the live checks and their adherence
 
 
 class BatchInFlight(Part):
