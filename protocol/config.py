@@ -87,6 +87,18 @@ class LibraryConfig(_Section):
     max_archive_share: float = 0.25  # of a layer's autoharness skills, archived in one pass at most
 
 
+class ListingConfig(_Section):
+    """Claude Code's skill listing: what autoharness predicts of it and how it stays within it."""
+
+    context_tokens: int = 200_000  # the context window Claude Code sizes the listing budget by
+    budget_share: float = 0.5  # of the listing budget, what autoharness's skills may take
+    bundled_chars: int = 0  # what Claude Code's own bundled skills take; 0 = as measured
+    max_description_chars: int = 250  # a learned skill's description, at most
+    reminders: bool = True  # remind the model of a live learned skill a prompt matches
+    remind_hand_written: bool = False  # and of hand-written skills
+    reminder_max_chars: int = 600  # one prompt's reminders, at most
+
+
 class SyncConfig(_Section):
     """The user layer's sync repository (`autoharnessctl sync init REMOTE` sets it up)."""
 
@@ -112,6 +124,7 @@ class Config(_Section):
     learnings: LearningsConfig = msgspec.field(default_factory=LearningsConfig)
     library: LibraryConfig = msgspec.field(default_factory=LibraryConfig)
     sync: SyncConfig = msgspec.field(default_factory=SyncConfig)
+    listing: ListingConfig = msgspec.field(default_factory=ListingConfig)
 
 
 class ConfigError(Exception):
@@ -163,6 +176,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "library.stale_after_turns": (1, 1_000_000),
     "library.max_archive_share": (0.001, 1),  # a share of a layer's autoharness skills
     "sync.every_s": (0, 30 * DAY),  # 0 = only `autoharnessctl sync`
+    "listing.context_tokens": (1_000, 100_000_000),
+    "listing.budget_share": (0.01, 1),
+    "listing.bundled_chars": (0, 1_000_000),  # 0 = the measured width
+    "listing.max_description_chars": (40, 1_536),
+    "listing.reminder_max_chars": (80, 10_000),
 }
 # A numeric key missing from RANGES (added without one) must at least be finite and >= 0.
 DEFAULT_RANGE = (0, float("inf"))

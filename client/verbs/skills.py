@@ -14,7 +14,7 @@ from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.words import findings_text, plural, when
 
-OPS = ("list", "show", "history", "revert", "restore", "publish", "export")
+OPS = ("list", "show", "history", "revert", "restore", "publish", "export", "listing")
 
 
 def add_parser(sub) -> None:
@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                    help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
                    "landings; revert NAME: back to an earlier version; restore NAME: bring an "
                    "archived one back; publish: git mode's review branch and how to share it; "
-                   "export --plugin DIR: the live skills as a Claude Code plugin")
+                   "export --plugin DIR: the live skills as a Claude Code plugin; listing: the "
+                   "skill listing Claude Code will send (its budget, who is listed by name only)")
     s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
     s.add_argument("--layer", choices=("project", "user"),
@@ -50,6 +51,10 @@ def do_skills(args) -> int:
         return _export(args)
     if args.op == "publish":
         return _publish(args)
+    if args.op == "listing":
+        from claude_autoharness.client.verbs.listing import do_listing
+
+        return do_listing(args)
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
