@@ -68,6 +68,7 @@ def test_usage_score_decays_by_half_a_week_to_a_floor():
     assert usage_score(4, 0, 0) == 4
     assert abs(usage_score(4, 0, 7 * day) - 2) < 1e-9
     assert abs(usage_score(4, 0, 365 * day) - 0.4) < 1e-9
+    assert usage_score(4, 1e300, 0) == float("inf")  # a clock far off: no crash
 
 
 def test_width_counts_terminal_columns():

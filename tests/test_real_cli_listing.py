@@ -7,32 +7,15 @@ fake received, entry for entry: the same entries, the same ones listed by name o
 description lengths after Claude Code's cut.
 """
 
-import hashlib
 import json
 import time
 
+from listing_support import hand_written, words
 from promote_support import BODY, seed
 from real_cli import strings
 
 MODEL_200K = ("--model", "claude-sonnet-4-5")  # a 200k-token context: an 8,000-character budget
 HEAD = "The following skills are available for use with the Skill tool:\n\n"
-
-
-def words(name: str, n: int) -> str:
-    """`n` characters of a description no other skill's is near (the promoter refuses near
-    duplicates), saying when to use it."""
-    out = f"Use when {name} is asked for:"
-    i = 0
-    while len(out) < n:
-        out += " " + hashlib.sha256(f"{name}{i}".encode()).hexdigest()[:7]
-        i += 1
-    return out[:n]
-
-
-def hand_written(root, name: str, description: str) -> None:
-    d = root / name
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {description}\n---\n{BODY}")
 
 
 def learned(monkeypatch, box, name: str, layer: str, n: int) -> None:

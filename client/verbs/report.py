@@ -51,6 +51,14 @@ def _turns(text: str) -> int:
 def do_report(args) -> int:
     req = m.Report(days=args.days, turns=args.turns)
     data = call(req)
+    from claude_autoharness.client.files import worktree_top
+    from claude_autoharness.client.listing import listing_or_none
+
+    listing = listing_or_none(worktree_top(os.getcwd()))
+    if isinstance(data, dict) and listing is not None:
+        import msgspec
+
+        data = dict(data, listing=msgspec.to_builtins(listing))
     rep = typed(data, r.Report, req)
     if args.html:
         from claude_autoharness.client.report_html import render
@@ -113,6 +121,10 @@ def format_report(rep: r.Report) -> str:
     ss = cx.session_start
     lines.append(f"  SessionStart context: {ss.sent} sent, mean {ss.mean_chars:,.0f} chars, "
                  f"max {ss.max_chars:,}")
+    if rep.listing is not None:
+        lines.append(f"  Claude Code's listing here: {rep.listing.text}")
+        if rep.listing.fix:
+            lines.append(f"    fix: {rep.listing.fix}")
     c = rep.cost
     t = c.tokens
     lines += ["", f"reflection cost ({c.model}, list price; batch items at the batch price):",

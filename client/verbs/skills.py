@@ -52,7 +52,7 @@ def do_skills(args) -> int:
     if args.op == "publish":
         return _publish(args)
     if args.op == "listing":
-        from claude_autoharness.client.verbs.listing import do_listing
+        from claude_autoharness.client.listing import do_listing
 
         return do_listing(args)
     if args.op != "list" and not args.name:

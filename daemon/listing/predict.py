@@ -105,7 +105,10 @@ def cut(description: str, max_desc: int) -> str:
 def usage_score(count: float, last_used_ms: float, now_ms: float) -> float:
     """Claude Code's ranking score of a skill from its `skillUsage` record."""
     days = (now_ms - last_used_ms) / 86_400_000
-    return count * max(0.5 ** (days / 7), 0.1)
+    try:
+        return count * max(0.5 ** (days / 7), 0.1)
+    except OverflowError:  # a last use far in the future (a clock set wrong): ranked first
+        return float("inf") if count > 0 else 0.0
 
 
 def predict(entries: list[Entry], *, budget_chars: int, max_desc: int = DEFAULT_MAX_DESC,

@@ -34,6 +34,7 @@ from claude_autoharness.protocol.replies.learnings import (
     LearningsSaved,
     MarkerInfo,
 )
+from claude_autoharness.protocol.replies.listing import ListingLine, ListingSummary
 from claude_autoharness.protocol.replies.queue import (
     Intent,
     Proposal,
@@ -149,4 +150,6 @@ __all__ = [
     "LearningsInfo",
     "Identity",
     "Status",
+    "ListingLine",
+    "ListingSummary",
 ]

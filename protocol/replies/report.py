@@ -3,6 +3,7 @@
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.listing import ListingSummary
 
 
 class Count(Part):
@@ -140,3 +141,5 @@ class Report(Part):
     skills: list[SkillRow] = []
     library: list[LibraryDay] = []
     feedback: dict[str, int] = {}  # verdicts over the skills listed, when any are recorded
+    # Claude Code's skill listing for a session where the report was asked (added by the CLI)
+    listing: ListingSummary | None = None
