@@ -1,7 +1,8 @@
 """`autoharnessctl skills listing`, and the listing line of status, doctor and report: the
 skill listing Claude Code will send to the model in a session of this project: its budget,
-each entry's cost, which are listed by name only and why, with the fix. Works on files alone (no daemon): Claude Code's settings, skills, commands
-and its usage ranking, read, never written."""
+each entry's cost, which are listed by name only and why, with the fix. Works on files alone
+(no daemon): Claude Code's settings, skills, commands and its usage ranking, read, never
+written."""
 
 from __future__ import annotations
 
