@@ -126,3 +126,36 @@ def test_budget_variable_and_description_cut(sandbox, model, monkeypatch):
     assert lines["quiet-one"]["full"] is False
     assert lines["very-long"]["full"] and lines["very-long"]["desc_chars"] == 1536
     assert want["chars"] > want["budget"]
+
+
+REMINDER = "autoharness: a skill this project learned applies to this prompt."
+
+
+def requests_with(model, text: str) -> list[dict]:
+    return [b for b in model.session_requests()
+            if text in "\n".join(strings(b.get("messages")))]
+
+
+def test_prompt_matching_a_learned_skill_gets_the_reminder_once(sandbox, model, monkeypatch):
+    """A prompt that matches a live learned skill's trigger reaches the model with the
+    reminder naming it; the session's next matching prompt does not repeat it; a session whose
+    prompt matches nothing gets none."""
+    box = sandbox()
+    learned_as(monkeypatch, box, "migrate-first",
+               "Use when running the database migrations: run them on a copy first.")
+    box.run("please run the migrations on the staging database")
+    [first] = requests_with(model, "please run the migrations on the staging")[:1]
+    text = "\n".join(strings(first.get("messages")))
+    assert text.count(REMINDER) == 1 and "`migrate-first`" in text
+    box.run("now run the database migrations on production", "--continue")
+    [again] = requests_with(model, "now run the database migrations on production")[:1]
+    assert "\n".join(strings(again.get("messages"))).count(REMINDER) == 1  # the first one only
+    box.run("write a haiku about autumn")
+    [other] = requests_with(model, "write a haiku about autumn")[:1]
+    assert REMINDER not in "\n".join(strings(other.get("messages")))
+
+
+def learned_as(monkeypatch, box, name: str, description: str) -> None:
+    monkeypatch.setenv("AUTOHARNESS_HOME", str(box.ah))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box.claude))
+    seed(box.project, name, description, BODY)

@@ -12,7 +12,7 @@ copies taken here; what it delivered is applied to the book back on the loop.
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
@@ -51,11 +51,14 @@ class Hooks:
                  intents: IntentQueue, skill_used: Callable[[SkillUse], None],
                  turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
                  record_context: Callable[[int, list[str]], None] | None = None,
+                 remind: Callable[[sm.HookEvent], Awaitable[str | None]] | None = None,
                  clock: Callable[[], float]):
         """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
         (already counted, with its project root); `catch_up` reads a project directory's
         transcripts now (blocking); `record_context(chars, parts)` records each SessionStart
-        context sent in the report's ledger (blocking)."""
+        context sent in the report's ledger (blocking); `remind(event)` is a prompt's hook
+        output reminding of the skills it calls for (None: nothing)."""
+        self.remind = remind
         self.record_context = record_context or (lambda chars, parts: None)
         self.book = book
         self.live = live
@@ -146,6 +149,11 @@ class Hooks:
             text = await self.give_context(ev, plugin=req.via == "plugin")
             if text:
                 return m.HookReply(output=_session_start_output(text))
+        if ev.hook_event_name == "UserPromptSubmit" and counting and not from_spool \
+                and not req.replayed and self.remind is not None:
+            out = await self.remind(ev)
+            if out:
+                return m.HookReply(output=out)
         return m.HookReply()
 
     def first_start(self, req: m.Hook, ev: sm.HookEvent) -> bool:

@@ -87,6 +87,11 @@ class Report:
             self.ledger.compact()  # a stat, unless the ledger outgrew its bound
         self._append("context size", write)
 
+    def record_reminder(self, session: str, root: str | None, skills: list[str]) -> None:
+        """A prompt's reminder of these skills (`<layer>/<name>`) in a session of `root`."""
+        self._append("reminder", lambda: self.ledger.append(
+            "reminder", session=session, project=root, skills=skills))
+
     def record_calls(self, s: Session) -> None:
         """A session's tool calls counted so far (its latest total counts)."""
         self._append("call count", lambda: self.ledger.append(
