@@ -69,6 +69,8 @@ class PromoterConfig(_Section):
     mode: Literal["auto", "review", "git"] = "auto"
     git_branch: str = "autoharness/skills"
     max_body_lines: int = 40
+    # a learned description at most: Claude Code lists every skill's in a small shared budget
+    max_description_chars: int = 250
 
 
 class LearningsConfig(_Section):
@@ -93,7 +95,6 @@ class ListingConfig(_Section):
     context_tokens: int = 200_000  # the context window Claude Code sizes the listing budget by
     budget_share: float = 0.5  # of the listing budget, what autoharness's skills may take
     bundled_chars: int = 0  # what Claude Code's own bundled skills take; 0 = as measured
-    max_description_chars: int = 250  # a learned skill's description, at most
     reminders: bool = True  # remind the model of a live learned skill a prompt matches
     remind_hand_written: bool = False  # and of hand-written skills
     reminder_max_chars: int = 600  # one prompt's reminders, at most
@@ -168,6 +169,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "reflector.batch_poll_s": (0.01, DAY),
     "reflector.batch_poll_max_s": (0.01, DAY),
     "promoter.max_body_lines": (1, 10_000),
+    "promoter.max_description_chars": (40, 1_024),  # 1,024: the skill format's own limit
     "learnings.lookback_days": (0, 3_650),
     "library.maturity_turns": (1, 1_000_000),
     "library.capacity_project": (1, 10_000),
@@ -179,7 +181,6 @@ RANGES: dict[str, tuple[float, float]] = {
     "listing.context_tokens": (1_000, 100_000_000),
     "listing.budget_share": (0.01, 1),
     "listing.bundled_chars": (0, 1_000_000),  # 0 = the measured width
-    "listing.max_description_chars": (40, 1_536),
     "listing.reminder_max_chars": (80, 10_000),
 }
 # A numeric key missing from RANGES (added without one) must at least be finite and >= 0.

@@ -63,6 +63,7 @@ class Lander:
     def check(self, plan: Plan) -> list[Finding]:
         """Every validation a planned change must pass before it lands."""
         return validate.check(plan, observe(plan), max_body_lines=self.cfg.max_body_lines,
+                              max_description=self.cfg.max_description_chars,
                               redactor=self.redactor, home=os.path.expanduser("~"))
 
     def owned(self, skill_dir: str) -> bool:
