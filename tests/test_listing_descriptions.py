@@ -2,12 +2,11 @@
 does not open with when to use the skill, saying why; the limit is a setting; the curator is
 asked to shorten a live one that is too long."""
 
-from promote_support import BODY, assert_rejected_without_writes, intent, land
-
 from claude_autoharness.daemon.handlers.library import too_long
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.reflect.curate import CuratedSkill, build_curate_request, wants_model
 from claude_autoharness.protocol.config import PromoterConfig
+from promote_support import BODY, assert_rejected_without_writes, intent, land
 
 LONG = ("Use when the deploy fails: " + "check the release notes and the logs of each step " * 6).strip()
 
