@@ -199,7 +199,8 @@ def render(rep: r.Report, data: dict) -> str:
              day_bars(days, {"landed": [d.landed for d in rep.library],
                              "archived": [d.archived for d in rep.library]},
                       "landings and archives per day"), legend(["landed", "archived"])]
-    body += ["<h2>Recall</h2>", _recall(rep.recall), "<h2>Context cost</h2>",
+    body += ["<h2>Recall</h2>", _recall(rep.recall), _recall_split(rep.recall_split),
+             "<h2>Context cost</h2>",
              _context(rep.context), _listing(rep.listing), "<h2>Reflection cost</h2>", _cost(rep.cost),
              "<h2>Skills</h2>", _skills(rep)]
     blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
@@ -239,6 +240,20 @@ def _recall(rc: r.Recall) -> str:
             f"{fig('recall.turns', rc.turns)} turns of their layer</p><table><tr><th>layer</th>"
             f"<th class=\"n\">loaded</th><th class=\"n\">live</th><th class=\"n\">share</th></tr>"
             f"{rows}</table>")
+
+
+def _recall_split(sp: r.RecallSplit) -> str:
+    """Recall with and without a reminder, and listed with and without a description."""
+    rows = "".join(
+        f"<tr><td>{esc(label)}</td>"
+        + "".join(fig(f"recall_split.{key}.{k}", getattr(getattr(sp, key), k), tag="td", cls="n")
+                  for k in ("loaded", "situations", "share")) + "</tr>"
+        for label, key in (("reminded", "reminded"), ("not reminded", "not_reminded"),
+                           ("listed with description", "listed_full"),
+                           ("listed by name only", "name_only")))
+    return ("<p>sessions where a learned skill's situation came up, and how many loaded it"
+            "</p><table><tr><th></th><th class=\"n\">loaded</th><th class=\"n\">situations"
+            "</th><th class=\"n\">share</th></tr>" + rows + "</table>")
 
 
 def _context(cx: r.ContextCost) -> str:

@@ -112,6 +112,13 @@ def format_report(rep: r.Report) -> str:
         lines.append(f"  {layer:<8} {lr.loaded} of {lr.live} live autoharness skills ({share})")
     if not rep.recall.layers:
         lines.append("  no live autoharness skills")
+    sp = rep.recall_split
+    lines.append("  when its situation came up (sessions), loaded:")
+    for label, p in (("reminded", sp.reminded), ("not reminded", sp.not_reminded),
+                     ("listed with description", sp.listed_full),
+                     ("listed by name only", sp.name_only)):
+        share = "-" if p.share is None else f"{p.share:.0%}"
+        lines.append(f"    {label:<24} {p.loaded} of {p.situations} ({share})")
     cx = rep.context
     lines += ["", "context cost (the skill listing in every request, characters):"]
     for layer, lc in sorted(cx.layers.items()):

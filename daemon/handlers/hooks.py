@@ -42,8 +42,9 @@ _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 # each other, each with its own event id: only the first gets the context.
 CONTEXT_REPEAT_S = 10.0
 
-# A skill use to record: ("name", skill name, project root) or ("path", SKILL.md path, root).
-SkillUse = tuple[str, str, str | None]
+# A skill use to record: ("name", skill name, project root, session) or ("path", SKILL.md
+# path, root, session).
+SkillUse = tuple[str, str, str | None, str]
 
 
 class Hooks:
@@ -254,12 +255,13 @@ class Hooks:
             name = args.get("skill") or args.get("command") or args.get("name")
             if not isinstance(name, str) or not name:
                 return
-            self.skill_used(("name", name.split(":")[-1], root))  # plugin skills: "plugin:name"
+            # plugin skills: "plugin:name"
+            self.skill_used(("name", name.split(":")[-1], root, ev.session_id))
         else:
             path = args.get("file_path")
             if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":
                 return
-            self.skill_used(("path", path, root))
+            self.skill_used(("path", path, root, ev.session_id))
 
 
 def _session_start_output(text: str) -> str:

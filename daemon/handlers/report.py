@@ -66,7 +66,7 @@ class Report:
             sessions=[(s.session_id, s.started_at, s.calls_hook + s.calls_transcript,
                        s.last_event_at) for s in state.sessions.values()],
             model=cfg.reflector.model, recall_turns=req.turns or cfg.library.maturity_turns,
-            now=self.clock(), days=req.days)
+            now=self.clock(), days=req.days, listed=lambda infos: listed_full(cfg, infos))
 
     # ---- recording (blocking: worker threads) ----------------------------------------------
 
@@ -98,12 +98,33 @@ class Report:
             "calls", session=s.session_id, started=s.started_at,
             total=s.calls_hook + s.calls_transcript))
 
-    def record_load(self, skill_dir: str, root: str | None) -> None:
-        """A skill load with its layer's turn count, so recall can say which skills were
-        loaded within the last N turns."""
+    def record_load(self, skill_dir: str, root: str | None, session: str = "") -> None:
+        """A skill load with its layer's turn count and session, so recall can say which
+        skills were loaded within the last N turns, and whether after a reminder."""
         user = os.path.realpath(paths.user_skills_dir())
         layer = "user" if os.path.dirname(skill_dir) == user else "project"
         scope = root if layer == "project" else None
         self._append("skill load", lambda: self.ledger.append(
             "use", dir=skill_dir, layer=layer, scope=scope,
-            turn=self.live.promoter.turns(layer, scope)))
+            turn=self.live.promoter.turns(layer, scope), session=session))
+
+
+def listed_full(cfg, infos) -> dict[tuple[str, str, str | None], bool]:
+    """(layer, name, project) -> whether Claude Code lists the learned skill with its
+    description, as predicted for a session in its project (the user layer: in none)."""
+    from claude_autoharness.daemon.listing.view import project_summary
+
+    out: dict[tuple[str, str, str | None], bool] = {}
+    live = [i for i, _ in infos if i.status == "live"]
+    for scope in sorted({s for _, s in infos}, key=lambda s: s or ""):
+        try:
+            summary = project_summary(cfg, scope, live if scope is None else [
+                i for i, s in infos if i.status == "live" and s in (None, scope)])
+        except Exception:  # no prediction: the split counts them as listed
+            continue
+        hidden = set(summary.autoharness_name_only)
+        for i, s in infos:
+            if s == scope and i.status == "live" and i.owner == "autoharness":
+                out[(i.layer, i.name, s)] = i.name not in hidden
+    return out
+

@@ -17,7 +17,7 @@ MAX_CACHED = 64  # projects whose triggers are kept
 
 def signature(dirs: list[str]) -> tuple:
     """What changes when a skill is landed, edited, archived or restored in `dirs`."""
-    out = []
+    out: list[tuple] = []
     for d in dirs:
         try:
             with os.scandir(d) as it:

@@ -50,9 +50,12 @@ from claude_autoharness.protocol.replies.report import (
     LibraryDay,
     ProjectContext,
     Recall,
+    RecallPart,
+    RecallSplit,
     ReflectionCost,
     Report,
     SessionStartContext,
+    SkillRecall,
     SkillRow,
     Tokens,
 )
@@ -152,4 +155,7 @@ __all__ = [
     "Status",
     "ListingLine",
     "ListingSummary",
+    "RecallPart",
+    "RecallSplit",
+    "SkillRecall",
 ]

@@ -40,6 +40,36 @@ class Recall(Part):
     layers: dict[str, LayerRecall] = {}
 
 
+class RecallPart(Part):
+    """Situations (sessions where a skill was called for) and how many ended with it loaded."""
+
+    skills: int = 0  # listed_full / name_only: the skills counted in it
+    situations: int = 0
+    loaded: int = 0
+    share: float | None = None  # loaded / situations; None without situations
+
+
+class RecallSplit(Part):
+    """Recall of the live autoharness skills with a prompt reminder and without one, and as
+    Claude Code lists them: with their description or by name only."""
+
+    reminded: RecallPart = msgspec.field(default_factory=RecallPart)
+    not_reminded: RecallPart = msgspec.field(default_factory=RecallPart)
+    listed_full: RecallPart = msgspec.field(default_factory=RecallPart)
+    name_only: RecallPart = msgspec.field(default_factory=RecallPart)
+
+
+class SkillRecall(Part):
+    """One skill's situations: reminded (and loaded then), not reminded (and loaded), and
+    whether Claude Code lists it with its description."""
+
+    reminded: int = 0
+    reminded_loaded: int = 0
+    unreminded: int = 0
+    unreminded_loaded: int = 0
+    listed: bool = True
+
+
 class LayerContext(Part):
     """What one layer's skill listing costs every request: `- name: description` lines."""
 
@@ -116,6 +146,7 @@ class SkillRow(Part):
     updated_at: float | None = None
     feedback: dict[str, int] | None = None
     stale: list[str] = []
+    recall: SkillRecall | None = None  # autoharness skills, live
 
 
 class LibraryDay(Part):
@@ -136,6 +167,7 @@ class Report(Part):
     since: float
     funnel: Funnel = msgspec.field(default_factory=Funnel)
     recall: Recall = msgspec.field(default_factory=Recall)
+    recall_split: RecallSplit = msgspec.field(default_factory=RecallSplit)
     context: ContextCost = msgspec.field(default_factory=ContextCost)
     cost: ReflectionCost = msgspec.field(default_factory=ReflectionCost)
     skills: list[SkillRow] = []
