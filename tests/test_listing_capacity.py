@@ -35,3 +35,38 @@ def test_caps_share_what_the_budget_leaves_user_layer_first(home, short_tmp):
     assert got == {("user", None): room, ("project", str(short_tmp)): room - 100}
     (home["claude"] / "settings.json").write_text(json.dumps({"skillListingBudgetFraction": 0.02}))
     assert capacity.room(None, cfg) == (int(0.5 * (16000 - bundled.fixed_chars())), 16000)
+
+
+def test_lifecycle_pass_sheds_the_least_used_over_the_listing_share(env):
+    """Through the promoter: three graduated learned skills whose lines pass the listing
+    share archive the least used for `capacity`; a larger share archives none."""
+    from claude_autoharness.daemon.promote.land import Promoter
+    from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig
+    from listing_support import words
+    from promote_support import WINDOW, intent
+
+    turns = {"n": 0}
+    root = str(env["proj"])
+
+    def promoter(share):
+        return Promoter(PromoterConfig(), library=LibraryConfig(maturity_turns=5),
+                        listing=ListingConfig(budget_share=share),
+                        turns=lambda layer, r: turns["n"])
+
+    pr = promoter(0.5)
+    for name, uses in (("busy-skill", 3), ("quiet-skill", 1), ("mid-skill", 2)):
+        assert pr.promote(intent("create", name, description=words(name, 200)), WINDOW,
+                          root).status == "landed"
+        for _ in range(uses):
+            pr.record_use(str(env["skills"] / name))
+    turns["n"] = 5
+    budget = bundled.fixed_chars() + 1000  # Claude Code's own skills, and room for 500 of ours
+    (env["claude"] / "settings.json").write_text(
+        json.dumps({"env": {"SLASH_COMMAND_TOOL_CHAR_BUDGET": str(budget)}}))
+    room = capacity.room(root, ListingConfig(budget_share=0.5))[0]
+    lines = [capacity.skill_chars(str(env["skills"] / n), n, 1536)
+             for n in ("busy-skill", "quiet-skill", "mid-skill")]
+    assert sum(lines) > room >= sum(lines) - max(lines)  # one archive brings it within
+    assert [d.name for d in promoter(1.0).lifecycle_run(root, dry_run=True).planned] == []
+    [d] = pr.lifecycle_pass(root)
+    assert (d.name, d.reason) == ("quiet-skill", CAPACITY)
