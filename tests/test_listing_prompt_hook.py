@@ -61,3 +61,32 @@ def test_hand_written_only_when_turned_on_and_off_switch(home, short_tmp):
         assert prompt(project, "s3", "please run the migrations on the staging database") is None
     finally:
         d.stop()
+
+
+def test_prompt_hook_imports_stay_in_budget(home, short_tmp):
+    """A prompt that matches nothing costs the hook no import beyond the PreToolUse path's
+    (no json, msgspec, anyio, structlog, socket); only one with a reminder to print imports
+    json, to print it."""
+    import subprocess
+    import sys
+
+    from harness import HOOK
+
+    project = setup(short_tmp)
+    d = Daemon(home["home"])
+
+    def imported(text: str) -> set[str]:
+        data = json.dumps(event("UserPromptSubmit", "imp", cwd=str(project), prompt=text)).encode()
+        r = subprocess.run([sys.executable, "-X", "importtime", HOOK], input=data,
+                           capture_output=True, timeout=60)
+        return {line.split("|")[-1].strip().split(".")[0]
+                for line in r.stderr.decode().splitlines() if line.startswith("import time:")}
+
+    try:
+        quiet = imported("write a haiku about autumn")
+        loud = imported("please run the migrations on the staging database")
+    finally:
+        d.stop()
+    for name in ("json", "msgspec", "anyio", "structlog", "socket"):
+        assert name not in quiet, name
+    assert "json" in loud and "msgspec" not in loud
