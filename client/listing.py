@@ -12,11 +12,11 @@ from claude_autoharness.client.verbs.common import print_json
 
 
 def do_listing(args) -> int:
-    from claude_autoharness.daemon.listing.view import project_summary
+    from claude_autoharness.daemon.offline import listing_summary
     from claude_autoharness.protocol.config import load
 
     project = os.path.abspath(args.project) if args.project else os.getcwd()
-    s = project_summary(load(), project)
+    s = listing_summary(load(), project)
     if args.json:
         import msgspec
 
@@ -41,14 +41,14 @@ def listing_or_none(project: str | None, cfg=None):
     """The listing summary for `project` (None when it cannot be worked out: an unreadable
     config, a broken file), for the verbs that add it to what they print."""
     try:
-        from claude_autoharness.daemon.listing.view import project_summary
+        from claude_autoharness.daemon.offline import listing_summary
         from claude_autoharness.protocol.config import Config, ConfigError, load
 
         try:
             cfg = cfg or load()
         except ConfigError:
             cfg = Config()
-        return project_summary(cfg, project)
+        return listing_summary(cfg, project)
     except Exception:  # what it adds is a note: the verb's own answer goes on
         return None
 
