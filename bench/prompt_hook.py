@@ -1,7 +1,8 @@
 """Wall time of `autoharness-hook` handling a UserPromptSubmit with the daemon up, against
 `python -c pass` on the same interpreter, interleaved in the same run: a project without
 skills, one with 200 skills and a prompt matching none, and the same with a prompt that matches
-one (a fresh session each run, so the reminder is built and sent every time).
+one (a fresh session each run, so the reminder is built and sent every time; a fresh session
+matching nothing is measured too, to tell the session's cost from the reminder's).
 
 The 200 skills are hand-written, with `listing.remind_hand_written` on: the daemon reads and
 matches them exactly as it does learned ones, and a bench needs no promoter landings.
@@ -55,6 +56,7 @@ def main() -> None:
     hook = [str(BIN / "autoharness-hook")]
     bare = [sys.executable, "-c", "pass"]
     cases = {"no skills": [], f"{N_SKILLS} skills, no match": [],
+             f"{N_SKILLS} skills, no match, new session": [],
              f"{N_SKILLS} skills, a match": [], "python -c pass": []}
     reminded = 0
     try:
@@ -65,6 +67,8 @@ def main() -> None:
             cases["no skills"].append(timed(hook, env, payload("s-empty", empty, "ticket kind7"))[0])
             cases[f"{N_SKILLS} skills, no match"].append(
                 timed(hook, env, payload("s-none", full, "write a haiku about autumn"))[0])
+            cases[f"{N_SKILLS} skills, no match, new session"].append(
+                timed(hook, env, payload(f"s-new-{i}", full, "write a haiku about autumn"))[0])
             t, out = timed(hook, env, payload(f"s-match-{i}", full,
                                                "please handle ticket kind7 in area7"))
             cases[f"{N_SKILLS} skills, a match"].append(t)
@@ -74,7 +78,7 @@ def main() -> None:
         stop(p, d)
     base = statistics.median(cases["python -c pass"])
     for name, xs in cases.items():
-        print(f"{name:<28} {summary(xs)}; ratio to python -c pass {statistics.median(xs) / base:.2f}")
+        print(f"{name:<40} {summary(xs)}; ratio to python -c pass {statistics.median(xs) / base:.2f}")
     print(f"reminders sent in the matching runs: {reminded} of {args.n}")
 
 

@@ -45,22 +45,26 @@ class PromptReminders:
         root = self.projects.root(s.cwd) if s.cwd else None
         done = reminded(s.context_sent)
         text, keys = await anyio.to_thread.run_sync(
-            self.build, root, ev.prompt[:MAX_PROMPT_CHARS], done, cfg.remind_hand_written,
-            cfg.reminder_max_chars)
+            self.build, ev.session_id, root, ev.prompt[:MAX_PROMPT_CHARS], done,
+            cfg.remind_hand_written, cfg.reminder_max_chars)
         s = self.book.session(ev.session_id)
         if not keys or s is None or reminded(s.context_sent) & set(keys):
             return None  # a concurrent prompt of the session reminded of it meanwhile
         self.book.context_delivered(s.session_id, [PREFIX + k for k in keys])
-        await anyio.to_thread.run_sync(self.record, s.session_id, root, keys)
         return msgspec.json.encode({"hookSpecificOutput": {
             "hookEventName": "UserPromptSubmit", "additionalContext": text}}).decode()
 
-    def build(self, root: str | None, prompt: str, done: frozenset[str], hand_written: bool,
-              max_chars: int) -> tuple[str, list[str]]:
-        """Worker thread: the reminder text and the keys of the skills it names."""
+    def build(self, session: str, root: str | None, prompt: str, done: frozenset[str],
+              hand_written: bool, max_chars: int) -> tuple[str, list[str]]:
+        """Worker thread: the reminder text and the keys of the skills it names, recorded in
+        the ledger here (one thread hop per prompt; two prompts of one session at once, the
+        only case where the loop then sends none, are not a thing a user can type)."""
         found = matches(prompt, self.index.triggers(root, hand_written=hand_written), done)
         text, used = reminder(found, max_chars)
-        return text, [t.key for t in used]
+        keys = [t.key for t in used]
+        if keys:
+            self.record(session, root, keys)
+        return text, keys
 
 
 def reminded(sent) -> frozenset[str]:
