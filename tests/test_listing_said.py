@@ -38,6 +38,9 @@ def test_status_doctor_report_and_session_start_say_it(home, short_tmp):
         st = json.loads(ctl_in(project, "status", "--json").stdout)
         assert sorted(st["listing"]["autoharness_name_only"]) == [
             "check-logs", "pin-versions", "quote-paths"]
+        listing = ctl("skills", "listing", "--project", str(project)).stdout
+        assert listing.splitlines()[0] == st["listing"]["text"]
+        assert "check-logs" in listing and "name only" in listing and "fix: " in listing
         doc = json.loads(ctl("doctor", "--json", "--project", str(project)).stdout)
         [c] = [c for c in doc["checks"] if c["name"] == "listing"]
         assert c["warning"] and "by name only" in c["detail"] and "/skills" in c["fix"]
