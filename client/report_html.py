@@ -199,8 +199,9 @@ def render(rep: r.Report, data: dict) -> str:
              day_bars(days, {"landed": [d.landed for d in rep.library],
                              "archived": [d.archived for d in rep.library]},
                       "landings and archives per day"), legend(["landed", "archived"])]
-    body += ["<h2>Recall</h2>", _recall(rep.recall), "<h2>Context cost</h2>",
-             _context(rep.context), "<h2>Reflection cost</h2>", _cost(rep.cost),
+    body += ["<h2>Recall</h2>", _recall(rep.recall), _recall_split(rep.recall_split),
+             "<h2>Context cost</h2>",
+             _context(rep.context), _listing(rep.listing), "<h2>Reflection cost</h2>", _cost(rep.cost),
              "<h2>Skills</h2>", _skills(rep), "<h2>Checks</h2>", _checks(rep)]
     blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -241,6 +242,20 @@ def _recall(rc: r.Recall) -> str:
             f"{rows}</table>")
 
 
+def _recall_split(sp: r.RecallSplit) -> str:
+    """Recall with and without a reminder, and listed with and without a description."""
+    rows = "".join(
+        f"<tr><td>{esc(label)}</td>"
+        + "".join(fig(f"recall_split.{key}.{k}", getattr(getattr(sp, key), k), tag="td", cls="n")
+                  for k in ("loaded", "situations", "share")) + "</tr>"
+        for label, key in (("reminded", "reminded"), ("not reminded", "not_reminded"),
+                           ("listed with description", "listed_full"),
+                           ("listed by name only", "name_only")))
+    return ("<p>sessions where a learned skill's situation came up, and how many loaded it"
+            "</p><table><tr><th></th><th class=\"n\">loaded</th><th class=\"n\">situations"
+            "</th><th class=\"n\">share</th></tr>" + rows + "</table>")
+
+
 def _context(cx: r.ContextCost) -> str:
     rows = "".join(
         f"<tr><td>{esc(layer)}</td>"
@@ -260,6 +275,19 @@ def _context(cx: r.ContextCost) -> str:
             f"{fig('context.session_start.sent', ss.sent)} times, mean "
             f"{fig('context.session_start.mean_chars', ss.mean_chars)} chars, max "
             f"{fig('context.session_start.max_chars', ss.max_chars)} chars</p>")
+
+
+def _listing(s: r.ListingSummary | None) -> str:
+    """Claude Code's skill listing where the report was made: its budget, and the learned
+    skills it shows by name only, with the fix."""
+    if s is None:
+        return ""
+    hidden = "".join(f"<li>{esc(n)}</li>" for n in s.autoharness_name_only)
+    return ("<p>Claude Code's skill listing here: "
+            f"{fig('listing.chars', s.chars)} of {fig('listing.budget', s.budget)} characters; "
+            f"{fig('listing.name_only', s.name_only)} entries by name only, of them "
+            f"{len(s.autoharness_name_only)} learned skills</p>"
+            + (f"<ul>{hidden}</ul><p>fix: {esc(s.fix)}</p>" if hidden else ""))
 
 
 def _cost(c: r.ReflectionCost) -> str:

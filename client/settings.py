@@ -21,7 +21,7 @@ from claude_autoharness.protocol import paths
 
 HOOK = "autoharness-hook"
 PLUGIN = "autoharness"
-EVENTS = ("SessionStart", "PreToolUse", "Stop", "SessionEnd")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd")
 CHILD_MATCHER = "Write|Edit|MultiEdit|NotebookEdit"
 GUARD_MARK = "autoharness-child-guard"
 # The check hook's entry runs the same program in check mode (client/checkhook.py), only for
@@ -39,6 +39,9 @@ COMMANDS = ("learn.md", "save-learnings.md")
 SESSION_START_TIMEOUT = 5
 STOP_TIMEOUT = 5
 SESSION_END_TIMEOUT = 1
+# UserPromptSubmit is synchronous: its output (a reminder of a learned skill the prompt calls
+# for) must reach the model with the prompt. The hook waits ~0.25 s for the daemon, then none.
+PROMPT_TIMEOUT = 5
 ASYNC_TIMEOUT = 5
 GUARD_TIMEOUT = 5
 
@@ -95,6 +98,7 @@ def hook_groups(hook_cmd: str) -> dict[str, list[dict]]:
     check = {"type": "command", "command": check_command(hook_cmd), "timeout": CHECK_TIMEOUT}
     return {
         "SessionStart": [{"hooks": [run(SESSION_START_TIMEOUT)]}],
+        "UserPromptSubmit": [{"hooks": [run(PROMPT_TIMEOUT)]}],
         # One matcher-less counting group: a second counting group would count a call twice.
         "PreToolUse": [{"hooks": [run(ASYNC_TIMEOUT, True)]},
                        {"matcher": CHILD_MATCHER, "hooks": [guard]},

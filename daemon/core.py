@@ -23,6 +23,7 @@ from claude_autoharness.daemon.handlers.hooks import Hooks
 from claude_autoharness.daemon.handlers.jobs import Jobs
 from claude_autoharness.daemon.handlers.learnings import Learnings
 from claude_autoharness.daemon.handlers.library import Library
+from claude_autoharness.daemon.handlers.prompt import PromptReminders
 from claude_autoharness.daemon.handlers.report import Report
 from claude_autoharness.daemon.handlers.review import Review
 from claude_autoharness.daemon.handlers.skills import Skills
@@ -86,11 +87,14 @@ class Daemon:
         self.review = Review(self.live, self.intents, self.library,
                              record_load=self.report.record_load, clock=clock)
         self.skills = Skills(self.live, self.projects)
+        self.prompts = PromptReminders(self.book, self.live, projects=self.projects,
+                                       record=self.report.record_reminder)
         self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
                            intents=self.intents, skill_used=self.review.skill_used,
                            turn_counted=self.review.turn_counted, catch_up=self.catch_up,
                            record_context=self.report.record_context,
-                           call_heard=self.review.call_heard, clock=clock)
+                           call_heard=self.review.call_heard, remind=self.prompts.output,
+                           clock=clock)
         self.reflected = ReflectedRecords()
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock,
                          reflected=self.reflected)

@@ -42,7 +42,7 @@ class Live:
         """
         redactor = make_redactor(cfg)
         return cls(cfg, redactor, Promoter(cfg.promoter, redactor=redactor, library=cfg.library,
-                                           turns=turns))
+                                           listing=cfg.listing, turns=turns))
 
     def replace(self, other: "Live") -> None:
         self.cfg, self.redactor, self.promoter = other.cfg, other.redactor, other.promoter

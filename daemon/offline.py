@@ -7,7 +7,8 @@ daemon is needed or none answers.
 - marker reports and saves on the files themselves, and the marker rule;
 - which reflector backend this environment would use;
 - the skill library as `skills export` and `skills publish` read it (typed, read-only), and
-  the atomic write `install` uses.
+  the atomic write `install` uses;
+- Claude Code's skill listing as predicted from its files (`skills listing`, status, doctor).
 
 Importing this module costs nothing beyond the standard library (and one plain constant of the
 promoter's): each function imports what it needs, so the verbs that only talk to the socket
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from claude_autoharness.protocol.replies import (
         Intent,
         LearningsSaved,
+        ListingSummary,
         Packet,
         SkillInfo,
         SyncInfo,
@@ -333,6 +335,13 @@ def list_skills(project_root: str | None) -> "list[SkillInfo]":
     from claude_autoharness.protocol.config import load as load_config
 
     return library.list_skills(load_config().promoter, project_root)
+
+
+def listing_summary(cfg, project_root: str | None) -> "ListingSummary":
+    """Claude Code's skill listing for a session in `project_root`, predicted from files."""
+    from claude_autoharness.daemon.listing.view import project_summary
+
+    return project_summary(cfg, project_root)
 
 
 def skill_files(skill_dir: str) -> "list[SkillFile]":

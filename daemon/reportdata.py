@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from claude_autoharness.daemon import pricing
+from claude_autoharness.daemon.listing.recall import split as recall_split
 from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import SKILL_MD
@@ -52,6 +53,8 @@ class Inputs:
     days: int = 30
     prices: dict[str, list[float]] = field(default_factory=dict)  # reflector.prices
     extra: dict = field(default_factory=dict)
+    # (layer, name, project) -> Claude Code lists the skill with its description (predicted)
+    listed: Callable[[list[tuple[r.SkillInfo, str | None]]], dict] | None = None
 
 
 def local_midnight(ts: float) -> float:
@@ -95,6 +98,11 @@ def build(inp: Inputs) -> r.Report:
             for k, n in row.feedback.items():
                 totals[k] = totals.get(k, 0) + n
     report.feedback = totals if seen else {}
+    full = inp.listed(infos) if inp.listed is not None else {}
+    report.recall_split, per_skill = recall_split(infos, inp.ledger.records("use"),
+                                                  inp.ledger.records("reminder"), full)
+    for (info, _), row in zip(infos, rows, strict=True):
+        row.recall = per_skill.get(info.path) if info.status == "live" else None
     return report
 
 

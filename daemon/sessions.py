@@ -85,6 +85,7 @@ class HookEvent(msgspec.Struct, kw_only=True):
     tool_use_id: str | None = None
     prompt_id: str | None = None
     last_assistant_message: str | None = None  # Stop: the turn's final text
+    prompt: str | None = None  # UserPromptSubmit: what the user typed
 
 
 KNOWN_EVENTS = frozenset({
@@ -92,6 +93,9 @@ KNOWN_EVENTS = frozenset({
     "Stop", "SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "SessionEnd",
     "Notification", "PermissionRequest",
 })
+
+
+REMINDED = "reminder:"  # a context part naming a skill a prompt was reminded of
 
 
 def valid_session_id(sid: object) -> bool:
@@ -138,6 +142,8 @@ def _session(sessions: dict[str, Session], ev: HookEvent, now: float) -> Session
             s.cwd = prev.cwd or ev.cwd
             s.activity, s.tool_ids = prev.activity, prev.tool_ids  # calls seen after its end
             s.tool_at, s.forgotten_until = prev.tool_at, prev.forgotten_until
+            # a skill the session was reminded of is not named again after a resume
+            s.context_sent = [p for p in prev.context_sent if p.startswith(REMINDED)]
         sessions[ev.session_id] = s
     if ev.transcript_path and ev.transcript_path != s.transcript_path:
         s.transcript_path = ev.transcript_path

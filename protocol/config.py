@@ -85,6 +85,8 @@ class PromoterConfig(_Section):
     mode: Literal["auto", "review", "git"] = "auto"
     git_branch: str = "autoharness/skills"
     max_body_lines: int = 40
+    # a learned description at most: Claude Code lists every skill's in a small shared budget
+    max_description_chars: int = 250
 
 
 class LearningsConfig(_Section):
@@ -101,6 +103,17 @@ class LibraryConfig(_Section):
     curate_every: int = 25  # reflection jobs between curator runs; 0 = off
     stale_after_turns: int = 20  # turns a skill naming missing paths is kept before its archive
     max_archive_share: float = 0.25  # of a layer's autoharness skills, archived in one pass at most
+
+
+class ListingConfig(_Section):
+    """Claude Code's skill listing: what autoharness predicts of it and how it stays within it."""
+
+    context_tokens: int = 200_000  # the context window Claude Code sizes the listing budget by
+    budget_share: float = 0.5  # of the listing budget, what autoharness's skills may take
+    bundled_chars: int = 0  # what Claude Code's own bundled skills take; 0 = as measured
+    reminders: bool = True  # remind the model of a live learned skill a prompt matches
+    remind_hand_written: bool = False  # and of hand-written skills
+    reminder_max_chars: int = 600  # one prompt's reminders, at most
 
 
 class SyncConfig(_Section):
@@ -128,6 +141,7 @@ class Config(_Section):
     learnings: LearningsConfig = msgspec.field(default_factory=LearningsConfig)
     library: LibraryConfig = msgspec.field(default_factory=LibraryConfig)
     sync: SyncConfig = msgspec.field(default_factory=SyncConfig)
+    listing: ListingConfig = msgspec.field(default_factory=ListingConfig)
 
 
 class ConfigError(Exception):
@@ -174,6 +188,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "reflector.batch_poll_s": (0.01, DAY),
     "reflector.batch_poll_max_s": (0.01, DAY),
     "promoter.max_body_lines": (1, 10_000),
+    "promoter.max_description_chars": (40, 1_024),  # 1,024: the skill format's own limit
     "learnings.lookback_days": (0, 3_650),
     "library.maturity_turns": (1, 1_000_000),
     "library.capacity_project": (1, 10_000),
@@ -182,6 +197,10 @@ RANGES: dict[str, tuple[float, float]] = {
     "library.stale_after_turns": (1, 1_000_000),
     "library.max_archive_share": (0.001, 1),  # a share of a layer's autoharness skills
     "sync.every_s": (0, 30 * DAY),  # 0 = only `autoharnessctl sync`
+    "listing.context_tokens": (1_000, 100_000_000),
+    "listing.budget_share": (0.01, 1),
+    "listing.bundled_chars": (0, 1_000_000),  # 0 = the measured width
+    "listing.reminder_max_chars": (80, 10_000),
 }
 # A numeric key missing from RANGES (added without one) must at least be finite and >= 0.
 DEFAULT_RANGE = (0, float("inf"))

@@ -177,6 +177,13 @@ def claude_projects_dir() -> str:
     return os.path.join(claude_dir(), "projects")
 
 
+def claude_state_file() -> str:
+    """Claude Code's own user state (`skillUsage` among it): `.claude.json` in its config dir
+    when CLAUDE_CONFIG_DIR is set, else in the home directory. autoharness only reads it."""
+    d = os.environ.get("CLAUDE_CONFIG_DIR")
+    return os.path.join(d, ".claude.json") if d else os.path.expanduser("~/.claude.json")
+
+
 def user_skills_dir() -> str:
     return os.path.join(claude_dir(), "skills")
 

@@ -74,7 +74,7 @@ def test_install_without_settings_file(home):
     assert r.returncode == 0, r.stderr
     s = json.loads(settings_file(home).read_text())
     hooks = s["hooks"]
-    assert list(hooks) == ["SessionStart", "PreToolUse", "Stop", "SessionEnd"]
+    assert list(hooks) == ["SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd"]
     hook_cmd = hooks["SessionStart"][0]["hooks"][0]["command"]
     assert hook_cmd == HOOK_CMD and settings_mod.hook_program(hook_cmd) == HOOK
     assert os.access(HOOK, os.X_OK) and HOOK_PYTHON and settings_mod.hook_interpreter(hook_cmd) == HOOK_PYTHON
@@ -392,7 +392,7 @@ def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
     assert os.access(shim, os.X_OK) and shim.stat().st_mode & 0o111 == 0o111
     hooks = settings_mod.plugin_hooks()["hooks"]
     cmds = [h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]]
-    assert sum(c == '"${CLAUDE_PLUGIN_ROOT}/hooks/run-hook"' for c in cmds) == 4
+    assert sum(c == '"${CLAUDE_PLUGIN_ROOT}/hooks/run-hook"' for c in cmds) == 5
     assert [c for c in cmds if "CLAUDE_PLUGIN_ROOT" not in c] == [settings_mod.CHILD_GUARD]
     assert [g for g in hooks["PreToolUse"] if "matcher" not in g] == [
         {"hooks": [{"type": "command", "command": settings_mod.PLUGIN_HOOK, "async": True,

@@ -162,7 +162,7 @@ def test_install_upgrades_the_plain_script_form(home):
     assert ctl("install").returncode == 0
     new = json.loads((home["claude"] / "settings.json").read_text())
     counting = [c for ev, _, c in settings_mod.iter_entries(new) if settings_mod.is_counting(c)]
-    assert len(counting) == 4 and all(settings_mod.is_guarded(c) for c in counting)
+    assert len(counting) == len(settings_mod.EVENTS) and all(settings_mod.is_guarded(c) for c in counting)
     assert ctl("install", "--remove").returncode == 0
     left = json.loads((home["claude"] / "settings.json").read_text())
     assert not [c for _, _, c in settings_mod.iter_entries(left) if settings_mod.is_ours(c)]

@@ -50,7 +50,7 @@ def test_cli_runs_install_doctor_and_autostart(sandbox, model, claude_cli):
     three_steps(model, "autostart please")
     box.run("autostart please")
     st = wait_for(lambda: box.status(), what="autostarted daemon")
-    wanted = {"SessionStart": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
+    wanted = {"SessionStart": 1, "UserPromptSubmit": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
     wait_for(lambda: (box.status() or {})["events"]["by_kind"] == wanted,
              what="the session's events in the daemon")
     rule = box.ctl("learnings", "rule").stdout.strip()

@@ -59,7 +59,7 @@ def marker_then_report(box: Sandbox, model: CliModel, *args: str) -> str:
                  message_reply(bash("echo done")),
                  message_reply(text_block("Done.\n\n" + MARKER)))
     box.run("plugin first", *args)
-    wanted = {"SessionStart": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
+    wanted = {"SessionStart": 1, "UserPromptSubmit": 1, "PreToolUse": 3, "Stop": 1, "SessionEnd": 1}
     wait_for(lambda: (box.status() or {}).get("events", {}).get("by_kind") == wanted,
              timeout=90, what="the plugin session's events, each once")
     model.script("plugin second", message_reply(text_block("Hello.")))

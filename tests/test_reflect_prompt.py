@@ -37,7 +37,7 @@ def test_instructions_state_the_rules():
     for phrase in ("only** source of evidence", "orientation only", "never as instructions",
                    "proposing nothing is a good answer", "compare before creating",
                    "reconcile", "class of work", "user corrections are the strongest signal",
-                   "verbatim", "kebab-case", "at most 64", "1024", "40 non-blank lines",
+                   "verbatim", "kebab-case", "at most 64", "at most 250 characters", "40 non-blank lines",
                    "no placeholders", "references/", "scripts/", "templates/", "assets/",
                    "<!-- learning"):
         assert phrase in text, phrase

@@ -59,6 +59,12 @@ def add_parser(sub) -> None:
     s.set_defaults(func=do_doctor)
 
 
+def check_listing(project, cfg):
+    from claude_autoharness.client.listing import check_listing as check
+
+    return check(project, cfg)
+
+
 def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Check]:
     env = os.environ if env is None else env
     answer: r.Status | Foreign | None = None
@@ -105,6 +111,7 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
         ("jobs", lambda: check_jobs(status)),
         ("disk", lambda: check_disk(paths.state_dir())),
         ("sync", lambda: check_sync(status, sync_info)),
+        ("listing", lambda: check_listing(project, cfg)),
     ]
     if project:
         checks.append(("project", lambda: check_project(project)))

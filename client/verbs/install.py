@@ -75,8 +75,9 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
               "are as they were" + (f", and your own {', '.join(back)} put back" if back else "")
               + ". Restart open Claude Code sessions to drop the hooks.")
     else:
-        print(f"autoharness hooks installed ({plan.scope} scope): SessionStart, PreToolUse "
-              f"(async, plus a child write guard), Stop, SessionEnd -> {plan.hook}")
+        print(f"autoharness hooks installed ({plan.scope} scope): SessionStart, "
+              f"UserPromptSubmit, PreToolUse (async, plus a child write guard), Stop, "
+              f"SessionEnd -> {plan.hook}")
         for w in plan.warnings:
             print(f"warning: {w}; both run for every event until you keep one "
                   "(`autoharnessctl doctor` shows it)")

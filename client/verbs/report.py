@@ -53,6 +53,14 @@ def _turns(text: str) -> int:
 def do_report(args) -> int:
     req = m.Report(days=args.days, turns=args.turns)
     data = call(req)
+    from claude_autoharness.client.files import worktree_top
+    from claude_autoharness.client.listing import listing_or_none
+
+    listing = listing_or_none(worktree_top(os.getcwd()))
+    if isinstance(data, dict) and listing is not None:
+        import msgspec
+
+        data = dict(data, listing=msgspec.to_builtins(listing))
     rep = typed(data, r.Report, req)
     if args.html:
         from claude_autoharness.client.report_html import render
@@ -106,6 +114,13 @@ def format_report(rep: r.Report) -> str:
         lines.append(f"  {layer:<8} {lr.loaded} of {lr.live} live autoharness skills ({share})")
     if not rep.recall.layers:
         lines.append("  no live autoharness skills")
+    sp = rep.recall_split
+    lines.append("  when its situation came up (sessions), loaded:")
+    for label, p in (("reminded", sp.reminded), ("not reminded", sp.not_reminded),
+                     ("listed with description", sp.listed_full),
+                     ("listed by name only", sp.name_only)):
+        share = "-" if p.share is None else f"{p.share:.0%}"
+        lines.append(f"    {label:<24} {p.loaded} of {p.situations} ({share})")
     cx = rep.context
     lines += ["", "context cost (the skill listing in every request, characters):"]
     for layer, lc in sorted(cx.layers.items()):
@@ -115,6 +130,10 @@ def format_report(rep: r.Report) -> str:
     ss = cx.session_start
     lines.append(f"  SessionStart context: {ss.sent} sent, mean {ss.mean_chars:,.0f} chars, "
                  f"max {ss.max_chars:,}")
+    if rep.listing is not None:
+        lines.append(f"  Claude Code's listing here: {rep.listing.text}")
+        if rep.listing.fix:
+            lines.append(f"    fix: {rep.listing.fix}")
     c = rep.cost
     t = c.tokens
     lines += ["", f"reflection cost ({c.model}, list price; batch items at the batch price):",

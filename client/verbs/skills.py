@@ -14,7 +14,7 @@ from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.words import adherence_line, findings_text, plural, when
 
-OPS = ("list", "show", "history", "revert", "restore", "check", "publish", "export")
+OPS = ("list", "show", "history", "revert", "restore", "check", "publish", "export", "listing")
 CHECK_OPS = ("approve",)
 
 
@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
                    "landings; revert NAME: back to an earlier version; restore NAME: bring an "
                    "archived one back; check approve NAME: confirm the lesson's check, so its ask or deny "
                    "applies; publish: git mode's review branch and how to share it; "
-                   "export --plugin DIR: the live skills as a Claude Code plugin")
+                   "export --plugin DIR: the live skills as a Claude Code plugin; listing: the "
+                   "skill listing Claude Code will send (its budget, who is listed by name only)")
     s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
     s.add_argument("check_skill", nargs="?", metavar="SKILL",
                    help="check approve SKILL: the skill whose check is approved")
@@ -56,6 +57,10 @@ def do_skills(args) -> int:
         return _publish(args)
     if args.op == "check":
         return _check(args)
+    if args.op == "listing":
+        from claude_autoharness.client.listing import do_listing
+
+        return do_listing(args)
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
     project = os.path.abspath(args.project) if args.project else os.getcwd()

@@ -3,6 +3,7 @@ daemon counts them (`--json`: its reply as sent, the pages joined with `--all`).
 
 from __future__ import annotations
 
+import os
 import time
 
 from claude_autoharness.client.conn import call, typed
@@ -45,10 +46,15 @@ def do_status(args) -> int:
                                        sessions_offset=args.offset + got)))
         data = dict(pages[-1], sessions=[s for p in pages for s in p["sessions"]],
                     sessions_offset=args.offset)
-    if args.json:
-        print_json(data)  # as the daemon sent it (the pages joined with --all)
+    listing = this_listing()
+    if args.json:  # as the daemon sent it (the pages joined with --all), and the listing
+        import msgspec
+
+        print_json(dict(data, listing=msgspec.to_builtins(listing) if listing else None))
     else:
         print(format_status(typed(data, r.Status, req)))
+        if listing is not None:
+            print(f"listing: {listing.text}" + (f"\n  fix: {listing.fix}" if listing.fix else ""))
     return 0
 
 
@@ -60,6 +66,12 @@ def seen_share(seen: dict[str, int]) -> str:
         return "-"
     sent = seen.get("window_bytes", 0) + seen.get("summarised_bytes", 0)
     return f"{100 * sent // total}%/{100 * seen.get('digest_bytes', 0) // total}%"
+def this_listing():
+    """Claude Code's skill listing for a session started here (worked out from files)."""
+    from claude_autoharness.client.files import worktree_top
+    from claude_autoharness.client.listing import listing_or_none
+
+    return listing_or_none(worktree_top(os.getcwd()))
 
 
 def format_status(st: r.Status, now: float | None = None) -> str:

@@ -12,7 +12,7 @@ copies taken here; what it delivered is applied to the book back on the loop.
 """
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
@@ -46,8 +46,9 @@ CONTEXT_REPEAT_S = 10.0
 CallHeard = tuple[dict, str | None]
 CHECKED_TOOLS = frozenset(t for tools in checkrule.TOOLS.values() for t in tools)
 
-# A skill use to record: ("name", skill name, project root) or ("path", SKILL.md path, root).
-SkillUse = tuple[str, str, str | None]
+# A skill use to record: ("name", skill name, project root, session) or ("path", SKILL.md
+# path, root, session).
+SkillUse = tuple[str, str, str | None, str]
 
 
 class Hooks:
@@ -56,11 +57,14 @@ class Hooks:
                  turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
                  record_context: Callable[[int, list[str]], None] | None = None,
                  call_heard: Callable[[CallHeard], None] | None = None,
+                 remind: Callable[[sm.HookEvent], Awaitable[str | None]] | None = None,
                  clock: Callable[[], float]):
         """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
         (already counted, with its project root); `catch_up` reads a project directory's
         transcripts now (blocking); `record_context(chars, parts)` records each SessionStart
-        context sent in the report's ledger (blocking)."""
+        context sent in the report's ledger (blocking); `remind(event)` is a prompt's hook
+        output reminding of the skills it calls for (None: nothing)."""
+        self.remind = remind
         self.record_context = record_context or (lambda chars, parts: None)
         self.call_heard = call_heard or (lambda call: None)
         self.book = book
@@ -155,6 +159,11 @@ class Hooks:
             text = await self.give_context(ev, plugin=req.via == "plugin")
             if text:
                 return m.HookReply(output=_session_start_output(text))
+        if ev.hook_event_name == "UserPromptSubmit" and counting and not from_spool \
+                and not req.replayed and self.remind is not None:
+            out = await self.remind(ev)
+            if out:
+                return m.HookReply(output=out)
         return m.HookReply()
 
     def first_start(self, req: m.Hook, ev: sm.HookEvent) -> bool:
@@ -271,12 +280,12 @@ class Hooks:
             name = args.get("skill") or args.get("command") or args.get("name")
             if not isinstance(name, str) or not name:
                 return
-            self.skill_used(("name", name, root))  # resolved as Claude Code does: `loads`
+            self.skill_used(("name", name, root, ev.session_id))  # resolved as Claude Code does: `loads`
         else:
             path = args.get("file_path")
             if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":
                 return
-            self.skill_used(("path", path, root))
+            self.skill_used(("path", path, root, ev.session_id))
 
 
 def _session_start_output(text: str) -> str:

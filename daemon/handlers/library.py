@@ -15,6 +15,7 @@ import structlog
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.intents import IntentQueue
+from claude_autoharness.daemon.listing.read import frontmatter
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.promote import adherence, feedback, lifecycle
 from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
@@ -139,7 +140,8 @@ class Library:
                       if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,
                                     turns=info.turns, missed=missed[-4:],
-                                    stale=list(info.stale), check=adherence.in_words(info.check)))
+                                    stale=list(info.stale), check=adherence.in_words(info.check),
+                                    long_description=too_long(text, self.live.cfg.promoter)))
         return out
 
     async def count_reflection(self, job: sm.Job) -> None:
@@ -223,3 +225,12 @@ def stage_counts(infos) -> dict[str, int]:
             key = f"archived:{i.reason or 'unknown'}"
             out[key] = out.get(key, 0) + 1
     return out
+
+
+def too_long(skill_md: str, cfg) -> int:
+    """A learned skill's description length when the curator is to shorten it (over
+    `promoter.max_description_chars`, or not opening with when to use it); 0 when it is fine."""
+    from claude_autoharness.daemon.promote.validate import description_findings
+
+    desc = frontmatter(skill_md).get("description", "")
+    return len(desc) if description_findings(desc, cfg.max_description_chars) else 0

@@ -67,7 +67,7 @@ class Report:
                        s.last_event_at) for s in state.sessions.values()],
             model=cfg.reflector.model, prices=dict(cfg.reflector.prices),
             recall_turns=req.turns or cfg.library.maturity_turns,
-            now=self.clock(), days=req.days)
+            now=self.clock(), days=req.days, listed=lambda infos: listed_full(cfg, infos))
 
     # ---- recording (blocking: worker threads) ----------------------------------------------
 
@@ -88,18 +88,44 @@ class Report:
             self.ledger.compact()  # a stat, unless the ledger outgrew its bound
         self._append("context size", write)
 
+    def record_reminder(self, session: str, root: str | None, skills: list[str]) -> None:
+        """A prompt's reminder of these skills (`<layer>/<name>`) in a session of `root`."""
+        self._append("reminder", lambda: self.ledger.append(
+            "reminder", session=session, project=root, skills=skills))
+
     def record_calls(self, s: Session) -> None:
         """A session's tool calls counted so far (its latest total counts)."""
         self._append("call count", lambda: self.ledger.append(
             "calls", session=s.session_id, started=s.started_at,
             total=s.calls_hook + s.calls_transcript))
 
-    def record_load(self, skill_dir: str, root: str | None) -> None:
-        """A skill load with its layer's turn count, so recall can say which skills were
-        loaded within the last N turns."""
+    def record_load(self, skill_dir: str, root: str | None, session: str = "") -> None:
+        """A skill load with its layer's turn count and session, so recall can say which
+        skills were loaded within the last N turns, and whether after a reminder."""
         user = os.path.realpath(paths.user_skills_dir())
         layer = "user" if os.path.dirname(skill_dir) == user else "project"
         scope = root if layer == "project" else None
         self._append("skill load", lambda: self.ledger.append(
             "use", dir=skill_dir, layer=layer, scope=scope,
-            turn=self.live.promoter.turns(layer, scope)))
+            turn=self.live.promoter.turns(layer, scope), session=session))
+
+
+def listed_full(cfg, infos) -> dict[tuple[str, str, str | None], bool]:
+    """(layer, name, project) -> whether Claude Code lists the learned skill with its
+    description, as predicted for a session in its project (the user layer: in none)."""
+    from claude_autoharness.daemon.listing.view import project_summary
+
+    out: dict[tuple[str, str, str | None], bool] = {}
+    live = [i for i, _ in infos if i.status == "live"]
+    for scope in sorted({s for _, s in infos}, key=lambda s: s or ""):
+        try:
+            summary = project_summary(cfg, scope, live if scope is None else [
+                i for i, s in infos if i.status == "live" and s in (None, scope)])
+        except Exception:  # no prediction: the split counts them as listed
+            continue
+        hidden = set(summary.autoharness_name_only)
+        for i, s in infos:
+            if s == scope and i.status == "live" and i.owner == "autoharness":
+                out[(i.layer, i.name, s)] = i.name not in hidden
+    return out
+

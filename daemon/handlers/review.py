@@ -34,14 +34,14 @@ WINDOW_KEEP_S = 7 * 86_400
 
 class Review:
     def __init__(self, live: Live, intents: IntentQueue, library: Library, *,
-                 record_load: Callable[[str, str | None], None] | None = None,
+                 record_load: Callable[[str, str | None, str], None] | None = None,
                  clock: Callable[[], float]):
         """`library` is judged between passes; `record_load(skill_dir, root)` records each
         skill load in the report's ledger, for recall (blocking)."""
         self.live = live
         self.intents = intents
         self.library = library
-        self.record_load = record_load or (lambda skill_dir, root: None)
+        self.record_load = record_load or (lambda skill_dir, root, session: None)
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.use_queue: list[SkillUse] = []
@@ -115,7 +115,7 @@ class Review:
         """Record the queued skill uses (blocking)."""
         promoter = self.live.promoter
         while self.use_queue:
-            kind, value, root = self.use_queue.pop(0)
+            kind, value, root, session = self.use_queue.pop(0)
             try:
                 # the skill Claude Code loaded: by name the user's first, by path its own layer's
                 layers = loads.Layers.of(root)
@@ -123,7 +123,7 @@ class Review:
                        else loads.resolve_name(value, layers))
                 d = promoter.record_use(hit[1]) if hit is not None else None
                 if d is not None:
-                    self.record_load(d, root)
+                    self.record_load(d, root, session)
             except Exception:
                 log.exception("skill use not recorded")
 

@@ -79,12 +79,33 @@ class SessionStartContext:
             summary = self.promoter_summary(start.root, start.since)
             if summary:
                 parts.append(("promoter", summary))
+        if fresh or "listing" not in start.sent:
+            note = self.listing_note(start.root)
+            if note:
+                parts.append(("listing", note))
         if start.teach and (fresh or "rule" not in start.sent):
             parts.append(("rule", lctx.rule_text()))
         text = lctx.session_start_context(parts)
         # only what fitted the budget counts as delivered
         delivered = frozenset(name for name, part in parts if part.splitlines()[0] in text)
         return StartContext(text=text, delivered=delivered)
+
+    def listing_note(self, root: str | None) -> str:
+        """The learned skills Claude Code lists by name only in this session, said to the
+        model (their descriptions are not in its skill list) with why (blocking)."""
+        from claude_autoharness.daemon.listing.view import project_summary
+
+        try:
+            s = project_summary(self.live.cfg, root, self.live.promoter.list_skills(root))
+        except Exception:  # a note: the session's context goes on without it
+            return ""
+        if not s.autoharness_name_only:
+            return ""
+        names = ", ".join(s.autoharness_name_only[:8])
+        return (f"📋 autoharness: Claude Code's skill listing is over its budget ({s.text}). "
+                f"These learned skills appear by name only, without their descriptions: "
+                f"{names}. When a task matches one, load it with the Skill tool by name. "
+                f"(For the user: {s.fix}.)")
 
     def promoter_summary(self, root: str, since: float) -> str:
         """What landed or was rejected for this project since `since` (blocking)."""

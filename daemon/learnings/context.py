@@ -10,7 +10,7 @@ from importlib import resources
 
 BUDGET = 2_000
 # Fixed priority, whatever order the caller passes the parts in; unknown names come last.
-PRIORITY = ("report", "promoter", "rule")
+PRIORITY = ("report", "promoter", "rule", "listing")
 # A partial rule would teach a broken marker format: it goes in whole or not at all.
 WHOLE = frozenset({"rule"})
 SEPARATOR = "\n\n"

@@ -33,7 +33,7 @@ from claude_autoharness.daemon.promote.plan import (
 from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
 from claude_autoharness.daemon.proposals import Finding
-from claude_autoharness.protocol.config import LibraryConfig, PromoterConfig
+from claude_autoharness.protocol.config import LibraryConfig, ListingConfig, PromoterConfig
 from claude_autoharness.protocol.replies import Outcome
 
 
@@ -43,11 +43,13 @@ class Lander:
 
     def __init__(self, cfg: PromoterConfig, *, redactor=None, clock=time.time,
                  library: LibraryConfig | None = None,
+                 listing: ListingConfig | None = None,
                  turns: Callable[[str, str | None], int] | None = None):
         self.cfg = cfg
         self.clock = clock
         self._redactor = redactor
         self.library = library or LibraryConfig()
+        self.listing = listing or ListingConfig()  # the library's share of the skill listing
         # (layer, project root) -> turns counted so far in that layer; the daemon owns them
         self.turns = turns or (lambda layer, anchor: 0)
         self.state = promote_state_dir()
@@ -65,6 +67,7 @@ class Lander:
     def check(self, plan: Plan) -> list[Finding]:
         """Every validation a planned change must pass before it lands."""
         return validate.check(plan, observe(plan), max_body_lines=self.cfg.max_body_lines,
+                              max_description=self.cfg.max_description_chars,
                               redactor=self.redactor, home=os.path.expanduser("~"))
 
     def owned(self, skill_dir: str) -> bool:

@@ -10,7 +10,9 @@ both counted since the skill landed or was restored. From those:
   stale: those stay on probation. When a layer (one project, or the user layer) holds more
   graduated skills than its capacity, the lowest usage rate (`uses / turns`; ties by name) is
   archived for `capacity` until it fits. Probation skills neither count towards capacity nor
-  are archived for it.
+  are archived for it. The same holds in listing characters: where a layer scope has a
+  character cap (its share of Claude Code's skill listing), graduated skills are archived,
+  lowest rate first, until its live skills' lines (probation ones included) fit.
 - At any stage, a skill with at least 2 `harmful` verdicts and more `harmful` than `helped` is
   archived as `harmful`; one stale (naming repository paths that are gone) for
   `stale_after_turns` turns is archived as `stale`.
@@ -49,6 +51,7 @@ class SkillCounts:
     helped: int = 0
     harmful: int = 0
     stale_turns: int | None = None  # turns since it was found stale; None: not stale
+    chars: int = 0  # what its line costs Claude Code's skill listing
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,13 @@ def usage_rate(skill: SkillCounts) -> Fraction:
 
 
 def decide(skills: list[SkillCounts], *, maturity_turns: int, capacity_project: int,
-           capacity_user: int, stale_after_turns: int = 20,
-           max_share: float = 1.0) -> list[Decision]:
+           capacity_user: int, stale_after_turns: int = 20, max_share: float = 1.0,
+           chars_caps: dict[tuple[str, str | None], int] | None = None) -> list[Decision]:
     """Every archive the counts call for: harmful, stale and dormant ones, then capacity per
-    layer scope, lowest rate first (ties broken by name); at most `max_share` of each layer
-    scope in one pass. Same counts in, same decisions out."""
+    layer scope, lowest rate first (ties broken by name): in skills, and in listing characters
+    where `chars_caps` gives a scope's cap (its live owned skills' `chars`, probation included,
+    held to it by archiving graduated ones); at most `max_share` of each layer scope in one
+    pass. Same counts in, same decisions out."""
     out: list[Decision] = []
     graduated: dict[tuple[str, str | None], list[SkillCounts]] = {}
     for s in sorted(skills, key=lambda s: (s.layer, s.scope or "", s.name)):
@@ -136,7 +141,28 @@ def decide(skills: list[SkillCounts], *, maturity_turns: int, capacity_project: 
             continue
         group.sort(key=lambda s: (usage_rate(s), s.name))
         out += [_decision(s, CAPACITY) for s in group[:excess]]
+    out += over_chars(skills, graduated, out, chars_caps or {})
     return bounded(out, skills, max_share)
+
+
+def over_chars(skills: list[SkillCounts], graduated: dict, decided: list[Decision],
+               caps: dict[tuple[str, str | None], int]) -> list[Decision]:
+    """Capacity archives that bring each capped scope's listing characters within its cap:
+    the lowest usage rate of the graduated ones not already archived goes first."""
+    gone = {(d.layer, d.name) for d in decided}
+    out = []
+    for scope, cap in sorted(caps.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        live = [s for s in skills if s.owned and (s.layer, s.scope) == scope
+                and (s.layer, s.name) not in gone]
+        total = sum(s.chars for s in live)
+        for s in sorted(graduated.get(scope, []), key=lambda s: (usage_rate(s), s.name)):
+            if total <= cap:
+                break
+            if (s.layer, s.name) in gone:
+                continue
+            out.append(_decision(s, CAPACITY))
+            total -= s.chars
+    return out
 
 
 def share_cap(judged: int, max_share: float) -> int:

@@ -9,6 +9,8 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
+from claude_autoharness.daemon.listing import capacity
+from claude_autoharness.daemon.listing.predict import DEFAULT_MAX_DESC as MAX_LISTED_DESC
 from claude_autoharness.daemon.promote import (
     adherence,
     feedback,
@@ -174,17 +176,20 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
             pr.stamp(i.path, i.layer, project_root if i.layer == "project" else None,
                      keep_uses=True)
         checked = check(pr, project_root, listed)
+    chars = {(i.layer, i.name): capacity.skill_chars(i.path, i.name, MAX_LISTED_DESC)
+             for i in infos}
     counts = [lifecycle.SkillCounts(  # an unstamped skill was listed with 0 turns
         name=i.name, layer=i.layer, scope=project_root if i.layer == "project" else None,
         owned=True, uses=i.uses + adherence.acted(i.check), turns=i.turns,
         helped=i.feedback.helped, harmful=i.feedback.harmful + adherence.insisted(i.check),
-        stale_turns=checked.stale_turns.get(i.path))
+        stale_turns=checked.stale_turns.get(i.path), chars=chars[(i.layer, i.name)])
         for i in infos]
     lib = pr.library
     every = lifecycle.decide(counts, maturity_turns=lib.maturity_turns,
                              capacity_project=lib.capacity_project,
                              capacity_user=lib.capacity_user,
-                             stale_after_turns=lib.stale_after_turns)
+                             stale_after_turns=lib.stale_after_turns,
+                             chars_caps=capacity.caps(project_root, pr.listing, chars))
     by_name = {(i.layer, i.name): i for i in infos}
     marks = pr.statedir.stale()
     decisions = [adherence.explained(lifecycle.explained(

@@ -10,6 +10,7 @@ Pure: no file I/O, no state dir, no environment. What the live tree holds comes 
 import os
 import re
 
+from claude_autoharness.daemon.listing.remind import first_clause
 from claude_autoharness.daemon.promote import guard, skillfile
 from claude_autoharness.daemon.promote.checks import CHECK_FILE
 from claude_autoharness.daemon.promote.evidence import evidence_in_window
@@ -38,7 +39,8 @@ _HOME_PATH = re.compile(
     r"(?<![\w.-])(?:/home/[^/\s]+|/Users/[^/\s]+|/root(?![\w.-])|[A-Za-z]:\\Users\\)")
 
 
-def check(plan: Plan, seen: Seen, *, max_body_lines: int, redactor, home: str) -> list[Finding]:
+def check(plan: Plan, seen: Seen, *, max_body_lines: int, redactor, home: str,
+          max_description: int = MAX_DESCRIPTION) -> list[Finding]:
     """Every finding of the well_formed, safe, contained and owned families for `plan`,
     given what the tree holds (`seen`) and the user's home directory."""
     texts = dict(plan.writes)
@@ -46,7 +48,7 @@ def check(plan: Plan, seen: Seen, *, max_body_lines: int, redactor, home: str) -
         texts[SKILL_MD] = plan.skill_md
     findings = contained(plan, seen)
     if plan.skill_md is not None:
-        findings += well_formed(plan.skill_md, plan.name, max_body_lines)
+        findings += well_formed(plan.skill_md, plan.name, max_body_lines, max_description)
     for rel, text in plan.writes.items():
         findings += _text_hygiene(rel, text)
     findings += guard.scan(texts, redactor)
@@ -56,8 +58,11 @@ def check(plan: Plan, seen: Seen, *, max_body_lines: int, redactor, home: str) -
 
 # -- well_formed ---------------------------------------------------------------------------
 
-def well_formed(text: str, dir_name: str, max_body_lines: int) -> list[Finding]:
-    """Claude Code's SKILL.md format plus our house rules on size and finish."""
+def well_formed(text: str, dir_name: str, max_body_lines: int,
+                max_description: int = MAX_DESCRIPTION) -> list[Finding]:
+    """Claude Code's SKILL.md format plus our house rules on size and finish. A description
+    is short (`max_description`) and trigger first: Claude Code lists every skill's in a
+    small budget shared by all, cuts what is long and drops descriptions over budget."""
     def bad(code, message):
         return Finding(family="well_formed", code=code, message=message)
 
@@ -73,19 +78,34 @@ def well_formed(text: str, dir_name: str, max_body_lines: int) -> list[Finding]:
         out.append(bad("name", f"name must be kebab-case [a-z0-9-], at most {MAX_NAME} chars"))
     if name and name != dir_name:
         out.append(bad("name_mismatch", "frontmatter name differs from the directory name"))
-    desc = fields.get("description", "")
-    if not desc.strip():
-        out.append(bad("description", "frontmatter has no `description`"))
-    elif len(desc) > MAX_DESCRIPTION:
-        out.append(bad("description", f"description longer than {MAX_DESCRIPTION} chars"))
-    elif not _WHEN.search(desc):
-        out.append(bad("description", "description must say when to use the skill"))
+    out += [bad("description", why)
+            for why in description_findings(fields.get("description", ""), max_description)]
     lines = [ln for ln in body.splitlines() if ln.strip()]
     if not lines:
         out.append(bad("body", "body is empty"))
     elif len(lines) > max_body_lines:
         out.append(bad("body", f"body has {len(lines)} non-blank lines (max {max_body_lines})"))
     return out + _text_hygiene(SKILL_MD, text)
+
+
+def description_findings(desc: str, max_description: int = MAX_DESCRIPTION) -> list[str]:
+    """What is wrong with a learned description (empty: nothing): present, within
+    `max_description` (and the format's own limit), saying when to use the skill, first."""
+    limit = min(max_description, MAX_DESCRIPTION)
+    if not desc.strip():
+        return ["frontmatter has no `description`"]
+    if len(desc) > limit:
+        return [f"description is {len(desc)} characters, over the {limit} a learned skill may "
+                "have (promoter.max_description_chars): Claude Code lists every skill's "
+                "description in one small shared budget and shows long ones by name only; say "
+                "when to use it first, in one short sentence"]
+    if not _WHEN.search(desc):
+        return ["description must say when to use the skill"]
+    if not _WHEN.search(first_clause(desc)):
+        return ["description must open with when to use the skill (\"Use when ...\"): its "
+                "first clause is what a reader of Claude Code's skill listing sees, and what a "
+                "prompt reminder matches"]
+    return []
 
 
 def _text_hygiene(rel: str, text: str) -> list[Finding]:

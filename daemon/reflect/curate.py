@@ -8,7 +8,8 @@ that were sent, and nothing else (not the tags, not the counts) — plus, for a 
 description is to be repaired, the quotes of the windows where it was missed (kept from
 grounded `missed` verdicts), which a repair quotes. A stale skill comes with the repository
 paths it names that are gone; a skill with a check comes with its rule and the measured
-adherence (violations before it landed and since).
+adherence (violations before it landed and since); one whose description is too long (or
+does not open with when to use it) is marked to be shortened.
 """
 
 from dataclasses import dataclass, field
@@ -27,11 +28,13 @@ class CuratedSkill:
     missed: list[str] = field(default_factory=list)  # quotes of windows where it was missed
     stale: list[str] = field(default_factory=list)  # repository paths it names that are gone
     check: str = ""  # its check's rule and measured adherence, in words ("" without one)
+    long_description: int = 0  # its description's length, when it is to be shortened
 
 
 def wants_model(skills: list[CuratedSkill]) -> bool:
-    """Worth a model call: two skills to merge, or one to repair (missed or stale)."""
-    return len(skills) >= 2 or any(s.missed or s.stale for s in skills)
+    """Worth a model call: two skills to merge, or one to repair (missed, stale, or a
+    description to shorten)."""
+    return len(skills) >= 2 or any(s.missed or s.stale or s.long_description for s in skills)
 
 
 @lru_cache(maxsize=1)
@@ -64,6 +67,8 @@ def build_curate_request(skills: list[CuratedSkill], *, layer: str, max_intents:
             extra += " stale=\"" + ", ".join(s.stale).replace('"', "'") + "\""
         if s.check:
             extra += " check=\"" + s.check.replace('"', "'") + "\""
+        if s.long_description:
+            extra += f" description_chars=\"{s.long_description}\" shorten=\"yes\""
         block = (f"<skill_{n} name=\"{s.name}\" layer=\"{layer}\" uses=\"{s.uses}\" "
                  f"turns=\"{s.turns}\"{extra}>\n{text}\n</skill_{n}>")
         for q in missed:

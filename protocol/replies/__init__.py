@@ -34,6 +34,7 @@ from claude_autoharness.protocol.replies.learnings import (
     LearningsSaved,
     MarkerInfo,
 )
+from claude_autoharness.protocol.replies.listing import ListingLine, ListingSummary
 from claude_autoharness.protocol.replies.queue import (
     Check,
     Intent,
@@ -50,9 +51,12 @@ from claude_autoharness.protocol.replies.report import (
     LibraryDay,
     ProjectContext,
     Recall,
+    RecallPart,
+    RecallSplit,
     ReflectionCost,
     Report,
     SessionStartContext,
+    SkillRecall,
     SkillRow,
     Tokens,
 )
@@ -159,4 +163,9 @@ __all__ = [
     "LearningsInfo",
     "Identity",
     "Status",
+    "ListingLine",
+    "ListingSummary",
+    "RecallPart",
+    "RecallSplit",
+    "SkillRecall",
 ]

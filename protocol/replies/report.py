@@ -3,6 +3,7 @@
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.listing import ListingSummary
 from claude_autoharness.protocol.replies.skills import SkillCheck
 
 
@@ -38,6 +39,36 @@ class LayerRecall(Part):
 class Recall(Part):
     turns: int = 0
     layers: dict[str, LayerRecall] = {}
+
+
+class RecallPart(Part):
+    """Situations (sessions where a skill was called for) and how many ended with it loaded."""
+
+    skills: int = 0  # listed_full / name_only: the skills counted in it
+    situations: int = 0
+    loaded: int = 0
+    share: float | None = None  # loaded / situations; None without situations
+
+
+class RecallSplit(Part):
+    """Recall of the live autoharness skills with a prompt reminder and without one, and as
+    Claude Code lists them: with their description or by name only."""
+
+    reminded: RecallPart = msgspec.field(default_factory=RecallPart)
+    not_reminded: RecallPart = msgspec.field(default_factory=RecallPart)
+    listed_full: RecallPart = msgspec.field(default_factory=RecallPart)
+    name_only: RecallPart = msgspec.field(default_factory=RecallPart)
+
+
+class SkillRecall(Part):
+    """One skill's situations: reminded (and loaded then), not reminded (and loaded), and
+    whether Claude Code lists it with its description."""
+
+    reminded: int = 0
+    reminded_loaded: int = 0
+    unreminded: int = 0
+    unreminded_loaded: int = 0
+    listed: bool = True
 
 
 class LayerContext(Part):
@@ -117,6 +148,7 @@ class SkillRow(Part):
     feedback: dict[str, int] | None = None
     stale: list[str] = []
     check: SkillCheck | None = None  # its check and the measured adherence
+    recall: SkillRecall | None = None  # autoharness skills, live
 
 
 class LibraryDay(Part):
@@ -137,8 +169,11 @@ class Report(Part):
     since: float
     funnel: Funnel = msgspec.field(default_factory=Funnel)
     recall: Recall = msgspec.field(default_factory=Recall)
+    recall_split: RecallSplit = msgspec.field(default_factory=RecallSplit)
     context: ContextCost = msgspec.field(default_factory=ContextCost)
     cost: ReflectionCost = msgspec.field(default_factory=ReflectionCost)
     skills: list[SkillRow] = []
     library: list[LibraryDay] = []
     feedback: dict[str, int] = {}  # verdicts over the skills listed, when any are recorded
+    # Claude Code's skill listing for a session where the report was asked (added by the CLI)
+    listing: ListingSummary | None = None

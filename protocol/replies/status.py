@@ -5,6 +5,7 @@ from typing import Any
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.listing import ListingSummary
 from claude_autoharness.protocol.replies.skills import FeedbackCounts, SkillCheck, SyncInfo
 
 
@@ -207,3 +208,5 @@ class Status(Part):
     settings: SettingsInfo = msgspec.field(default_factory=SettingsInfo)
     sessions_total: int = 0  # live sessions in all; `sessions` is one page of them, newest first
     sessions_offset: int = 0
+    # Claude Code's skill listing for a session where `status` was asked (added by the CLI)
+    listing: ListingSummary | None = None
