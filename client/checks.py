@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from claude_autoharness.client.conn import START_HINT
+from claude_autoharness.client.conn import START_HINT, start_hint
 from claude_autoharness.client.verbs.sync import FIX_REMOTE
 from claude_autoharness.protocol import PROTOCOL, VERSION, private, spool
 from claude_autoharness.protocol import replies as r
@@ -113,10 +113,15 @@ def check_daemon(status: r.Status | Foreign | None, error: str | None,
                  log_file: str | None = None, tries_file: str | None = None,
                  now: float | None = None) -> Check:
     if status is None:
-        detail = (error or "not reachable").replace(f": {START_HINT}", "")
-        fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl service "
-               "start` (as a service) or `autoharnessd` (foreground); hooks also start it on "
-               "their own unless autostart is off")
+        hint = start_hint()  # START_HINT, or what keeps the daemon from starting
+        detail = (error or "not reachable").replace(f": {hint}", "")
+        if hint == START_HINT:
+            fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl "
+                   "service start` (as a service) or `autoharnessd` (foreground); hooks also "
+                   "start it on their own unless autostart is off")
+        else:
+            detail += f"; {hint}"
+            fix = hint.removeprefix("it cannot start: ")  # the blocker, with its own fix
         last = last_log_error(log_file) if log_file else ""
         if last:
             detail += f"; last error in {log_file}: {last}"
@@ -261,8 +266,35 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
     if error:
         return Check("config", False, error, (fix or f"fix it in {config_file}")
                      + "; the daemon refuses to start until it is valid")
+    exposed = _key_open_to_others(config_file)
+    if exposed:
+        return Check("config", False, f"{config_file} holds reflector.api_key and {exposed}: "
+                     "anyone on this machine can read the key",
+                     f"`chmod 600 {config_file}` (or move the key to ANTHROPIC_API_KEY in the "
+                     "daemon's environment)")
     where = config_file if os.path.exists(config_file) else f"defaults ({config_file} absent)"
     return Check("config", True, where)
+
+
+def _key_open_to_others(config_file: str) -> str:
+    """How the config file that holds an API key is open to others ("" when it is not, or
+    holds none): readable by its group or by everyone."""
+    import tomllib
+
+    try:
+        st = os.stat(config_file)
+        with open(config_file, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError):
+        return ""
+    reflector = data.get("reflector")
+    if not (isinstance(reflector, dict) and reflector.get("api_key")):
+        return ""
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o044:
+        return ""
+    who = "everyone" if mode & 0o004 else "its group"
+    return f"is readable by {who} (mode {mode:03o})"
 
 
 def check_project(project: str) -> Check:
@@ -414,4 +446,4 @@ def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],
             if info.last_good_at else "no round has completed yet")
     return Check("sync", False, f"{info.remote}: the last {plural(info.failures, 'round')} "
                  f"failed: {info.last_error} ({good}); the library is as it was",
-                 FIX_REMOTE)
+                 info.last_fix or FIX_REMOTE)

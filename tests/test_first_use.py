@@ -378,6 +378,13 @@ def test_doctor_survives_a_file_where_the_state_dir_should_be(home, short_tmp):
     assert not checks["state"]["ok"] and f"{f} is a file" in checks["state"]["detail"]
     assert f"mv {f} {f}.old" in checks["state"]["fix"]
     assert not checks["socket"]["ok"]
+    # neither `status` nor the daemon check sends the user to `start`, which would fail
+    assert "start it" not in checks["daemon"]["fix"]
+    assert f"mv {f} {f}.old" in checks["daemon"]["fix"]
+    r = subprocess.run([CTL, "status"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, AUTOHARNESS_HOME=str(f)))
+    assert r.returncode == 1 and "autoharnessctl start" not in r.stderr
+    assert f"it cannot start: {f} is a file" in r.stderr and f"mv {f} {f}.old" in r.stderr
 
 
 def test_doctor_shows_why_the_daemon_refused_to_start(home):

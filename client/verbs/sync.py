@@ -44,7 +44,7 @@ def format_info(info: r.SyncInfo) -> str:
              f"  last round {_ago(info.last_round_at)}, last good round {_ago(info.last_good_at)}"]
     if info.last_error:
         lines.append(f"  FAILING ({info.failures} in a row): {info.last_error}")
-        lines.append(f"  fix: {FIX_REMOTE}")
+        lines.append(f"  fix: {info.last_fix or FIX_REMOTE}")
     for label, names in (("took in", info.took), ("sent", info.pushed), ("merged", info.merged)):
         if names:
             lines.append(f"  {label}: {', '.join(names)}")

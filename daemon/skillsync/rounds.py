@@ -150,11 +150,28 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         except (GitError, OSError) as e:
             reason = e.reason if isinstance(e, GitError) else f"{e.strerror or e}: {e.filename}"
             info.last_error, info.failures = reason, info.failures + 1
+            info.last_fix = "" if isinstance(e, GitError) else (
+                f"make {e.filename} writable (or move what is in the way), then run "
+                "`autoharnessctl sync` again" if e.filename else "")
             info.last_round_at = now
             info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
             _save(info)
             return info
         took, pushed, merged, conflicts, refused = result
+        failed = [x for x in refused if any(f.family == "landing" and f.code == "io_error"
+                                            for f in x.findings)]
+        if failed:  # this machine could not write: a failed round, its base left as it was
+            first = next(f for f in failed[0].findings if f.code == "io_error")
+            info.last_error = (f"could not take in {', '.join(x.skill for x in failed)}: "
+                               f"{first.message}")
+            info.last_fix = (f"make {pr.layer_root('user', None)[0]} a directory you can "
+                             "write, then run `autoharnessctl sync` again")
+            info.failures, info.last_round_at = info.failures + 1, now
+            info.refused = refused
+            info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
+            _save(info)
+            return info
+        info.last_fix = ""
         info.took, info.pushed, info.merged, info.refused = took, pushed, merged, refused
         info.conflicts = (info.conflicts + conflicts)[-MAX_CONFLICTS:]
         info.last_error, info.failures = None, 0
@@ -204,8 +221,21 @@ def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: 
                 if e.rejected:
                     continue  # another machine pushed first: decide again on its tip
                 raise
+        if any(s.kind in ("take", "conflict") for s in steps.values()):
+            _user_root_ready(pr)
         return commit or tip, _take_in(pr, steps, local, remote, sent, tree, me, now)
     raise GitError("the remote moved during each of 3 attempts; run `autoharnessctl sync` again")
+
+
+def _user_root_ready(pr: Promoter) -> None:
+    """The user layer's skills dir exists before anything is taken in: a fresh machine has no
+    `~/.claude/skills` (nor, before Claude Code's first run, `~/.claude`). Raises OSError when
+    it cannot be made, so the round fails before it takes anything in."""
+    root, _ = pr.layer_root("user", None)
+    assert root is not None
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise PermissionError(13, "cannot write the user layer's skills", root)
 
 
 def _take_in(pr, steps, local, remote, sent, tree, me, now):

@@ -94,6 +94,7 @@ class SyncInfo(msgspec.Struct, kw_only=True):
     last_round_at: float | None = None
     last_good_at: float | None = None
     last_error: str | None = None  # why the last round failed (None: it completed)
+    last_fix: str = ""  # its fix when it was this machine's ("": the remote's, FIX_REMOTE)
     failures: int = 0  # rounds failed in a row
     next_try_at: float | None = None  # the daemon's next round, when it runs them
     took: list[str] = []  # skills the last completed round changed here

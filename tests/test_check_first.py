@@ -1,0 +1,72 @@
+"""Commands that change several things check first and change nothing when they cannot finish:
+`install` with a state dir it cannot use writes no settings and no commands; `restart` with a
+config the new daemon would refuse leaves the running daemon running. Real CLI, real daemon."""
+
+import json
+import os
+
+from claude_autoharness.protocol import paths
+from harness import ctl
+
+
+def _tree(d) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for root, dirs, files in os.walk(d):
+        for n in dirs:
+            out[os.path.join(root, n)] = None
+        for n in files:
+            with open(os.path.join(root, n), "rb") as f:
+                out[os.path.join(root, n)] = f.read()
+    return out
+
+
+def test_install_with_a_state_path_that_is_a_file_writes_nothing(home):
+    home["home"].rmdir()
+    home["home"].write_text("not a directory\n")
+    settings = home["claude"] / "settings.json"
+    settings.write_text('{"theme": "dark"}\n')
+    before = _tree(home["claude"])
+    r = ctl("install")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "nothing was changed" in r.stderr
+    assert f"mv {home['home']} {home['home']}.old" in r.stderr  # the fix that fits
+    assert "permissions" not in r.stderr
+    assert _tree(home["claude"]) == before
+    # with the path fixed, the same install goes through, and --remove gives the file back
+    home["home"].unlink()
+    home["home"].mkdir(mode=0o700)
+    assert ctl("install").returncode == 0
+    assert ctl("install", "--remove").returncode == 0
+    assert _tree(home["claude"]) == before
+
+
+def test_install_with_a_commands_path_it_cannot_write_writes_no_settings(home):
+    (home["claude"] / "commands").write_text("in the way\n")
+    before = _tree(home["claude"])
+    r = ctl("install")
+    assert r.returncode == 1 and "nothing was changed" in r.stderr, r.stderr
+    assert str(home["claude"] / "commands") in r.stderr
+    assert _tree(home["claude"]) == before
+    assert not os.path.exists(os.path.join(paths.install_dir(), "record.json"))
+
+
+def test_restart_with_an_invalid_config_leaves_the_running_daemon_running(home):
+    assert ctl("start").returncode == 0
+    try:
+        pid = json.loads(ctl("status", "--json").stdout)["pid"]
+        cfg = paths.config_file()
+        os.makedirs(os.path.dirname(cfg), mode=0o700, exist_ok=True)
+        with open(cfg, "w") as f:
+            f.write("[reflector]\nreflect_evry = 3\n")
+        r = ctl("restart")
+        assert r.returncode == 1
+        assert "not restarting" in r.stderr and "reflect_evry" in r.stderr
+        assert "left as it is" in r.stderr
+        st = ctl("status", "--json")
+        assert st.returncode == 0 and json.loads(st.stdout)["pid"] == pid
+        os.unlink(cfg)
+        r = ctl("restart")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(ctl("status", "--json").stdout)["pid"] != pid
+    finally:
+        ctl("stop")
