@@ -7,6 +7,15 @@ import time
 
 from claude_autoharness.protocol.replies import Finding
 
+# Where the user documentation is online: an installed package (pipx, a wheel) has no docs/
+# folder, so messages name pages by this address (the `Documentation` URL of pyproject.toml).
+DOCS_URL = "https://github.com/claude-autoharness/claude-autoharness/blob/main/docs"
+
+
+def doc(page: str) -> str:
+    """The online address of a page of the docs (`doc("privacy.md#sync")`)."""
+    return f"{DOCS_URL}/{page}"
+
 
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 event`, `2 events`, `0 events`; `many` spells an irregular plural."""

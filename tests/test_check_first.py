@@ -70,3 +70,28 @@ def test_restart_with_an_invalid_config_leaves_the_running_daemon_running(home):
         assert json.loads(ctl("status", "--json").stdout)["pid"] != pid
     finally:
         ctl("stop")
+
+
+def test_the_daemon_is_autoharnessd_to_pgrep_however_it_was_started(home):
+    """`pgrep autoharnessd` finds the daemon `start` ran (by its name and by its command
+    line), and one run as `python -m claude_autoharness.daemon` is named autoharnessd too."""
+    import subprocess
+    import sys
+
+    from harness import Daemon
+
+    assert ctl("start").returncode == 0
+    try:
+        pid = json.loads(ctl("status", "--json").stdout)["pid"]
+        for flags in (["-x"], ["-f"]):
+            found = subprocess.run(["pgrep", *flags, "autoharnessd"], capture_output=True,
+                                   text=True).stdout.split()
+            assert str(pid) in found, flags
+    finally:
+        assert ctl("stop").returncode == 0
+    d = Daemon(home["home"], argv=[sys.executable, "-m", "claude_autoharness.daemon"])
+    try:
+        with open(f"/proc/{d.proc.pid}/comm") as f:
+            assert f.read().strip() == "autoharnessd"
+    finally:
+        d.stop()

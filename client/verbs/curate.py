@@ -9,6 +9,7 @@ from claude_autoharness.client.conn import call, typed
 from claude_autoharness.client.verbs.common import JSON_HELP, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 
 def add_parser(sub) -> None:
@@ -41,8 +42,10 @@ def do_curate(args) -> int:
             print(f"would ask the curator to repair the description of {name} (missed)")
         for name, missing in sorted(plan.stale.items()):
             print(f"would send stale {name} to the curator: names missing {', '.join(missing)}")
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(plan.curator_skills.items()))
-        print(f"a curator run would be shown: {shown or 'no skills'}; nothing was done")
+        shown = [f"{plural(n, 'skill')} of the {layer} layer"
+                 for layer, n in sorted(plan.curator_skills.items()) if n]
+        print(f"a curator run would look at {' and '.join(shown) or 'no skills'}; nothing "
+              "was done")
         return 0
     out = typed(data, r.CuratorQueued, req)
     for job in out.jobs:

@@ -13,6 +13,7 @@ import sys
 from claude_autoharness.client.conn import call, typed
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
 DESCRIPTION = """The library's health over the last N days (and today): reflections run,
@@ -107,7 +108,7 @@ def format_report(rep: r.Report) -> str:
     cx = rep.context
     lines += ["", "context cost (the skill listing in every request, characters):"]
     for layer, lc in sorted(cx.layers.items()):
-        lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {lc.skills} skills "
+        lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {plural(lc.skills, 'skill')} "
                      f"(autoharness: {lc.autoharness_chars:,} chars, {lc.autoharness_skills})")
     lines.append(f"  total    {cx.total_chars:>7,} chars (autoharness {cx.total_autoharness_chars:,})")
     ss = cx.session_start

@@ -51,7 +51,8 @@ def do_skills(args) -> int:
     if args.op == "publish":
         return _publish(args)
     if args.op != "list" and not args.name:
-        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
+        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)",
+                       code=2)
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
     data = call(req)
@@ -83,7 +84,7 @@ def _export(args) -> int:
     from claude_autoharness.client import export
 
     if not args.plugin:
-        raise CtlError("say where: --plugin DIR", verb="skills export")
+        raise CtlError("say where: --plugin DIR", code=2, verb="skills export")
     layers = [args.layer] if args.layer else ["project", "user"]
     project = os.path.abspath(args.project or os.getcwd())
     try:
