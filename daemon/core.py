@@ -77,7 +77,8 @@ class Daemon:
                                          [self.transcripts, self.markers, self.witness],
                                          clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
-        self.report = Report(self.book, self.live, self.intents, clock=clock)
+        self.report = Report(self.book, self.live, self.intents, clock=clock,
+                             status=lambda: self.status.status())
         self.library = Library(self.book, self.live, project_root=self.root_of,
                                intents=self.intents, clock=clock)
         self.review = Review(self.live, self.intents, self.library,

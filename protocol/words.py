@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from claude_autoharness.protocol.replies import Finding
+from claude_autoharness.protocol.replies import Finding, Learned
 
 # Where the user documentation is online: an installed package (pipx, a wheel) has no docs/
 # folder, so messages name pages by this address (the `Documentation` URL of pyproject.toml).
@@ -51,3 +51,19 @@ def findings_text(findings: list[Finding] | None, limit: int = 3) -> str:
 def indent(text: str) -> str:
     """Text indented four spaces a line, for a block under a label."""
     return "\n".join("    " + line for line in text.rstrip("\n").splitlines())
+
+
+def learned_words(x: Learned | None) -> str:
+    """`learned by the reflector from session s1, 2026-12-01 10:02` ("" when unknown)."""
+    if x is None:
+        return ""
+    who = {"reflector": "the reflector", "learn": "/learn", "marker": "a learning marker",
+           "curator": "the curator", "operator": "you", "sync": "sync"}.get(x.source,
+                                                                           x.source or "?")
+    frm = " and ".join(f"{k} {v}" for k, v in (("session", x.session), ("machine", x.machine))
+                       if v)
+    out = f"learned by {who}" + (f" from {frm}" if frm else "")
+    out += f", {when(x.at)}" if x.at else ""
+    if not x.here:
+        out += " (in another home: not managed here)"
+    return out

@@ -1,4 +1,5 @@
-"""`autoharnessctl skills list|show|history|revert|restore|publish|export`: the skill library.
+"""`autoharnessctl skills list|show|history|revert|restore|forget|publish|export`: the skill
+library.
 `publish` and `export` work on files (client/publish.py, client/export.py); the rest ask the
 daemon."""
 
@@ -12,19 +13,22 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import findings_text, plural, when
+from claude_autoharness.protocol.words import findings_text, learned_words, plural, when
 
-OPS = ("list", "show", "history", "revert", "restore", "publish", "export")
+OPS = ("list", "show", "history", "revert", "restore", "forget", "publish", "export")
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("skills", help="the skill library: list (uses, turns, stage), show, "
-                       "history, revert, restore; publish (git mode's review branch), export "
+                       "history, revert, restore, forget; publish (git mode's review branch), "
+                       "export "
                        "(a Claude Code plugin)")
     s.add_argument("op", choices=OPS, metavar="OP",
                    help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
                    "landings; revert NAME: back to an earlier version; restore NAME: bring an "
-                   "archived one back; publish: git mode's review branch and how to share it; "
+                   "archived one back; forget NAME: take an autoharness skill out of the "
+                   "library (any version) and never learn it again until it is restored; "
+                   "publish: git mode's review branch and how to share it; "
                    "export --plugin DIR: the live skills as a Claude Code plugin")
     s.add_argument("name", nargs="?", metavar="NAME", help="a skill name from `skills list`")
     s.add_argument("--to", metavar="VERSION", help="revert to this version (default: previous)")
@@ -74,7 +78,12 @@ def do_skills(args) -> int:
         for s in skills:
             print(format_skill_line(s))
         return 0
-    out = typed(data, r.Outcome, req)  # revert, restore: a refusal is a negative answer
+    out = typed(data, r.Outcome, req)  # revert, restore, forget: a refusal is a negative answer
+    if args.op == "forget" and out.status == "landed":
+        print(f"forgot {args.name}: it is out of the live library (archived as forgotten, "
+              "version kept) and is not learned again; `autoharnessctl skills restore "
+              f"{args.name}` brings it back")
+        return 0
     why = findings_text(out.findings)
     print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
     return 0 if out.status == "landed" else 1
@@ -138,6 +147,8 @@ def format_skill_view(v: r.SkillView) -> str:
     who landed each version and why, then its SKILL.md."""
     i = v.info
     lines = [format_skill_line(i).rstrip(), f"path: {i.path}"]
+    if i.learned is not None:
+        lines.append(learned_words(i.learned))
     if i.version is not None:
         lines.append(f"version: {i.version}" + (f", created {when(i.created)}" if i.created
                                                  else ""))
@@ -152,7 +163,8 @@ def format_skill_view(v: r.SkillView) -> str:
 def landing_line(land: dict) -> str:
     """One landing of a skill (provenance or history) as a line: version, action, when, from
     where, why."""
-    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent") if land.get(k))
+    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "machine", "intent")
+                      if land.get(k))
     return (f"v{land.get('version', '?')} {land.get('action', '?')} {when(land.get('at'))}"
             + (f", {extra}" if extra else "")
             + (f": {land['reason']}" if land.get("reason") else ""))

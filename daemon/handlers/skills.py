@@ -27,6 +27,7 @@ VERBS: dict[m.SkillsOp, Callable[[Promoter, m.Skills], object]] = {
     "revert": lambda pr, q: pr.revert(q.name or "", to=_to(q), project_root=q.project,
                                       layer=q.layer),
     "restore": lambda pr, q: pr.restore(q.name or "", project_root=q.project, layer=q.layer),
+    "forget": lambda pr, q: pr.forget(q.name or "", project_root=q.project, layer=q.layer),
 }
 
 

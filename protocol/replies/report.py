@@ -3,6 +3,7 @@
 import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
+from claude_autoharness.protocol.replies.skills import Learned
 
 
 class Count(Part):
@@ -115,6 +116,7 @@ class SkillRow(Part):
     updated_at: float | None = None
     feedback: dict[str, int] | None = None
     stale: list[str] = []
+    learned: Learned | None = None  # who learned it, when, from which session or machine
 
 
 class LibraryDay(Part):
@@ -127,12 +129,24 @@ class LibraryDay(Part):
     archived: int = 0
 
 
+class Headline(Part):
+    """The report's first line: is autoharness learning, and if not, why, and what to do.
+    `state` is one of learning | waiting | paused | nothing_yet; `answer` says it in words,
+    `next` is the step to take, `later` what will appear in the report, and when."""
+
+    state: str = "nothing_yet"
+    answer: str = ""
+    next: str = ""
+    later: str = ""
+
+
 class Report(Part):
     """`autoharnessctl report`: the period is the last `days` days (since `since`)."""
 
     generated_at: float
     days: int
     since: float
+    headline: Headline = msgspec.field(default_factory=Headline)
     funnel: Funnel = msgspec.field(default_factory=Funnel)
     recall: Recall = msgspec.field(default_factory=Recall)
     context: ContextCost = msgspec.field(default_factory=ContextCost)

@@ -36,13 +36,26 @@ class FeedbackCounts(msgspec.Struct, kw_only=True):
     missed: int = 0
 
 
+class Learned(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Who learned a skill and when, from its provenance's first landing: the source (reflector,
+    learn, marker, curator, sync, operator), the session or the machine it came from. `here`
+    is False for a skill autoharness landed in another home (a teammate's committed skill):
+    shown as learned, never changed by this one."""
+
+    source: str = ""
+    at: float | None = None
+    session: str | None = None
+    machine: str | None = None
+    here: bool = True
+
+
 class SkillInfo(msgspec.Struct, kw_only=True):
     """One skill of `skills list`, live or archived."""
 
     name: str
     layer: str
     path: str
-    owner: str  # autoharness | user
+    owner: str  # autoharness | user | elsewhere (landed by autoharness in another home)
     status: str = "live"  # live | archived
     created: float | None = None
     last_changed: float | None = None
@@ -53,6 +66,7 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     reason: str | None = None  # archived: dormant | capacity | harmful | stale | curated | proposed
     feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
     stale: list[str] = []  # repository paths it names that are gone (project skills)
+    learned: Learned | None = None  # autoharness's skills (and those it landed elsewhere)
 
 
 class SkillView(msgspec.Struct, kw_only=True):

@@ -1,0 +1,34 @@
+"""Who learned a skill (`Learned`, which `skills show` and the report put in words with
+`protocol.words.learned_words`): read from its provenance's first landing (the source, the
+session or the machine, when).
+
+A skill autoharness landed in *another* home (a teammate's project skill committed to the
+repository, a skills dir copied from elsewhere) carries a provenance this home has no landing
+records for: it is not owned here (never changed, archived or reverted by this daemon, which
+only trusts its own records), but it is not hand-written either. It is listed with the owner
+`elsewhere`, and its attribution says it was learned in another home.
+"""
+
+from __future__ import annotations
+
+from claude_autoharness.protocol.replies import Learned
+
+ELSEWHERE = "elsewhere"
+NOT_MANAGED = "not managed here"  # its stage: this home's lifecycle does not judge it
+
+
+def learned(prov: dict | None, *, here: bool) -> Learned | None:
+    """The attribution of a provenance record (None without a landing)."""
+    landings = (prov or {}).get("landings") or []
+    first = landings[0] if landings and isinstance(landings[0], dict) else None
+    if first is None:
+        return None
+    at = first.get("origin_at") or first.get("at")
+
+    def text(key: str) -> str | None:
+        v = first.get(key)
+        return v if isinstance(v, str) and v else None
+
+    return Learned(source=text("source") or "", at=at if isinstance(at, int | float) else None,
+                   session=text("session"), machine=text("machine"), here=here)
+
