@@ -66,7 +66,7 @@ def read_status(data: object) -> r.Status | Foreign:
 
 # Checks that read the daemon's status, or (without one) presume no daemon runs: they skip
 # when it answers in another version's shape.
-NEEDS_STATUS = frozenset({"spool", "persistence", "jobs"})
+NEEDS_STATUS = frozenset({"spool", "persistence", "jobs", "delivery"})
 UNREACHABLE = "not checked: the daemon is not reachable"
 UNREADABLE = "not checked: the daemon's status is of another version (see the version check)"
 
@@ -430,6 +430,25 @@ def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk
                      "free space on that filesystem, or move autoharness's files with "
                      "AUTOHARNESS_HOME=DIR")
     return Check("disk", True, f"{mb} MB free for {state_dir}")
+
+
+def check_delivery(status: r.Status | None) -> Check:
+    """Each hook event arrives once: a session heard through both the plugin's hooks (an
+    enabled plugin, or `claude --plugin-dir`, which no settings file shows) and the settings
+    install had every hook run twice."""
+    if status is None:
+        return skipped("delivery")
+    d = status.delivery
+    if not d.both:
+        return Check("delivery", True, "each session's events arrive through one install")
+    return Check("delivery", False,
+                 f"{plural(d.both, 'session')} in the last day had every hook event delivered "
+                 f"twice, by the plugin's hooks and by the settings install (the latest: "
+                 f"{d.last_session}); each call is counted once, but every tool call starts "
+                 "two hooks",
+                 "keep one: `autoharnessctl install --remove` (the plugin's hooks stay), or "
+                 "drop `--plugin-dir` from the `claude` command line (or disable the plugin "
+                 "with /plugin)")
 
 
 def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],

@@ -112,6 +112,7 @@ class Daemon:
             watcher=self.watcher, waiting_reason=lambda: self.pool.waiting_reason,
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
             batches=self.batches.status, sync=self.sync.info,
+            delivery=self.hooks.deliveries.info,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock()), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,

@@ -95,3 +95,27 @@ def test_the_daemon_is_autoharnessd_to_pgrep_however_it_was_started(home):
             assert f.read().strip() == "autoharnessd"
     finally:
         d.stop()
+
+
+def test_hooks_delivered_by_the_plugin_and_the_settings_install_are_named(home):
+    """`claude --plugin-dir` beside a settings install runs every hook twice; no settings file
+    shows the flag, but the daemon hears each event from both: `status` and `doctor` say so
+    and how to keep one."""
+    from harness import Daemon, hook, pre_tool
+
+    d = Daemon(home["home"])
+    try:
+        hook(pre_tool("s-one", tool_use_id="t1"), env={"AUTOHARNESS_VIA": "settings"})
+        doctor = json.loads(ctl("doctor", "--json").stdout)
+        assert next(c for c in doctor["checks"] if c["name"] == "delivery")["ok"]
+        for via in ("plugin", "settings"):
+            hook(pre_tool("s-twice", tool_use_id="t2"), env={"AUTOHARNESS_VIA": via})
+        st = json.loads(ctl("status", "--json").stdout)
+        assert st["delivery"]["both"] == 1 and st["delivery"]["last_session"] == "s-twice"
+        assert "TWICE: 1 session had every hook run twice" in ctl("status").stdout
+        doctor = json.loads(ctl("doctor", "--json").stdout)
+        check = next(c for c in doctor["checks"] if c["name"] == "delivery")
+        assert not check["ok"] and "s-twice" in check["detail"]
+        assert "install --remove" in check["fix"] and "--plugin-dir" in check["fix"]
+    finally:
+        d.stop()

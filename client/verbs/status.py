@@ -66,6 +66,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev.by_kind.items())) or "none"
     copies = f", {ev.duplicates} repeated copies dropped" if ev.duplicates else ""
     lines.append(f"events: {ev.received} received, {ev.rejected} rejected{copies} ({kinds})")
+    if st.delivery.both:
+        lines.append(f"TWICE: {plural(st.delivery.both, 'session')} had every hook run twice, "
+                     "by the plugin and by the settings install; keep one "
+                     "(`autoharnessctl doctor` says how)")
     j = st.jobs
     lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
                  f"{j.failed} failed")

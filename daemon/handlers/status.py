@@ -48,6 +48,7 @@ class StatusSources:
     started_at: float
     batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
     sync: Callable[[], r.SyncInfo] = r.SyncInfo  # the user layer's sync rounds
+    delivery: Callable[[float], r.DeliveryInfo] = lambda now: r.DeliveryInfo()  # both installs
 
 
 class StatusReport:
@@ -121,6 +122,7 @@ class StatusReport:
             learnings=learnings,
             batches=self.src.batches(),
             sync=self.src.sync(),
+            delivery=self.src.delivery(self.clock()),
         )
 
     def job_counts(self) -> r.JobCounts:
