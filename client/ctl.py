@@ -12,6 +12,7 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs import (
     capture,
     curate,
+    demo,
     doctor,
     flush,
     install,
@@ -36,13 +37,14 @@ from claude_autoharness.protocol.config import ConfigError
 
 # In the order `autoharnessctl --help` lists them.
 VERBS = (status, flush, start, stop, restart, pause, resume, capture, learn, queue, skills,
-         curate, replay, report, learnings, sync, install, service, doctor)
+         curate, replay, report, learnings, sync, install, service, doctor, demo)
 
 FIRST_STEPS = """first steps:
   autoharnessctl start      start the daemon in the background
   autoharnessctl install    wire the hooks into Claude Code
   autoharnessctl doctor     check everything; each failure says its fix
   autoharnessctl status     see sessions being counted
+  autoharnessctl demo       see the whole loop once (no model needed; nothing left behind)
 
 `autoharnessctl COMMAND --help` shows a command's options."""
 
