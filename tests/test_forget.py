@@ -134,8 +134,10 @@ def test_who_learned_what_is_shown_here_and_in_another_home(home, monkeypatch):
     try:
         r = ctl("skills", "show", "migrate-first", "--project", str(project))
         assert "(in another home: not managed here)" in r.stdout
-        r = ctl("skills", "forget", "migrate-first", "--project", str(project))
-        assert r.returncode == 1 and "not_owned" in r.stdout
+        for verb in ("forget", "revert"):
+            r = ctl("skills", verb, "migrate-first", "--project", str(project))
+            assert r.returncode == 1 and "not_owned" in r.stdout
+            assert "learned by autoharness in another home: it is not managed here" in r.stdout
         assert (project / ".claude" / "skills" / "migrate-first" / "SKILL.md").is_file()
     finally:
         d.stop()

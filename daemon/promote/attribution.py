@@ -11,7 +11,8 @@ only trusts its own records), but it is not hand-written either. It is listed wi
 
 from __future__ import annotations
 
-from claude_autoharness.protocol.replies import Learned
+from claude_autoharness.daemon.promote.skilltree import read_provenance
+from claude_autoharness.protocol.replies import Finding, Learned
 
 ELSEWHERE = "elsewhere"
 NOT_MANAGED = "not managed here"  # its stage: this home's lifecycle does not judge it
@@ -32,3 +33,15 @@ def learned(prov: dict | None, *, here: bool) -> Learned | None:
     return Learned(source=text("source") or "", at=at if isinstance(at, int | float) else None,
                    session=text("session"), machine=text("machine"), here=here)
 
+
+
+def not_owned(name: str, skill_dir: str) -> Finding:
+    """Why a skill this home's autoharness did not land cannot be changed by it: hand-written,
+    or learned in another home (then: where to change it)."""
+    if learned(read_provenance(skill_dir), here=False) is not None:
+        return Finding(family="owned", code="not_owned",
+                       message=f"{name} was learned by autoharness in another home: it is not "
+                               "managed here; change it in that home (or through your "
+                               "repository, for a committed project skill)")
+    return Finding(family="owned", code="not_owned",
+                   message=f"{name} was not created by autoharness")

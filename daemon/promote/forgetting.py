@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.daemon.promote import duplicate, layers, skillfile
+from claude_autoharness.daemon.promote import attribution, duplicate, layers, skillfile
 from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
 from claude_autoharness.daemon.promote.plan import SKILL_MD, Plan
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
@@ -28,7 +28,9 @@ def forget(pr, name: str, project_root: str | None, layer: str | None) -> Outcom
                             lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
     if isinstance(found, Outcome):
         return found
-    where, _, _ = found
+    where, root, _ = found
+    if not pr.owned(os.path.join(root, name)):
+        return Outcome.rejected(attribution.not_owned(name, os.path.join(root, name)))
     origin = {"source": "operator", "reason": "forgotten by the user (`autoharnessctl skills "
                                               "forget`); `skills restore` brings it back"}
     return pr.archive_owned(where, name, project_root if where == "project" else None, origin,

@@ -112,8 +112,7 @@ def revert(pr: Lander, name: str, to: int | None = None, project_root: str | Non
         layer, root, anchor = found
         target = os.path.join(root, name)
         if not pr.owned(target):
-            return Outcome.rejected(Finding(family="owned", code="not_owned",
-                                            message=f"{name} was not created by autoharness"))
+            return Outcome.rejected(attribution.not_owned(name, target))
         versions = [e for e in pr.statedir.history(target) if e.get("files")]
         if to is None:
             chosen = versions[-2] if len(versions) >= 2 else None
