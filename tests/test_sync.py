@@ -118,6 +118,11 @@ def test_landings_on_both_machines_meet(world):
     assert a.sync().last_error is None
     info = b.sync()
     assert info.last_error is None and info.took == ["alpha-skill"] and info.pushed == ["beta-skill"]
+    # who learned it, on which machine: shown on the machine that took it in
+    learned = b.infos()["alpha-skill"].learned
+    assert learned is not None and learned.here and learned.source == "sync"
+    with a.on():
+        assert learned.machine == rounds.load().machine
     a.sync()
     assert set(a.live()) == set(b.live()) == {"alpha-skill", "beta-skill"}
     assert a.live() == b.live()

@@ -26,12 +26,17 @@ def learned(prov: dict | None, *, here: bool) -> Learned | None:
         return None
     at = first.get("origin_at") or first.get("at")
 
-    def text(key: str) -> str | None:
-        v = first.get(key)
+    def text(landing: dict, key: str) -> str | None:
+        v = landing.get(key)
         return v if isinstance(v, str) and v else None
 
-    return Learned(source=text("source") or "", at=at if isinstance(at, int | float) else None,
-                   session=text("session"), machine=text("machine"), here=here)
+    # a skill taken in by sync was learned on the machine its first sync landing names
+    machine = text(first, "machine") or next(
+        (text(x, "machine") for x in landings
+         if isinstance(x, dict) and x.get("source") == "sync" and text(x, "machine")), None)
+    return Learned(source=text(first, "source") or "",
+                   at=at if isinstance(at, int | float) else None,
+                   session=text(first, "session"), machine=machine, here=here)
 
 
 
