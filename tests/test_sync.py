@@ -633,3 +633,20 @@ def test_a_take_in_that_cannot_write_is_a_failed_round_not_a_refusal(world, monk
     monkeypatch.undo()
     info = b.sync()
     assert info.last_error is None and info.took == ["alpha-skill"]
+
+
+def test_a_lesson_forgotten_on_one_machine_is_forgotten_on_the_other(world):
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    a.sync()
+    assert b.sync().took == ["alpha-skill"]
+    with a.on() as pr:
+        assert pr.forget("alpha-skill", None, layer="user").status == "landed"
+    a.sync()
+    b.sync()
+    assert "alpha-skill" not in b.live()
+    with b.on() as pr:
+        [row] = [i for i in pr.list_skills(None) if i.name == "alpha-skill"]
+        assert row.status == "archived" and row.reason == "forgotten"
+        again = pr.promote(intent("create", "alpha-skill", layer="user", body=BODY), WINDOW, None)
+    assert again.status == "rejected" and [f.code for f in again.findings] == ["forgotten"]
