@@ -119,3 +119,19 @@ def test_hooks_delivered_by_the_plugin_and_the_settings_install_are_named(home):
         assert "install --remove" in check["fix"] and "--plugin-dir" in check["fix"]
     finally:
         d.stop()
+
+
+def test_remove_without_the_install_record_does_not_claim_the_settings_are_as_they_were(home):
+    """The record of what an install created lives in the state dir: with it gone, `--remove`
+    takes out autoharness's hooks and commands and says what it cannot tell from the user's
+    (an empty settings file, an empty commands dir) instead of claiming all is as it was."""
+    import shutil
+
+    assert ctl("install").returncode == 0
+    shutil.rmtree(paths.install_dir())
+    r = ctl("install", "--remove")
+    assert r.returncode == 0, r.stderr
+    assert "as they were" not in r.stdout and "No record of this install was found" in r.stdout
+    assert f"{home['claude'] / 'settings.json'} (now empty" in r.stdout
+    assert f"{home['claude'] / 'commands'} (empty)" in r.stdout
+    assert json.loads((home["claude"] / "settings.json").read_text()) == {}
