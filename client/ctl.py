@@ -117,7 +117,8 @@ def _run(args) -> int:
         return e.code
     except (DaemonUnreachable, DaemonError, ConfigError) as e:  # config: a verb reads it itself
         print(f"autoharnessctl: {e}", file=sys.stderr)
-        return 1
+        # the daemon refused the request's arguments: a usage error, as argparse's are
+        return 2 if isinstance(e, DaemonError) and e.code == "bad_request" else 1
     except OSError as e:  # a file in the way, a full or read-only disk: one line, no traceback
         where = f"{e.filename}: " if e.filename else ""
         print(f"autoharnessctl: {where}{e.strerror or e}", file=sys.stderr)

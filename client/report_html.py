@@ -323,9 +323,6 @@ def _cost(c: r.ReflectionCost) -> str:
             return fig(f"cost.{name}", None, tag="td", cls="n") + "<td></td>" * (len(kinds) - 1)
         return "".join(fig(f"cost.{name}.{k}", getattr(t, k), tag="td", cls="n") for k in kinds)
 
-    def usd(path: str, v: float | None) -> str:
-        return fig(path, v)
-
     return (f"<p>model {esc(c.model)}: {fig('cost.calls', c.calls)} model calls for "
             f"{fig('cost.jobs', c.jobs)} jobs ({fig('cost.batch_items', c.batch_items)} batch "
             f"items), {fig('cost.tool_calls', c.tool_calls)} main-session tool calls</p>"
@@ -334,9 +331,9 @@ def _cost(c: r.ReflectionCost) -> str:
             + "</tr><tr><td>per job</td>" + per("per_job", c.per_job)
             + "</tr><tr><td>per 100 tool calls</td>"
             + per("per_100_tool_calls", c.per_100_tool_calls) + "</tr></table>"
-            + f"<p>at list price: {usd('cost.usd', c.usd)} in all, "
-            f"{usd('cost.usd_per_job', c.usd_per_job)} per job, "
-            f"{usd('cost.usd_per_100_tool_calls', c.usd_per_100_tool_calls)} per 100 tool "
+            + f"<p>at list price: {fig('cost.usd', c.usd)} in all, "
+            f"{fig('cost.usd_per_job', c.usd_per_job)} per job, "
+            f"{fig('cost.usd_per_100_tool_calls', c.usd_per_100_tool_calls)} per 100 tool "
             f"calls (batch items at the batch price)</p>")
 
 

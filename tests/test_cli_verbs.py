@@ -84,6 +84,7 @@ def test_errors_are_one_line_with_the_verb_and_its_code(home, short_tmp):
     ["replay", "a.jsonl", "b.jsonl"], ["replay", "a.jsonl", "--since", "2026-01-01"],
     ["replay", "--batch"], ["replay", "--batch", "--all", "--since", "yesterday"],
     ["sync", "init"], ["sync", "bogus"], ["report", "--days", "0"], ["status", "--limit", "x"],
+    ["skills", "revert", "x", "--to", "latest"], ["skills", "forget"],
 ])
 def test_every_usage_error_exits_2(home, argv):
     """The docs promise 2 for a usage error, whichever verb: missing or conflicting
@@ -91,3 +92,21 @@ def test_every_usage_error_exits_2(home, argv):
     r = run_ctl(*argv)
     assert r.returncode == 2, (argv, r.returncode, r.stderr)
     assert r.stdout == "" and "Traceback" not in r.stderr
+
+
+def test_a_request_the_daemon_refuses_for_its_arguments_exits_2(home):
+    """Arguments only the daemon can judge (a number of days over its limit, a malformed
+    session id) are usage errors too; a project directory that does not exist is one."""
+    from harness import Daemon
+
+    d = Daemon(home["home"])
+    try:
+        r = run_ctl("report", "--days", "99999")
+        assert r.returncode == 2 and "--days wants" in r.stderr, r.stderr
+        r = run_ctl("flush", "not a session id!")
+        assert r.returncode == 2 and "invalid session id" in r.stderr, r.stderr
+        r = run_ctl("curate", "--project", "/nonexistent-dir")  # checked here: no job queued
+        assert r.returncode == 2 and "no such project directory" in r.stderr, r.stderr
+        assert d.status()["jobs"]["by_kind"].get("curate") is None
+    finally:
+        d.stop()

@@ -173,13 +173,13 @@ def test_every_argument_says_what_it_is_for():
 
 
 def test_a_missing_name_or_id_says_where_to_find_one(home):
-    """`skills show` without a NAME and `queue show` without an ID fail saying which listing
-    gives one."""
+    """`skills show` without a NAME and `queue show` without an ID fail (a usage error: 2)
+    saying which listing gives one."""
     for argv, listing in ((["skills", "show"], "autoharnessctl skills list"),
                           (["skills", "revert"], "autoharnessctl skills list"),
                           (["queue", "show"], "autoharnessctl queue list")):
         r = ctl(*argv)
-        assert r.returncode == 1 and listing in r.stderr, (argv, r.stderr)
+        assert r.returncode == 2 and listing in r.stderr, (argv, r.stderr)  # a usage error
 
 
 def test_hook_help_and_terminal_never_wait(home):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from claude_autoharness.client.conn import call, typed
+from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
@@ -26,6 +27,9 @@ def add_parser(sub) -> None:
 
 def do_curate(args) -> int:
     project = os.path.abspath(args.project) if args.project else os.getcwd()
+    if not os.path.isdir(project):
+        raise CtlError(f"no such project directory: {project} (pass an existing one with "
+                       "--project DIR)", code=2, verb="curate")
     req = m.Curate(layer=args.layer, project=project, dry_run=args.dry_run)
     data = call(req)
     if args.json:

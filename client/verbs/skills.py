@@ -57,6 +57,9 @@ def do_skills(args) -> int:
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)",
                        code=2)
+    if args.to is not None and not args.to.isdigit():
+        raise CtlError(f"--to wants a version number, not {args.to!r} (`autoharnessctl skills "
+                       f"history {args.name}` lists them)", code=2, verb=f"skills {args.op}")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
     data = call(req)

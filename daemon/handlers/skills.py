@@ -16,7 +16,9 @@ from claude_autoharness.protocol.replies import SkillView
 
 
 def _to(req: m.Skills) -> int | None:
-    return int(req.to) if req.to else None  # ValueError: a bad request
+    if req.to and not req.to.isdigit():
+        raise ValueError(f"--to wants a version number, not {req.to!r}")  # a bad request
+    return int(req.to) if req.to else None
 
 
 # One entry per `SkillsOp` (a test holds them equal): what each sub-operation runs (blocking).

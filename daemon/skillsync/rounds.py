@@ -148,29 +148,21 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         try:
             base, result = _round(pr, cfg, info, counts=counts, now=now)
         except (GitError, OSError) as e:
-            reason = e.reason if isinstance(e, GitError) else f"{e.strerror or e}: {e.filename}"
-            info.last_error, info.failures = reason, info.failures + 1
-            info.last_fix = "" if isinstance(e, GitError) else (
-                f"make {e.filename} writable (or move what is in the way), then run "
-                "`autoharnessctl sync` again" if e.filename else "")
-            info.last_round_at = now
-            info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
-            _save(info)
-            return info
+            if isinstance(e, GitError):  # the remote's: FIX_REMOTE says what to check
+                return _failed(info, cfg, now, e.reason)
+            fix = (f"make {e.filename} writable (or move what is in the way), then run "
+                   "`autoharnessctl sync` again") if e.filename else ""
+            return _failed(info, cfg, now, f"{e.strerror or e}: {e.filename}", fix)
         took, pushed, merged, conflicts, refused = result
         failed = [x for x in refused if any(f.family == "landing" and f.code == "io_error"
                                             for f in x.findings)]
         if failed:  # this machine could not write: a failed round, its base left as it was
             first = next(f for f in failed[0].findings if f.code == "io_error")
-            info.last_error = (f"could not take in {', '.join(x.skill for x in failed)}: "
-                               f"{first.message}")
-            info.last_fix = (f"make {pr.layer_root('user', None)[0]} a directory you can "
-                             "write, then run `autoharnessctl sync` again")
-            info.failures, info.last_round_at = info.failures + 1, now
             info.refused = refused
-            info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
-            _save(info)
-            return info
+            return _failed(info, cfg, now, f"could not take in "
+                           f"{', '.join(x.skill for x in failed)}: {first.message}",
+                           f"make {pr.layer_root('user', None)[0]} a directory you can write, "
+                           "then run `autoharnessctl sync` again")
         info.last_fix = ""
         info.took, info.pushed, info.merged, info.refused = took, pushed, merged, refused
         info.conflicts = (info.conflicts + conflicts)[-MAX_CONFLICTS:]
@@ -179,6 +171,16 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
         _save(info, base)
         return info
+
+
+def _failed(info: SyncInfo, cfg: SyncConfig, now: float, reason: str, fix: str = "") -> SyncInfo:
+    """Record a failed round (its reason, and its fix when it is this machine's) and return
+    the state; the last good round and the base stay as they were."""
+    info.last_error, info.last_fix = reason, fix
+    info.failures, info.last_round_at = info.failures + 1, now
+    info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
+    _save(info)
+    return info
 
 
 def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: float):
