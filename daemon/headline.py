@@ -15,21 +15,13 @@ The states, first match wins:
 from __future__ import annotations
 
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from claude_autoharness.protocol.words import plural, waiting_reason
 
 NO_BACKEND_FIX = ("give the daemon a reflector: ANTHROPIC_API_KEY (or reflector.api_key in "
                   "the config) in its environment, or Claude Code's `claude` on its PATH, then "
                   "`autoharnessctl restart`; `autoharnessctl doctor` checks it")
 BUDGET_FIX = ("jobs run again once the day's tokens reset at local midnight; raise "
               "reflector.daily_token_budget to let them run now")
-
-
-def _waiting(st: r.Status) -> str:
-    if st.jobs.waiting:
-        return st.jobs.waiting
-    if st.reflector.backend == "none":
-        return st.reflector.reason or "no reflector backend"
-    return ""
 
 
 def _later(reflect_every: int) -> str:
@@ -40,7 +32,7 @@ def _later(reflect_every: int) -> str:
 
 def headline(st: r.Status, rep: r.Report, *, reflect_every: int) -> r.Headline:
     f = rep.funnel
-    waiting = _waiting(st)
+    waiting = waiting_reason(st)
     queued = st.jobs.pending + st.jobs.running
     live = sum(1 for s in rep.skills if s.status == "live" and s.owner == "autoharness")
     if st.paused:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from claude_autoharness.protocol.replies import Finding, Learned
+from claude_autoharness.protocol.replies import Finding, Learned, Status
 
 # Where the user documentation is online: an installed package (pipx, a wheel) has no docs/
 # folder, so messages name pages by this address (the `Documentation` URL of pyproject.toml).
@@ -51,6 +51,15 @@ def findings_text(findings: list[Finding] | None, limit: int = 3) -> str:
 def indent(text: str) -> str:
     """Text indented four spaces a line, for a block under a label."""
     return "\n".join("    " + line for line in text.rstrip("\n").splitlines())
+
+
+def waiting_reason(st: Status) -> str:
+    """Why reflection jobs cannot start ("" when they can): no backend, or the token budget."""
+    if st.jobs.waiting:
+        return st.jobs.waiting
+    if st.reflector.backend == "none":
+        return st.reflector.reason or "no reflector backend"
+    return ""
 
 
 def learned_words(x: Learned | None) -> str:

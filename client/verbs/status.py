@@ -11,13 +11,12 @@ from claude_autoharness.client.verbs.common import (
     count,
     print_json,
     waiting_note,
-    waiting_reason,
 )
 from claude_autoharness.client.verbs.sync import format_info
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from claude_autoharness.protocol.words import plural, waiting_reason
 
 
 def add_parser(sub) -> None:
