@@ -1,9 +1,9 @@
 """What evidence costs: grounding a verdict against a window, and a lifecycle pass with its
 stale-path check, each against a baseline measured in the same run.
 
-- *loads*: `loaded_skills` (which skills a window shows loaded) on a full-size window (200 KB
-  of real corpus records), against `evidence_in_window` — the quote check every proposal
-  already pays — on the same window;
+- *loads*: which skills a window shows loaded, resolved per layer (`loads.refs` then
+  `loads.resolve`) on a full-size window (200 KB of real corpus records), against
+  `evidence_in_window` — the quote check every proposal already pays — on the same window;
 - *pass*: `lifecycle_run` (feedback counts from history, the stale check listing the git tree
   with `git ls-files`, the decisions) for a project of `--skills` skills naming paths in a git
   repository of `--files` files, against `list_skills` alone (what the pass read before).
@@ -61,7 +61,7 @@ def main() -> None:
         (tmp / "claude").mkdir()
         os.environ.update(AUTOHARNESS_HOME=str(tmp / "h"), CLAUDE_CONFIG_DIR=str(tmp / "claude"))
         from claude_autoharness.daemon.persist.dirs import ensure_private_dir
-        from claude_autoharness.daemon.promote import feedback
+        from claude_autoharness.daemon.promote import loads as skill_loads
         from claude_autoharness.daemon.promote.evidence import evidence_in_window
         from claude_autoharness.daemon.promote.land import Promoter
         from claude_autoharness.daemon.proposals import Intent, Proposal
@@ -72,7 +72,8 @@ def main() -> None:
         quote = window[len(window) // 2:len(window) // 2 + 60]
         loads, quotes = [], []
         for _ in range(a.runs):
-            loads += timed(lambda: feedback.loaded_skills(window), 1)
+            loads += timed(lambda: skill_loads.resolve(skill_loads.refs(window),
+                                                       skill_loads.Layers.of(str(tmp))), 1)
             quotes += timed(lambda: evidence_in_window(quote, window), 1)
 
         proj = tmp / "proj"
@@ -101,7 +102,7 @@ def main() -> None:
             passes += timed(lambda: pr.lifecycle_run(str(proj)), 1)
             lists += timed(lambda: pr.list_skills(str(proj)), 1)
         med = sorted
-        print(f"loaded_skills, 200 KB window:   {summary(loads)}")
+        print(f"loads resolved, 200 KB window:  {summary(loads)}")
         print(f"evidence_in_window (baseline):  {summary(quotes)}")
         print(f"  ratio of medians: {med(loads)[len(loads) // 2] / med(quotes)[len(quotes) // 2]:.2f}")
         print(f"lifecycle_run, {a.skills} skills, {a.files} files: {summary(passes)}")

@@ -19,11 +19,15 @@ stores (the intent queue, `skills list`, the report's ledger of model usage):
 
 By default (and in CI) the model is a scripted fake on loopback: `oracle` answers what was
 planted, `noisy` answers junk, paraphrased evidence and duplicates; both run and their figures
-are printed side by side with the noisy/oracle ratio. `--live` runs the suite against the
-backend and model your own configuration selects (real tokens, real money).
+are printed side by side with the noisy/oracle ratio. `--protocol openai` serves the fakes as
+an OpenAI-compatible endpoint (the `openai` backend) instead of the Messages API. `--live` runs
+the suite against the backend and model your own configuration selects (real tokens, real
+money), or against each of `--backend a,b` (`backend` or `backend:model`, each with the rest of
+its settings from your configuration), side by side.
 
     .venv/bin/python bench/learning_eval.py                 # oracle and noisy fakes
     .venv/bin/python bench/learning_eval.py --live          # your configured reflector
+    .venv/bin/python bench/learning_eval.py --live --backend openai,anthropic
     .venv/bin/python bench/learning_eval.py --kinds correction,routine --json
 """
 
@@ -206,8 +210,8 @@ def _window(body: dict) -> str:
     """The user text of a reflection request, JSON escapes undone (what a model reads)."""
     from claude_autoharness.daemon.promote.evidence import decode_escapes
 
-    msgs = body.get("messages") or []
-    content = msgs[0].get("content") if msgs else ""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    content = users[0].get("content") if users else ""
     text = content if isinstance(content, str) else "".join(
         b.get("text", "") for b in content if isinstance(b, dict))
     return decode_escapes(text)
@@ -308,11 +312,32 @@ def _first_user_text(window: str, planted: list[str]) -> str:
     return ""
 
 
-def fake_server(kind: str, suite: list[Episode]):
-    from fake_anthropic import FakeAnthropic, tool_reply
+def answer_of(kind: str):
+    """The scripted reflector `kind` (`oracle` or `noisy`)."""
+    return oracle_answer if kind == "oracle" else noisy_answer
 
-    answer = oracle_answer if kind == "oracle" else noisy_answer
+
+def openai_usage(body: dict, reply: dict) -> dict:
+    """`_usage` in the chat-completions protocol's keys (the system prompt read from cache)."""
+    u = _usage({"system": body["messages"][:1], "messages": body["messages"][1:]}, reply)
+    cached = u["cache_read_input_tokens"]
+    return {"prompt_tokens": u["input_tokens"] + cached, "completion_tokens": u["output_tokens"],
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def fake_server(kind: str, suite: list[Episode], protocol: str = "anthropic"):
+    """The `kind` fake on loopback, speaking the Messages API or (`openai`) chat completions."""
+    answer = answer_of(kind)
     with_feedback = feedback_supported()
+    if protocol == "openai":
+        from fake_openai import FakeOpenAI, tool_call_reply
+
+        def route_openai(body: dict):
+            reply = answer(_window(body), suite, with_feedback)
+            return tool_call_reply(reply, usage=openai_usage(body, reply))
+
+        return FakeOpenAI(route=route_openai)
+    from fake_anthropic import FakeAnthropic, tool_reply
 
     def route(body: dict):
         if not body.get("tools"):
@@ -321,6 +346,16 @@ def fake_server(kind: str, suite: list[Episode]):
         return tool_reply(reply, usage=_usage(body, reply))
 
     return FakeAnthropic(route=route)
+
+
+def fake_env(server, protocol: str) -> dict:
+    """The daemon's environment for a fake `server` of `protocol`."""
+    if protocol == "openai":
+        return {"AUTOHARNESS_REFLECTOR_BACKEND": "openai",
+                "AUTOHARNESS_REFLECTOR_OPENAI_BASE_URL": server.base_url,
+                "AUTOHARNESS_REFLECTOR_OPENAI_MODEL": "fake-local"}
+    return {"ANTHROPIC_API_KEY": "sk-ant-bench-not-a-real-key",
+            "ANTHROPIC_BASE_URL": server.base_url, "AUTOHARNESS_REFLECTOR_BACKEND": "anthropic"}
 
 
 # ---- running a suite ------------------------------------------------------------------------------
@@ -382,9 +417,11 @@ def matches(evidence: str, lesson: Lesson) -> bool:
 
 def run_suite(fake: str | None, kinds: list[str] | None = None, *,
               live_env: dict | None = None, model: str | None = None,
-              episode_timeout: float = 120.0) -> dict:
+              episode_timeout: float = 120.0, protocol: str = "anthropic",
+              label: str | None = None) -> dict:
     """Run the episodes of `kinds` (default all) through a fresh daemon; `fake` is `oracle` or
-    `noisy` (a loopback server), or None with `live_env` (the configured backend)."""
+    `noisy` (a loopback server speaking `protocol`), or None with `live_env` (a configured
+    backend, named `label` in the figures)."""
     suite = [e for e in episodes() if kinds is None or e.kind in kinds]
     lessons = {lesson.id: lesson for e in suite for lesson in e.lessons}
     d, env = temp_home()
@@ -393,10 +430,8 @@ def run_suite(fake: str | None, kinds: list[str] | None = None, *,
     try:
         env.update({"AUTOHARNESS_REFLECT_EVERY": "1", "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.2"})
         if fake is not None:
-            server = fake_server(fake, suite).start()
-            env.update({"ANTHROPIC_API_KEY": "sk-ant-bench-not-a-real-key",
-                        "ANTHROPIC_BASE_URL": server.base_url,
-                        "AUTOHARNESS_REFLECTOR_BACKEND": "anthropic"})
+            server = fake_server(fake, suite, protocol).start()
+            env.update(fake_env(server, protocol))
         else:
             env.update(live_env or {})
         os.environ.update(AUTOHARNESS_HOME=env["AUTOHARNESS_HOME"],
@@ -412,7 +447,8 @@ def run_suite(fake: str | None, kinds: list[str] | None = None, *,
         model = model or ctl(env, "status")["reflector"]["model"]
         results = [run_episode(env, project, ep, i, ledger, episode_timeout) for i, ep in
                    enumerate(suite)]
-        return score(suite, lessons, results, model, fake or "live")
+        name = fake if protocol == "anthropic" or fake is None else f"{fake} ({protocol})"
+        return score(suite, lessons, results, model, name or label or "live")
     finally:
         for k, v in saved.items():
             if v is None:
@@ -488,6 +524,12 @@ def _feedback(env: dict, project: Path) -> dict | None:
 def score(suite: list[Episode], lessons: dict[str, Lesson], results: list[dict], model: str,
           reflector: str) -> dict:
     from claude_autoharness.daemon import pricing
+    from claude_autoharness.protocol.config import ConfigError, load
+
+    try:
+        prices = load().reflector.prices  # your price table, as the report uses it
+    except ConfigError:
+        prices = {}
 
     landed_by_lesson: dict[str, int] = {k: 0 for k in lessons}
     rows = []
@@ -512,7 +554,8 @@ def score(suite: list[Episode], lessons: dict[str, Lesson], results: list[dict],
                  "cache_read": u.get("cache_read", 0), "output": u.get("output_tokens", 0)}
             for k in tokens:
                 tokens[k] += int(t[k])
-            c = pricing.cost_usd(u.get("model") or model, t, batch=bool(u.get("batch")))
+            c = pricing.cost_usd(u.get("model") or model, t, batch=bool(u.get("batch")),
+                                 table=prices, local=bool(u.get("local")))
             usd = None if c is None or usd is None else usd + c
         verdicts = None
         if res["feedback"] is not None:
@@ -578,23 +621,52 @@ def _share(res: dict) -> float:
     return o["exactly_once"] / o["planted"] if o["planted"] else 0.0
 
 
-def live_env() -> tuple[dict, str]:
-    """The reflector your configuration selects, for a daemon on a temp home: backend, model,
-    key and base URL as env overrides. The `claude` backend runs through a wrapper that gives
-    the child your own Claude Code config dir (its login), never the temp one."""
+def side_by_side(results: list[dict]) -> str:
+    """One line per reflector: the overall figures, to compare backends at a glance."""
+    lines = [f"  {'reflector':<28}{'model':<24}{'once':>9}{'dups':>6}{'unplanted':>10}"
+             f"  {'verdicts':<16}{'tokens/ep':>10}{'$/ep':>10}"]
+    for res in results:
+        o = res["overall"]
+        eps = max(1, o["episodes"])
+        usd = "n/a" if o["usd"] is None else f"{o['usd'] / eps:.5f}"
+        lines.append(f"  {res['reflector'][:27]:<28}{str(res['model'])[:23]:<24}"
+                     f"{o['exactly_once']:>4}/{o['planted']:<4}{o['duplicates']:>6}"
+                     f"{o['unplanted']:>10}  {_verdicts(o['verdicts']):<16}"
+                     f"{o['tokens'] / eps:>10.0f}{usd:>10}")
+    return "\n".join(lines)
+
+
+def live_env(entry: str = "") -> tuple[dict, str]:
+    """The reflector your configuration selects (or `entry`, `backend` or `backend:model`, with
+    the rest of that backend's settings from your configuration), for a daemon on a temp home:
+    backend, model, key and base URL as env overrides. The `claude` backend runs through a
+    wrapper that gives the child your own Claude Code config dir (its login), never the temp
+    one."""
+    import msgspec
+
     from claude_autoharness.daemon.reflect import backends
+    from claude_autoharness.daemon.reflect.backends import routing
     from claude_autoharness.protocol.config import load
 
     cfg = load().reflector
+    if entry:
+        cfg = routing.for_work(msgspec.structs.replace(cfg, routes={"reflect": entry}), "reflect")
     backend = backends.choose_backend(cfg)
     if backend == "none":
-        raise SystemExit(f"--live: {backends.available(cfg)['reason']}")
+        raise SystemExit(f"--live {entry}: {backends.available(cfg)['reason']}".replace(" :", ":"))
+    model = routing.model_of(cfg, backend)
     env = {"AUTOHARNESS_REFLECTOR_BACKEND": backend, "AUTOHARNESS_REFLECTOR_MODEL": cfg.model}
     if backend == "anthropic":
         if cfg.api_key:
             env["AUTOHARNESS_REFLECTOR_API_KEY"] = cfg.api_key
         if cfg.base_url:
             env["AUTOHARNESS_REFLECTOR_BASE_URL"] = cfg.base_url
+    elif backend == "openai":
+        env.update({"AUTOHARNESS_REFLECTOR_OPENAI_BASE_URL": cfg.openai_base_url,
+                    "AUTOHARNESS_REFLECTOR_OPENAI_MODEL": cfg.openai_model,
+                    "AUTOHARNESS_REFLECTOR_OPENAI_OUTPUT": cfg.openai_output})
+        if cfg.openai_api_key:
+            env["AUTOHARNESS_REFLECTOR_OPENAI_API_KEY"] = cfg.openai_api_key
     else:
         exe = backends.base.find_claude(cfg)
         wrapper = Path(tempfile.mkdtemp(prefix="ahb-claude-", dir="/tmp")) / "claude"
@@ -603,7 +675,22 @@ def live_env() -> tuple[dict, str]:
         wrapper.write_text(f"#!/bin/sh\n{setdir}exec {json.dumps(exe)} \"$@\"\n")
         wrapper.chmod(0o700)
         env["AUTOHARNESS_REFLECTOR_CLAUDE_PATH"] = str(wrapper)
-    return env, cfg.model
+    return env, model
+
+
+def run_live(entries: list[str], kinds: list[str] | None) -> list[dict]:
+    """The suite against each configured backend of `entries` ("" = the configured one)."""
+    out = []
+    for entry in entries:
+        env, model = live_env(entry)
+        try:
+            out.append(run_suite(None, kinds, live_env=env, model=model, episode_timeout=600,
+                                 label=entry or env["AUTOHARNESS_REFLECTOR_BACKEND"]))
+        finally:
+            wrapper = env.get("AUTOHARNESS_REFLECTOR_CLAUDE_PATH")
+            if wrapper:
+                shutil.rmtree(os.path.dirname(wrapper), ignore_errors=True)
+    return out
 
 
 def main() -> None:
@@ -611,8 +698,15 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--live", action="store_true",
                     help="run against your configured reflector (costs real tokens)")
+    ap.add_argument("--backend", default="",
+                    help="with --live: comma-separated `backend` or `backend:model` entries "
+                    "(anthropic, claude, openai), each run in turn and shown side by side "
+                    "(default: the backend your configuration selects)")
     ap.add_argument("--fake", choices=("oracle", "noisy", "both"), default="both",
                     help="without --live: which scripted fake (default both)")
+    ap.add_argument("--protocol", choices=("anthropic", "openai"), default="anthropic",
+                    help="without --live: the fakes speak the Messages API (default) or "
+                    "OpenAI's chat completions (the `openai` backend)")
     ap.add_argument("--kinds", help="comma-separated episode kinds (default all): "
                     + ",".join(KINDS))
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -620,18 +714,14 @@ def main() -> None:
     kinds = args.kinds.split(",") if args.kinds else None
     if kinds and set(kinds) - set(KINDS):
         raise SystemExit(f"unknown kinds {sorted(set(kinds) - set(KINDS))}; known: {KINDS}")
+    if args.backend and not args.live:
+        ap.error("--backend needs --live (without it the scripted fakes run)")
     out: list[dict] = []
     if args.live:
-        env, model = live_env()
-        try:
-            out.append(run_suite(None, kinds, live_env=env, model=model, episode_timeout=600))
-        finally:
-            wrapper = env.get("AUTOHARNESS_REFLECTOR_CLAUDE_PATH")
-            if wrapper:
-                shutil.rmtree(os.path.dirname(wrapper), ignore_errors=True)
+        out = run_live(args.backend.split(",") if args.backend else [""], kinds)
     else:
         for fake in (("oracle", "noisy") if args.fake == "both" else (args.fake,)):
-            out.append(run_suite(fake, kinds))
+            out.append(run_suite(fake, kinds, protocol=args.protocol))
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return
@@ -639,7 +729,10 @@ def main() -> None:
           "\nlandings where nothing was planted (unplanted), verdicts matching the planted ones")
     for res in out:
         print(table(res))
-    if len(out) == 2:
+    if len(out) > 1:
+        print("side by side:")
+        print(side_by_side(out))
+    if len(out) == 2 and not args.live:
         print(f"noisy/oracle: exactly-once share {_share(out[1]):.2f}/{_share(out[0]):.2f}; "
               f"unplanted {out[1]['overall']['unplanted']} vs {out[0]['overall']['unplanted']}; "
               f"duplicates {out[1]['overall']['duplicates']} vs {out[0]['overall']['duplicates']}")

@@ -62,6 +62,8 @@ def batch_replay(args) -> int:
               timeout=600)
     print(f"{len(files)} transcript(s): {out.items} window(s) queued for Message Batches, "
           f"{out.skipped} already sent before" +
+          (f", {out.reflected} already reflected (nothing new in them)" if out.reflected
+           else "") +
           (f", {len(out.missing)} missing" if out.missing else ""))
     wait = args.wait or 0.0
     end = time.monotonic() + wait

@@ -11,16 +11,17 @@ counts nothing.
 A persist writes what changed, not the state: the sessions changed outside an event (marked
 by `_mark_dirty(session)`), the other snapshot fields' changed leaves (`persist.parts`) and what
 pruning dropped, as journal records. The snapshot is rewritten only when the journal since the
-last one has grown as large as it (and at least `SNAPSHOT_MIN_JOURNAL_BYTES`), or when a
-snapshot failed and must be retried, or at stop: the bytes written per change stay about the
-same however many sessions the state holds. A snapshot is written by one writer at a time;
-the one it replaces is kept as the previous one, with the journal segments since it, so an
-unreadable snapshot loses nothing. Blocking I/O runs in worker threads (`persist_now` is for
-startup and shutdown, when nothing else runs).
+last one has grown to SNAPSHOT_JOURNAL_FACTOR times its size (and SNAPSHOT_MIN_JOURNAL_BYTES),
+or a snapshot failed or is owed, or at stop: the bytes written per change, snapshots included,
+stay within 1 + 1/SNAPSHOT_JOURNAL_FACTOR of the journal's however large the state. A
+snapshot is written by one writer at a time; the one it replaces is kept as the previous one,
+with the journal segments since it, so an unreadable snapshot loses nothing. Blocking I/O runs
+in worker threads (`persist_now` is for startup and shutdown, when nothing else runs).
 
 State stays bounded: sessions quiet past the retention (`session_retention_days`) whose count
 is spent are pruned, unfinished jobs older than it are ended with the reason, finished ones
-beyond `KEEP_DONE_JOBS` dropped; each prune is journaled.
+beyond `KEEP_DONE_JOBS` dropped; each prune is journaled. Pruning runs on the book's clock
+(`prune_due`), whether anything else changed or not.
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
 `Counters`, the server's `ConnectionCounters`.
@@ -34,10 +35,12 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon import tokens
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist import document
 from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.checksum import seal
 from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.health import PersistenceHealth
 from claude_autoharness.daemon.persist.journal import Journal, encoder
@@ -53,6 +56,7 @@ KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives wi
 DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
+SNAPSHOT_JOURNAL_FACTOR = 2  # a start replays at most this many snapshots' size of journal
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
@@ -87,7 +91,7 @@ class Book(JobBook):
         self._resumed: list[sm.Job] = []  # jobs `load` changed, journaled at `open`
         self._snap_seq = 0  # the journal seq the newest durable snapshot covers
         self._snap_size = 0
-        self._snapshot_failed = False  # the last snapshot was not written: retry it
+        self._snapshot_owed = False  # the last one failed, or the journal read was not all sealed
         self._pruned_at = -PRUNE_EVERY_S
 
     # ---- loading -------------------------------------------------------------------------
@@ -108,6 +112,8 @@ class Book(JobBook):
         except OSError:
             self._snap_size = 0
         records = self.journal.replay(self.state.journal_seq)
+        # legacy lines sealed, damaged ones left behind in a segment no start reads again
+        self._snapshot_owed = self.journal.legacy > 0 or self.journal.damaged > 0
         # Every id loaded is kept until the first replay pass is over: the spool may hold a
         # copy of any of them (a reply lost just before the crash, behind a long replay).
         self.keep_ids = KEEP_EVENT_IDS + len(self.state.seen_ids) + len(records)
@@ -160,18 +166,22 @@ class Book(JobBook):
     # ---- persisting ----------------------------------------------------------------------
 
     def snapshot_due(self) -> bool:
-        """A snapshot failed, there is none yet, or the journal outgrew the last one."""
+        """A snapshot failed or is owed, there is none yet, or the journal outgrew the last."""
         if self._snap_size == 0 and not os.path.lexists(paths.snapshot_file()):
             return True
-        return self._snapshot_failed or self.journal.appended >= max(
-            SNAPSHOT_MIN_JOURNAL_BYTES, self._snap_size)
+        return self._snapshot_owed or self.journal.appended >= max(
+            SNAPSHOT_MIN_JOURNAL_BYTES, SNAPSHOT_JOURNAL_FACTOR * self._snap_size)
+
+    def prune_due(self) -> bool:
+        """Every PRUNE_EVERY_S of `clock`, changes or none: a quiet daemon lets go too."""
+        return self.clock() - self._pruned_at >= PRUNE_EVERY_S
 
     def journal_changes(self) -> None:
         """Append what changed outside the per-change records (on the loop): pruning, the
         sessions marked changed, the snapshot fields' changed leaves."""
         self._copy_tables()
         self.state.capture = self.capture_stats.to_state()
-        if self.clock() - self._pruned_at >= PRUNE_EVERY_S:
+        if self.prune_due():
             self._pruned_at = self.clock()
             self._prune()
         touched = list(self._touched)
@@ -196,7 +206,7 @@ class Book(JobBook):
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         self.state.saved_at = self.clock()
-        data = encoder.encode(self.state)
+        data = seal(encoder.encode(self.state))
         self.parts.reset(self.state)
         self._touched.clear()
         self.journal.rotate()
@@ -205,11 +215,11 @@ class Book(JobBook):
     def write_snapshot(self, data: bytes, seq: int) -> None:
         """Write a snapshot (blocking): the one it replaces is kept as the previous one, and
         the journal segments that one covers are no longer needed."""
-        self._snapshot_failed = True  # until it is on disk
+        self._snapshot_owed = True  # until it is on disk
         write_private(paths.snapshot_file(), data, previous=paths.previous_snapshot_file())
         self.journal.drop_segments(self._snap_seq)
         self._snap_seq, self._snap_size = seq, len(data)
-        self._snapshot_failed = False
+        self._snapshot_owed = False
         self.last_snapshot_at = self.clock()
 
     async def persist(self, *, snapshot: bool = False) -> None:
@@ -220,7 +230,7 @@ class Book(JobBook):
         One at a time: two writers finishing out of order could put an older snapshot last.
         """
         async with self._persist_lock:
-            if not (self.dirty or snapshot or self._snapshot_failed):
+            if not (self.dirty or snapshot or self._snapshot_owed or self.prune_due()):
                 return
             self.dirty = False
             try:
@@ -235,7 +245,7 @@ class Book(JobBook):
                     data, seq = self.snapshot_bytes()
                     await anyio.to_thread.run_sync(self.write_snapshot, data, seq)
                 except OSError as e:
-                    self._snapshot_failed = True
+                    self._snapshot_owed = True
                     self.health.failed(e)
                     return
             self.health.ok()
@@ -268,13 +278,7 @@ class Book(JobBook):
             log.warning("job expired", job=job.id, kind=job.kind)
         if expired:
             self._append(st.JobsRecord(jobs=expired), expired)
-        finished = [j for j in self.state.jobs.values() if j.status in ("done", "failed")]
-        dropped = []
-        if len(finished) > KEEP_DONE_JOBS:
-            finished.sort(key=lambda j: j.finished_at or j.created_at)
-            dropped = [j.id for j in finished[: len(finished) - KEEP_DONE_JOBS]]
-            for jid in dropped:
-                del self.state.jobs[jid]
+        dropped = sm.drop_finished(self.state.jobs, keep=KEEP_DONE_JOBS)
         busy = {j.session_id for j in self.state.jobs.values() if j.status in ("pending", "running")}
         gone = sm.prune_sessions(self.state.sessions, now=now, keep_ended_s=KEEP_ENDED_SESSIONS_S,
                                  retention_s=retention, busy=busy)
@@ -360,16 +364,11 @@ class Book(JobBook):
             self.state.jobs_failed += 1
         self.dirty = True
 
-    def tokens_on(self, day: str) -> int:
-        return self.state.tokens.get(day, 0)
+    def tokens_on(self, day: str, backend: str = "") -> int:
+        return tokens.tokens_on(self.state.tokens, day, backend)
 
-    def add_tokens(self, day: str, n: int) -> None:
-        """Charge `n` tokens to `day` and the total; only today's count is kept."""
-        t = self.state.tokens
-        for k in [k for k in t if k.startswith("day:") and k != day]:
-            del t[k]
-        t[day] = t.get(day, 0) + n
-        t["total"] = t.get("total", 0) + n
+    def add_tokens(self, day: str, n: int, backend: str = "") -> None:
+        tokens.charge(self.state.tokens, day, n, backend)
         self.dirty = True
 
     def captured(self, packet: Packet) -> None:

@@ -105,7 +105,7 @@ class Daemon:
                                   seen=self.reflected, record_calls=self.report.record_calls,
                                   clock=clock)
         self.batches = BatchRunner(self.reflection, project_root=self.root_of,
-                                   queued=self.review.wake, clock=clock)
+                                   queued=self.review.wake, seen=self.reflected, clock=clock)
         self.sync = SyncRounds(self.live, clock=clock)
         self.status = StatusReport(self.book, self.live, StatusSources(
             intents=self.intents, markers=self.markers, transcripts=self.transcripts,

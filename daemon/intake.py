@@ -2,8 +2,8 @@
 
 Malformed → rejected `schema`, past the per-job cap → `over_limit`, carrying a secret → `secret`
 (and stored redacted), evidence not a verbatim quote of the window → `unattributable`. A
-feedback verdict is checked for shape, secrets, a verbatim quote and one per skill per job; the
-promoter grounds the rest (see `promote.feedback`). Pure but for the redactor: no I/O.
+feedback verdict is checked for shape, secrets and a verbatim quote; the promoter grounds the
+rest, one per skill per job among them (see `promote.feedback`). Pure but for the redactor: no I/O.
 """
 
 from __future__ import annotations
@@ -110,10 +110,15 @@ def judge_proposal(raw, index: int, window: str, max_intents: int, scan: Scanner
     return stored, None, findings
 
 
-def judge_verdict(raw, index: int, window: str, scan: Scanner,
-                   seen: set[tuple[str, str]]) -> tuple:
+def judge_verdict(raw, index: int, window: str, scan: Scanner, *, fresh: str | None = None,
+                  source: str = "reflector") -> tuple:
     """(verdict or None, raw text or None, findings) for one raw feedback item: the checks that
-    need only the window. The promoter grounds the rest against the tree."""
+    need only the window. The promoter grounds the rest against the tree.
+
+    `fresh`: the part of the window no earlier window had (None: all of it); a verdict must
+    quote it, so a record re-read (by /learn) is never judged twice. The curator sees skills,
+    not work: its verdicts are refused. One verdict per skill per window is the promoter's
+    check (`repeated`), made once the first is grounded: an invalid one takes no one's place."""
     from claude_autoharness.daemon.promote.evidence import evidence_in_window
 
     verdict, problems = verdict_from_obj(raw)
@@ -133,14 +138,16 @@ def judge_verdict(raw, index: int, window: str, scan: Scanner,
                                 + "; stored redacted"))
         verdict = msgspec.structs.replace(verdict, skill=scan.redact(verdict.skill),
                                           evidence=scan.redact(verdict.evidence))
+    if source == "curator":
+        findings.append(Finding(family="grounded", code="curator",
+                                message="the curator sees skills, not work: it gives no verdicts"))
     if not evidence_in_window(verdict.evidence, window):
         findings.append(Finding(family="attributable", code="unattributable",
                                 message="the evidence is not a verbatim quote from the window"))
-    who = (verdict.layer, verdict.skill)
-    if who in seen:
-        findings.append(Finding(family="grounded", code="repeated",
-                                message=f"a second verdict on {verdict.skill} for one window"))
-    seen.add(who)
+    elif fresh is not None and not evidence_in_window(verdict.evidence, fresh):
+        findings.append(Finding(family="grounded", code="judged",
+                                message="the quote is from records an earlier window already "
+                                        "judged"))
     return verdict, None, findings
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import msgspec
 
 from claude_autoharness.daemon.intake import Scanner, dedupe_key, judge_proposal, judge_verdict
-from claude_autoharness.daemon.persist.journal import RecordLog
+from claude_autoharness.daemon.persist.journal import RecordLog, damage
 from claude_autoharness.daemon.proposals import (
     SOURCES,
     STATUSES,
@@ -155,11 +155,11 @@ class IntentQueue:
             for rec in records:
                 _replay(rec, intents, key_of, by_key, verdicts, report)
             report.bad_lines = len(bad)
-            report.problems += [f"line {n}: unreadable record" for n in bad]
+            report.problems += bad
             self._state = _State(intents, key_of, by_key, len(records), verdicts)
             self._loaded = True
             if bad:
-                report.quarantined = self._log.set_aside(f"{len(bad)} unreadable record(s)")
+                report.quarantined = self._log.set_aside(damage(bad))
                 self._rewrite(self._state)
             report.records = self._state.records
             report.intents = len(self._state.intents)
@@ -196,14 +196,20 @@ class IntentQueue:
 
     def intake(self, job_id: str | None, session_id: str | None, source: str,
                raw_proposals, window: str, project_root: str | None, max_intents: int,
-               redactor=None, raw_feedback=()) -> list[Intent]:
+               redactor=None, raw_feedback=(), feedback_window: str | None = None,
+               loaded_before: list[str] | tuple[str, ...] = (),
+               window_at: float = 0.0) -> list[Intent]:
         """Record every proposal of one job as an intent, judged at the door. Durable on return.
 
         `window` is the redacted text the proposals must quote (for /learn: the window plus the
         user's guidance). `redactor`: capture's Redactor (default: its packaged rules) or a
         plain `str -> str` callable.
         Re-intake of the same job returns the intents already recorded instead of adding more.
-        `raw_feedback`: the job's verdicts, recorded in the same append (see `verdicts`).
+        `raw_feedback`: the job's verdicts, recorded in the same append (see `verdicts`);
+        `feedback_window`: the part of `window` they may quote (records no earlier window had;
+        None: all of it); `loaded_before`: the loads of the session before the window ends
+        (`promote.loads` refs), kept with each verdict for grounding a `missed`; `window_at`:
+        when the window ended, which says the version of a skill its verdicts judge.
         """
         if source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES} (got {source!r})")
@@ -216,18 +222,18 @@ class IntentQueue:
         fb_raws = list(raw_feedback or ())
         fb_keys = ["v:" + dedupe_key(job_id, raw) for raw in fb_raws]
         fb_new: dict[str, VerdictRecord] = {}
-        judged_skills: set[tuple[str, str]] = set()
         for index, (key, raw) in enumerate(zip(fb_keys, fb_raws, strict=True)):
             if key in fb_new:
                 continue
             verdict, raw_text, findings = judge_verdict(raw, index, window, scan,
-                                                        judged_skills)
+                                                        fresh=feedback_window, source=source)
             fb_new[key] = VerdictRecord(
                 id="v-" + hashlib.sha256(key.encode()).hexdigest()[:16], source=source,
                 created_at=now, verdict=verdict, raw=raw_text, job_id=job_id,
                 session_id=session_id, project_root=project_root,
                 status="rejected" if findings else "queued", findings=findings,
-                updated_at=now)
+                updated_at=now, loaded_before=list(loaded_before),
+                window_at=window_at)
 
         def judge_missing(known: dict[str, str]) -> None:
             for index, (key, raw) in enumerate(zip(keys, raws, strict=True)):

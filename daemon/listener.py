@@ -10,16 +10,25 @@ answer nor open its own files. So:
   past the cap the oldest idle connection is dropped to make room;
 * EMFILE/ENFILE (or any other failure) on `accept` drops the oldest idle connection too, is
   logged once per burst, and `accept` is retried with a growing backoff: the listener never
-  stops while its socket lives.
+  stops while its socket lives;
+* memory per connection is bounded too: a request frame up to `SMALL_FRAME` is read as it
+  comes, a larger one only once the daemon-wide `FrameBudget` grants its size (a client
+  waiting for it is held by its socket, its bytes unread, until the body timeout drops it).
+  Many clients sending large frames never take more than the budget between them, and small
+  requests (`status`, most hooks) never wait for it.
 """
 
+import contextlib
 import errno
 import resource
 import time
+from collections.abc import AsyncIterator
 
 import anyio
 import structlog
 from anyio.abc import SocketListener, SocketStream
+
+from claude_autoharness.protocol.framing import MAX_FRAME
 
 log = structlog.get_logger("autoharness")
 
@@ -28,6 +37,37 @@ BACKOFF_MIN_S = 0.005
 BACKOFF_MAX_S = 0.5
 BURST_GAP_S = 5.0
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+SMALL_FRAME = 64 * 1024
+LARGE_FRAMES_BYTES = 2 * MAX_FRAME  # the largest frame can always be read, two at once
+
+
+class FrameBudget:
+    """The bytes that frames larger than SMALL_FRAME may hold while being read, daemon-wide.
+    `hold(n)` waits until `n` bytes are free and keeps them until its block ends; on the event
+    loop only."""
+
+    def __init__(self, total: int = LARGE_FRAMES_BYTES):
+        self.total = total
+        self.free = total
+        self._freed = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int) -> AsyncIterator[None]:
+        if n <= SMALL_FRAME:
+            yield
+            return
+        n = min(n, self.total)
+        while self.free < n:
+            await self._freed.wait()
+        self.free -= n
+        try:
+            yield
+        finally:
+            self.free += n
+            self._freed.set()  # every waiter looks again; the next wait takes a fresh event
+            self._freed = anyio.Event()
 
 
 def raise_fd_limit() -> int:

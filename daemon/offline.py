@@ -60,6 +60,18 @@ def capture_packet(path: str, start: int = 0) -> "Packet":
     return packet
 
 
+def destination() -> str:
+    """Where the configured backend would send a window, in words (from here, not the daemon)."""
+    from claude_autoharness.daemon.reflect import backends
+    from claude_autoharness.protocol import config
+
+    try:
+        cfg = config.load().reflector
+    except config.ConfigError as e:
+        return f"unknown: {e}"
+    return backends.available(cfg)["destination"]
+
+
 def format_packet(packet: "Packet") -> str:
     """A capture packet (as `capture_packet` or the daemon returns it) for reading."""
     from claude_autoharness.daemon.capture.packet import format_packet as fmt
@@ -205,10 +217,10 @@ class _NoCounters:
     def job_finished(self, ok) -> None:
         pass
 
-    def tokens_on(self, day) -> int:
+    def tokens_on(self, day, backend="") -> int:
         return 0
 
-    def add_tokens(self, day, n) -> None:
+    def add_tokens(self, day, n, backend="") -> None:
         pass
 
     def captured(self, packet) -> None:

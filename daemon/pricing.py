@@ -6,6 +6,10 @@ of all of it. A model id is matched on its family (dated snapshots like
 `claude-haiku-4-5-20251001` price as `claude-haiku-4-5`); an unknown model has no price (the
 report says n/a rather than guess). The `claude` backend's tokens are priced the same way:
 what the same work would cost on the API, whatever plan pays for it.
+
+`reflector.prices` adds (or overrides) prices per model, matched the same way: the models of an
+OpenAI-compatible endpoint have no list price here. A call to a model on this machine (the
+`openai` backend on a loopback endpoint) costs 0 unless the table prices it.
 """
 
 # family -> (input, output) USD per million tokens
@@ -26,21 +30,26 @@ CACHE_READ = 0.1
 BATCH = 0.5
 
 
-def prices(model: str) -> dict[str, float] | None:
-    """Per-million-token prices of each token kind for `model`, or None when unknown."""
+def prices(model: str, table: dict[str, list[float]] | None = None) -> dict[str, float] | None:
+    """Per-million-token prices of each token kind for `model`, or None when unknown; `table`
+    (the configured prices, model -> [input, output]) is looked up before the list prices."""
     m = (model or "").strip().lower()
-    for family in sorted(LIST_PRICES, key=len, reverse=True):  # longest match first
-        if m == family or m.startswith(family + "-") or m.startswith(family + "@"):
-            inp, out = LIST_PRICES[family]
-            return {"input_uncached": inp, "cache_write": inp * CACHE_WRITE,
-                    "cache_read": inp * CACHE_READ, "output": out}
+    extra = {k.strip().lower(): (float(v[0]), float(v[1])) for k, v in (table or {}).items()}
+    for source in (extra, LIST_PRICES):
+        for family in sorted(source, key=len, reverse=True):  # longest match first
+            if m == family or m.startswith(family + "-") or m.startswith(family + "@"):
+                inp, out = source[family]
+                return {"input_uncached": inp, "cache_write": inp * CACHE_WRITE,
+                        "cache_read": inp * CACHE_READ, "output": out}
     return None
 
 
-def cost_usd(model: str, tokens: dict[str, float], *, batch: bool = False) -> float | None:
-    """What `tokens` (keyed input_uncached, cache_write, cache_read, output) cost."""
-    p = prices(model)
+def cost_usd(model: str, tokens: dict[str, float], *, batch: bool = False,
+             table: dict[str, list[float]] | None = None, local: bool = False) -> float | None:
+    """What `tokens` (keyed input_uncached, cache_write, cache_read, output) cost; a `local`
+    call (a model on this machine) costs 0 unless `table` prices its model."""
+    p = prices(model, table)
     if p is None:
-        return None
+        return 0.0 if local else None
     usd = sum(p[k] * float(tokens.get(k) or 0) for k in p) / 1_000_000
     return usd * BATCH if batch else usd

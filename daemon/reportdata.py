@@ -50,6 +50,7 @@ class Inputs:
     recall_turns: int
     now: float
     days: int = 30
+    prices: dict[str, list[float]] = field(default_factory=dict)  # reflector.prices
     extra: dict = field(default_factory=dict)
 
 
@@ -84,7 +85,7 @@ def build(inp: Inputs) -> r.Report:
                       context=context_cost(infos, inp.ledger.records("context"), win),
                       cost=reflection_cost(usage, tool_calls(inp.ledger.records("calls"),
                                                              inp.sessions, win),
-                                           inp.model, win),
+                                           inp.model, win, inp.prices),
                       skills=rows, library=library_days(history, since, inp.now))
     totals = {v: 0 for v in VERDICTS}
     seen = False
@@ -334,9 +335,11 @@ def tool_calls(records: Iterable[dict], sessions: list[tuple[str, float, int, fl
     return sum(totals.values())
 
 
-def reflection_cost(usage: list[dict], calls: int, model: str, win: _Window) -> r.ReflectionCost:
+def reflection_cost(usage: list[dict], calls: int, model: str, win: _Window,
+                    table: dict[str, list[float]] | None = None) -> r.ReflectionCost:
     """Tokens and money of the period's model calls; each call priced for the model that
-    answered it (the configured one when it did not say), batch items at the batch price."""
+    answered it (the configured one when it did not say) from `table` or the list prices,
+    batch items at the batch price, calls to a model on this machine at 0 unless priced."""
     out = r.ReflectionCost(model=model)
     total = {"input_uncached": 0.0, "cache_write": 0.0, "cache_read": 0.0, "output": 0.0}
     jobs: set[str] = set()
@@ -352,12 +355,13 @@ def reflection_cost(usage: list[dict], calls: int, model: str, win: _Window) -> 
         if batch:
             out.batch_items += 1
         jobs.add(str(u.get("job")))
-        c = pricing.cost_usd(str(u.get("model") or model), t, batch=batch)
+        c = pricing.cost_usd(str(u.get("model") or model), t, batch=batch, table=table,
+                             local=bool(u.get("local")))
         usd = None if c is None or usd is None else usd + c
     out.jobs = len(jobs)
     out.tokens = _scaled(total, 1)
     out.tool_calls = calls
-    out.price_per_mtok = pricing.prices(model) or {}
+    out.price_per_mtok = pricing.prices(model, table) or {}
     out.usd = None if usd is None else round(usd, 6)
     if out.jobs:
         out.per_job = _scaled(total, 1 / out.jobs)

@@ -6,7 +6,8 @@ loses none of them (the page cache survives a process death); `fsync` follows fo
 records that cost money (model usage). Kinds:
 
 - `usage`: one model call's tokens (a reflection, a curator run, a batch item): job id, attempt,
-  job kind, backend, model, whether it was a batch item, and the four token counts. Keyed by
+  job kind, backend, model, whether it was a batch item, whether the model ran on this machine
+  (`local`, only when it did), and the four token counts. Keyed by
   (job, attempt): a record written again after a crash (a batch's results read twice) counts once.
 - `context`: the characters of SessionStart context autoharness sent to a session.
 - `use`: a skill load (a `Skill` call or a read of its SKILL.md): the skill directory, its layer,
@@ -61,13 +62,15 @@ class ReportLog:
                 f.close()
 
     def usage(self, *, job: str, attempt: int, kind: str, backend: str, model: str,
-              usage: dict, batch: bool = False, ok: bool = True) -> None:
-        """One model call's tokens (fsynced: it is money spent)."""
+              usage: dict, batch: bool = False, ok: bool = True, local: bool = False) -> None:
+        """One model call's tokens (fsynced: it is money spent); `local`: the model ran on this
+        machine (the report prices it at 0 unless configured)."""
         tokens = {k: int(usage.get(k) or 0) for k in TOKEN_KEYS}
         if not any(tokens.values()):
             return
+        extra = {"local": True} if local else {}
         self.append("usage", sync=True, job=job, attempt=attempt, job_kind=kind, backend=backend,
-                    model=model, batch=batch, ok=ok, **tokens)
+                    model=model, batch=batch, ok=ok, **extra, **tokens)
 
     def records(self, kind: str | None = None) -> Iterator[dict]:
         """Every readable record (of `kind`), oldest first; usage records once per key."""

@@ -25,7 +25,7 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from claude_autoharness.daemon.listener import Connection
+from claude_autoharness.daemon.listener import Connection, FrameBudget
 from claude_autoharness.protocol import PROTOCOL, framing
 from claude_autoharness.protocol import messages as m
 
@@ -46,7 +46,7 @@ def peer_uid(sock: socket.socket) -> int | None:
     return None
 
 
-def decode_request(body: bytes) -> m.Request | m.Error:
+def decode_request(body: bytes | bytearray) -> m.Request | m.Error:
     """The request in `body`, or the typed error to answer instead."""
     try:
         req = m.request_decoder.decode(body)
@@ -86,6 +86,7 @@ class Server:
         self.counters = counters
         self.replied = replied
         self.uid = os.getuid()
+        self.frames = FrameBudget()
 
     async def handle(self, conn: Connection) -> None:
         try:
@@ -116,7 +117,8 @@ class Server:
             with anyio.fail_after(BODY_TIMEOUT_S):
                 header = await reader.receive_exactly(framing.HEADER)
                 n = framing.frame_length(header)
-                body = await reader.receive_exactly(n)
+                async with self.frames.hold(n):  # a large frame waits for its share of memory
+                    body = await _receive_into(reader, n)
         except framing.FrameError as e:
             self._reject(e.code)  # the same frame would be refused again
             await self._reply(stream, m.Error(code=e.code, message=e.message, retry=False))
@@ -136,6 +138,17 @@ class Server:
             reply = m.Error(code="internal", message=f"{type(e).__name__}: {_short(str(e))}")
         await self._reply(stream, reply)
         self.replied()
+
+
+async def _receive_into(reader: BufferedByteReceiveStream, n: int) -> bytearray:
+    """Exactly `n` bytes, read into one buffer of that size (no growing copies)."""
+    body = bytearray(n)
+    view, got = memoryview(body), 0
+    while got < n:
+        chunk = await reader.receive(min(n - got, 1 << 16))
+        view[got:got + len(chunk)] = chunk
+        got += len(chunk)
+    return body
 
 
 def _short(text: str, n: int = 300) -> str:

@@ -212,14 +212,37 @@ def remember_call(s: Session, tool_use_id: str, at: float) -> bool:
     late (a catch-up after an outage, read offsets lost) counts none twice."""
     if tool_use_id in s.tool_ids:
         return False
+    _append_calls(s, [(tool_use_id, at)])
+    return True
+
+
+def replay_calls(s: Session, calls: list[tuple[str, float]]) -> None:
+    """Remember a session's counted calls, (tool_use_id, time) in the order they were
+    counted, in one pass (a journal replay brings them back in a batch): the memory and
+    `forgotten_until` end as `remember_call` one by one leaves them, an id already remembered
+    skipped. Only an id pushed out and counted again within the batch (a copy of an event
+    arriving after KEEP_TOOL_IDS other calls) is not taken again."""
+    known, new = set(s.tool_ids), []
+    for tool_use_id, at in calls:
+        if tool_use_id not in known:
+            known.add(tool_use_id)
+            new.append((tool_use_id, at))
+    _append_calls(s, new)
+
+
+def _append_calls(s: Session, calls: list[tuple[str, float]]) -> None:
+    """Append new calls to the memory, then push out the oldest past KEEP_TOOL_IDS (their
+    latest time becomes `forgotten_until`)."""
+    if not calls:
+        return
     if len(s.tool_at) != len(s.tool_ids):  # ids kept without their times: take them as now
-        s.tool_at = [at] * len(s.tool_ids)
-    s.tool_ids.append(tool_use_id)
-    s.tool_at.append(at)
+        s.tool_at = [calls[0][1]] * len(s.tool_ids)
+    for tool_use_id, at in calls:
+        s.tool_ids.append(tool_use_id)
+        s.tool_at.append(at)
     if len(s.tool_ids) > KEEP_TOOL_IDS:
         s.forgotten_until = max(s.forgotten_until, *s.tool_at[:-KEEP_TOOL_IDS])
         del s.tool_ids[:-KEEP_TOOL_IDS], s.tool_at[:-KEEP_TOOL_IDS]
-    return True
 
 
 def transcript_calls(s: Session, calls: list[tuple[str, float]]) -> list[str]:
@@ -265,6 +288,17 @@ def idle_sessions(sessions: dict[str, Session], *, now: float, idle_after: float
         if now - quiet_since >= idle_after:
             out.append(s.session_id)
     return out
+
+
+def drop_finished(jobs: dict[str, Job], *, keep: int) -> list[str]:
+    """Drop the finished (done or failed) jobs beyond the `keep` that finished last; return
+    their ids."""
+    finished = sorted((j for j in jobs.values() if j.status in ("done", "failed")),
+                      key=lambda j: j.finished_at or j.created_at)
+    dropped = [j.id for j in finished[:max(0, len(finished) - keep)]]
+    for jid in dropped:
+        del jobs[jid]
+    return dropped
 
 
 def prune_sessions(sessions: dict[str, Session], *, now: float, keep_ended_s: float,

@@ -44,7 +44,7 @@ class RedactionConfig(_Section):
 
 
 class ReflectorConfig(_Section):
-    backend: Literal["auto", "anthropic", "claude", "none"] = "auto"
+    backend: Literal["auto", "anthropic", "claude", "openai", "none"] = "auto"
     model: str = DEFAULT_MODEL
     concurrency: int = 2
     max_attempts: int = 5
@@ -56,6 +56,19 @@ class ReflectorConfig(_Section):
     api_key: str = ""
     base_url: str = ""
     claude_path: str = "claude"
+    # the `openai` backend: any OpenAI-compatible chat-completions endpoint (Ollama, llama.cpp's
+    # server, vLLM, LM Studio, LiteLLM, OpenRouter); `openai_output` is how it is asked for the
+    # reply's JSON: a forced tool call, a JSON-schema response format, or `auto` (tools first)
+    openai_base_url: str = ""
+    openai_model: str = ""
+    openai_api_key: str = ""
+    openai_output: Literal["auto", "tools", "json_schema"] = "auto"
+    # per kind of work (reflect, learn, curate, repair): "backend" or "backend:model"
+    routes: dict[str, str] = {}
+    # per backend: tokens a day (0 = off), beside the overall daily_token_budget
+    backend_budgets: dict[str, int] = {}
+    # model -> [input, output] USD per million tokens, beside Anthropic's list prices
+    prices: dict[str, list[float]] = {}
     backoff_base_s: float = 2.0
     # replay --batch: Message Batches limits and polling (first poll, doubling up to the max)
     batch_max_requests: int = 100_000
@@ -249,8 +262,9 @@ def _env_overrides(env: dict[str, str], names: dict[str, str] | None = None) -> 
     return out
 
 
-# Lists of tables have no sensible one-line form: they are set in the file only.
-FILE_ONLY = {"redaction.extra_rules"}
+# Lists of tables and tables have no sensible one-line form: they are set in the file only.
+FILE_ONLY = {"redaction.extra_rules", "reflector.routes", "reflector.backend_budgets",
+             "reflector.prices"}
 
 
 def _env_value(raw: str, default):
@@ -337,7 +351,40 @@ def load(path: str | None = None, env: dict[str, str] | None = None) -> Config:
             where, fix = _blame(dotted, path, names, env)
             raise ConfigError(f"{where}: invalid config: `{dotted}` must be {allowed(dotted)} "
                               f"(got {obj!r})", key=dotted, fix=fix)
+    _check_routing(cfg.reflector, path)
     return cfg
+
+
+ROUTE_KINDS = ("reflect", "learn", "curate", "repair")
+ROUTE_BACKENDS = ("anthropic", "claude", "openai")
+
+
+def _check_routing(r: ReflectorConfig, path: str) -> None:
+    """The reflector's tables: known kinds and backends, prices as two finite numbers >= 0."""
+    def bad(key: str, what: str, fix: str) -> ConfigError:
+        return ConfigError(f"{path}: invalid config: `reflector.{key}` {what}", key=f"reflector.{key}",
+                           fix=f"{fix} in {path}")
+    for kind, route in r.routes.items():
+        if kind not in ROUTE_KINDS:
+            raise bad("routes", f"names an unknown kind of work {kind!r}",
+                      "use " + ", ".join(f"`{k}`" for k in ROUTE_KINDS))
+        backend, _, model = route.partition(":")
+        if backend not in ROUTE_BACKENDS or (_ and not model.strip()):
+            raise bad("routes", f"routes {kind} to {route!r}",
+                      'give "backend" or "backend:model" with a backend among '
+                      + ", ".join(f"`{b}`" for b in ROUTE_BACKENDS))
+    for backend, n in r.backend_budgets.items():
+        if backend not in ROUTE_BACKENDS or not 0 <= n <= 10**12:
+            raise bad("backend_budgets", f"has {backend!r} = {n!r}",
+                      "give a backend among " + ", ".join(f"`{b}`" for b in ROUTE_BACKENDS)
+                      + " and tokens a day from 0 (off) to 10**12")
+    for model, pair in r.prices.items():
+        if len(pair) != 2 or not all(math.isfinite(v) and 0 <= v <= 10_000 for v in pair):
+            raise bad("prices", f"prices {model!r} as {pair!r}",
+                      "give [input, output] USD per million tokens, each from 0 to 10_000")
+    if r.openai_base_url and not re.match(r"https?://[^/\s]+", r.openai_base_url):
+        raise bad("openai_base_url", f"must be an http:// or https:// URL (got {r.openai_base_url!r})",
+                  'give the endpoint\'s base URL, e.g. "http://127.0.0.1:11434/v1" for Ollama,')
 
 
 def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, str]) -> ConfigError:

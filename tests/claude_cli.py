@@ -20,7 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # AUTOHARNESS_TEST_CLAUDE_CACHE moves the install dir (a test of the no-registry case uses it)
 CACHE = Path(os.environ.get("AUTOHARNESS_TEST_CLAUDE_CACHE") or REPO / ".cache" / "claude-code")
-PACKAGE = "@anthropic-ai/claude-code@2"
+# The version the tests were written against: its skill listing, hook output and hook `if:` rules
+# are what the end-to-end tests check. A cached install of another version is replaced.
+VERSION = "2.1.328"
+PACKAGE = f"@anthropic-ai/claude-code@{VERSION}"
 BIN = CACHE / "node_modules" / ".bin" / "claude"
 HOW = (f"these tests need the real Claude Code CLI (npm package {PACKAGE}, about 235 MB): run "
        f"`npm install --prefix .cache/claude-code {PACKAGE}` in the checkout with the npm "
@@ -33,12 +36,15 @@ class CliUnavailable(Exception):
     a reason to skip, said once for every test that needs it (a failure under CI)."""
 
 
-def _runs(path: Path) -> bool:
+def _runs(path: Path, version: str = "") -> bool:
+    """Whether `path --version` answers as Claude Code (and as `version`, when one is named)."""
     try:
         out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60)
     except OSError:
         return False
-    return out.returncode == 0 and "Claude Code" in out.stdout
+    if out.returncode != 0 or "Claude Code" not in out.stdout:
+        return False
+    return not version or out.stdout.split()[:1] == [version]
 
 
 def install(npm: str) -> None:
@@ -69,7 +75,7 @@ def claude_cli_path() -> Path:
         if not _runs(path):
             raise RuntimeError(f"AUTOHARNESS_TEST_CLAUDE={override} does not run `--version`")
         return path
-    if BIN.exists() and _runs(BIN):
+    if BIN.exists() and _runs(BIN, VERSION):
         return BIN
     npm = shutil.which("npm")
     if not npm:
@@ -77,9 +83,9 @@ def claude_cli_path() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".install-lock", "w") as lock:  # parallel workers install it once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (BIN.exists() and _runs(BIN)):
+        if not (BIN.exists() and _runs(BIN, VERSION)):
             install(npm)
-    if not _runs(BIN):
+    if not _runs(BIN, VERSION):
         raise RuntimeError(f"{BIN} was installed by npm but does not run `--version`")
     return BIN
 

@@ -85,6 +85,30 @@ def copy_corpus(name: str, dest: Path) -> Path:
     return out
 
 
+@pytest.fixture
+def project(home):
+    """A project with a skills dir and `scripts/migrate.sh` (the evidence tests' skills name it)."""
+    proj = home["tmp"] / "proj"
+    (proj / ".claude" / "skills").mkdir(parents=True)
+    (proj / "scripts").mkdir()
+    (proj / "scripts/migrate.sh").write_text("#!/bin/sh\n")  # migrate-first names it
+    return proj
+
+
+@pytest.fixture
+def api(monkeypatch):
+    """The fake Anthropic API on loopback, the environment pointed at it (reflect every 2
+    calls)."""
+    from fake_anthropic import FakeAnthropic
+
+    with FakeAnthropic() as fake:
+        for k, v in {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key",
+                     "ANTHROPIC_BASE_URL": fake.base_url, "AUTOHARNESS_REFLECT_EVERY": "2",
+                     "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.05"}.items():
+            monkeypatch.setenv(k, v)
+        yield fake
+
+
 @pytest.fixture(scope="session")
 def claude_cli_or_why():
     """The real Claude Code CLI's path (see tests/claude_cli.py), installed into the checkout's

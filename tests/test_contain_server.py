@@ -1,7 +1,9 @@
-"""Every malformed request gets a typed answer, and descriptor exhaustion is survived.
+"""Every malformed request gets a typed answer, descriptor exhaustion is survived, and many
+clients sending large frames cost the daemon a bounded amount of memory.
 
-Real daemons on temp sockets: one started under `ulimit -n 256` with 400 idle clients, and the
-accept loop alone in a process whose descriptors really run out (EMFILE on accept).
+Real daemons on temp sockets: one started under `ulimit -n 256` with 400 idle clients, one fed
+partial frames of 48 MB by ten clients at once, and the accept loop alone in a process whose
+descriptors really run out (EMFILE on accept).
 """
 
 import json
@@ -11,9 +13,11 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
+from claude_autoharness.daemon.listener import LARGE_FRAMES_BYTES
 from claude_autoharness.protocol import PROTOCOL
 from harness import Daemon, frame, hook, pre_tool, send_raw, wait_for
 
@@ -73,6 +77,58 @@ def _fd_count(pid: int) -> int:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the daemon's RSS in /proc")
+def test_many_clients_sending_large_partial_frames_cost_bounded_memory(daemon):
+    """Ten clients each announce a 48 MB frame and send all of it but its last byte (480 MB
+    in all, were it read). The daemon reads large frames only within its daemon-wide budget:
+    its RSS grows by less than that budget, not by what the clients offered, and `status`
+    (a small frame) is still answered while they hold on."""
+    size, clients = 48 << 20, 10
+    base = _rss(daemon.proc.pid)
+    socks, sent = [], [0] * clients
+    chunk = b"x" * (1 << 20)
+
+    def offer(i: int, s: socket.socket) -> None:
+        s.settimeout(5)  # a client the daemon does not read from stalls here
+        try:
+            s.sendall((size).to_bytes(4, "big") + b"{" + chunk[:(1 << 20) - 1])
+            sent[i] = 1 << 20
+            while sent[i] < size - (1 << 20):
+                s.sendall(chunk)
+                sent[i] += len(chunk)
+            s.sendall(chunk[:-1])
+            sent[i] += len(chunk) - 1
+        except OSError:
+            pass
+
+    threads = []
+    try:
+        for i in range(clients):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(daemon.sock)
+            socks.append(s)
+            threads.append(threading.Thread(target=offer, args=(i, s)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        grown = _rss(daemon.proc.pid) - base
+        assert sum(1 for n in sent if n == size - 1) >= 1  # the budget did let some through
+        assert grown < LARGE_FRAMES_BYTES + (32 << 20) < clients * size // 2, (grown, sent)
+        st = daemon.status()  # answered while every one of them holds on
+        assert st["connections"]["open"] >= clients
+        assert _rss(daemon.proc.pid) - base < LARGE_FRAMES_BYTES + (32 << 20)
+    finally:
+        for s in socks:
+            s.close()
+    wait_for(lambda: daemon.status()["connections"]["open"] <= 1, what="the clients gone")
+
+
 def test_daemon_under_a_low_descriptor_limit_survives_more_idle_clients(home, monkeypatch):
     """`autoharnessd` under `ulimit -n 256` (hard too, so it cannot raise it): 400 idle
     clients connect; `status` is still answered during the flood, the connection cap is the

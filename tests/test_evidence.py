@@ -8,142 +8,31 @@ clears it; the user's own CLAUDE.md and auto memory are seen and never repeated.
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-import promote_support
 from claude_autoharness.protocol.paths import project_slug
-from fake_anthropic import FakeAnthropic, tool_reply
+from evidence_support import (
+    CHANGELOG,
+    FOCUSED,
+    MIGRATE,
+    NULLS,
+    Work,
+    git,
+    hand_written,
+    history,
+    reply,
+    seed,
+    skills,
+    status,
+    user_text,
+    verdict,
+    verdicts,
+)
+from fake_anthropic import tool_reply
 from harness import Daemon, ctl, hook, open_fifo_writer_when_read, wait_for
 
 STUCK = str(Path(__file__).with_name("stuck_daemon.py"))
-SEED_QUOTE = "the user said: run the focused test first"
-NULLS = {"description": None, "body": None, "old": None, "new": None, "path": None,
-         "content": None}
-
-
-def seed(project, name, description, body, layer="project"):
-    return Path(promote_support.seed(project, name, description, body, layer, SEED_QUOTE))
-
-
-def hand_written(project, name, body):
-    d = project / ".claude" / "skills" / name
-    d.mkdir(parents=True)
-    (d / "SKILL.md").write_text(f"---\nname: {name}\ndescription: Mine, by hand.\n---\n\n{body}\n")
-    return d / "SKILL.md"
-
-
-def verdict(skill, kind, evidence, layer="project"):
-    return {"skill": skill, "layer": layer, "verdict": kind, "evidence": evidence}
-
-
-def reply(*feedback, proposals=()):
-    return tool_reply({"proposals": list(proposals), "feedback": list(feedback)})
-
-
-class Work:
-    """A project, its transcript under CLAUDE_CONFIG_DIR/projects, scripted windows."""
-
-    def __init__(self, home, project, sid="sess-ev"):
-        self.home, self.project, self.sid = home, project, sid
-        d = home["claude"] / "projects" / project_slug(str(project))
-        d.mkdir(parents=True, exist_ok=True)
-        self.transcript = d / f"{sid}.jsonl"
-        self.transcript.touch()
-        self.n = 0
-
-    def ev(self, name, **kw):
-        return {"session_id": self.sid, "transcript_path": str(self.transcript),
-                "cwd": str(self.project), "hook_event_name": name, **kw}
-
-    def record(self, role, content):
-        self.n += 1
-        rec = {"type": role, "uuid": f"u-{self.n}", "sessionId": self.sid,
-               "message": {"role": role, "content": content}}
-        with open(self.transcript, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-
-    def say(self, role, text):
-        self.record(role, [{"type": "text", "text": text}] if role == "assistant" else text)
-
-    def load(self, skill):
-        """The agent's Skill call, as Claude Code records it."""
-        self.n += 1
-        self.record("assistant", [{"type": "tool_use", "id": f"toolu_{self.n}", "name": "Skill",
-                                   "input": {"skill": skill}}])
-        self.record("user", [{"type": "tool_result", "tool_use_id": f"toolu_{self.n}",
-                              "content": f"Launching skill: {skill}"}])
-
-    def read(self, path):
-        self.n += 1
-        self.record("assistant", [{"type": "tool_use", "id": f"toolu_{self.n}", "name": "Read",
-                                   "input": {"file_path": str(path)}}])
-
-    def window_done(self, n_jobs):
-        """End the window with a Stop (after enough tool calls for a job) and wait for the
-        job and for the promoter to ground every verdict."""
-        for _ in range(2):
-            hook(self.ev("PreToolUse", tool_name="Bash", tool_input={"command": "ls"}))
-        assert hook(self.ev("Stop")).returncode == 0
-        wait_for(lambda: status()["jobs"]["done"] >= n_jobs, timeout=60, what="job done")
-        wait_for(lambda: all(v["status"] != "queued" for v in verdicts()), timeout=60,
-                 what="verdicts grounded")
-
-
-def status():
-    r = ctl("status", "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def verdicts():
-    r = ctl("queue", "feedback", "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def skills(project):
-    r = ctl("skills", "list", "--json", "--project", str(project))
-    assert r.returncode == 0, r.stderr
-    return {(s["name"], s["status"]): s for s in json.loads(r.stdout)}
-
-
-def history(project, name):
-    r = ctl("skills", "history", name, "--project", str(project), "--json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-@pytest.fixture
-def project(home):
-    proj = home["tmp"] / "proj"
-    (proj / ".claude" / "skills").mkdir(parents=True)
-    (proj / "scripts").mkdir()
-    (proj / "scripts/migrate.sh").write_text("#!/bin/sh\n")  # migrate-first names it
-    return proj
-
-
-@pytest.fixture
-def api(monkeypatch):
-    with FakeAnthropic() as fake:
-        for k, v in {"ANTHROPIC_API_KEY": "sk-ant-test-not-a-real-key",
-                     "ANTHROPIC_BASE_URL": fake.base_url, "AUTOHARNESS_REFLECT_EVERY": "2",
-                     "AUTOHARNESS_REFLECTOR_BACKOFF_BASE_S": "0.05"}.items():
-            monkeypatch.setenv(k, v)
-        yield fake
-
-
-FOCUSED = ("Use when a test fails: run only the failing test first, then the whole suite.",
-           "Run the failing test alone with `-k NAME`, then the suite.")
-MIGRATE = ("Use when the database schema changes: run the migration script first.",
-           "Run `scripts/migrate.sh` before starting the server.")
-CHANGELOG = ("Use when the changelog is due: list merged pull requests since the last tag.",
-             "List merged pull requests since the last tag, newest first.")
-
-
 def test_verdicts_are_grounded_in_the_window(home, project, api):
     """One window loads `focused-tests` (a Skill call) and the hand-written skill (a Read of
     its SKILL.md). The model says: focused-tests helped (accepted, counted, in history with its
@@ -194,7 +83,7 @@ def test_verdicts_are_grounded_in_the_window(home, project, api):
             ("no-such-skill", "missed"): ("rejected", {"missing"}),
         }
         not_loaded = next(v for v in verdicts() if v["verdict"]["skill"] == "migrate-first")
-        assert "Skill call or its SKILL.md read" in not_loaded["findings"][0]["message"]
+        assert "Skill call or a read of its own SKILL.md" in not_loaded["findings"][0]["message"]
         listed = skills(project)
         assert listed[("focused-tests", "live")]["feedback"] == {
             "helped": 1, "ignored": 0, "harmful": 0, "missed": 0}
@@ -204,16 +93,18 @@ def test_verdicts_are_grounded_in_the_window(home, project, api):
             assert listed[(name, "live")]["feedback"] == {
                 "helped": 0, "ignored": 0, "harmful": 0, "missed": 0}
         text = ctl("skills", "list", "--project", str(project)).stdout
-        assert "verdicts 1/0/0/0" in text
+        assert "verdicts: 1 helped " in text
         shown = json.loads(ctl("skills", "show", "focused-tests", "--project",
                                str(project), "--json").stdout)
         assert [(v["verdict"], v["quote"]) for v in shown["verdicts"]] == [("helped", followed)]
         [fb] = [e for e in history(project, "focused-tests") if e["action"] == "feedback"]
         assert fb["verdict"] == "helped" and fb["quote"] == followed
-        lib = wait_for(lambda: (lambda x: x if x["feedback"]["helped"] == 2 else None)(
+        # the totals are autoharness's skills' (the hand-written one is never judged)
+        lib = wait_for(lambda: (lambda x: x if x["feedback"]["helped"] == 1 else None)(
             status()["library"]), what="status totals")
         assert lib["verdicts_refused"] == 5
-        assert "evidence: 2 helped" in ctl("status").stdout
+        assert ("evidence (verdicts on autoharness's skills, live and archived, each on its "
+                "current version): 1 helped") in ctl("status").stdout
         assert mine.read_text().endswith("Format with the house style.\n")  # never touched
     finally:
         d.stop()
@@ -285,7 +176,8 @@ def test_review_mode_holds_a_harmful_archive_for_the_user(home, project, api, mo
 def test_two_missed_verdicts_bring_a_landed_description_repair(home, project, api):
     """Two windows where the changelog came up and `changelog` was not loaded: two accepted
     `missed` verdicts; the lifecycle asks the curator (reason in history) with the missed
-    quotes; its `update` of the description, quoting a missed window, lands."""
+    quotes; its `update` of the description, quoting a missed window, lands and starts the
+    repaired text's count afresh."""
     seed(project, "changelog", *CHANGELOG)
     seed(project, "focused-tests", *FOCUSED)
     w = Work(home, project)
@@ -310,20 +202,14 @@ def test_two_missed_verdicts_bring_a_landed_description_repair(home, project, ap
         assert quotes[0] in user and quotes[1] in user and "<missed_" in user
         asked = [e for e in history(project, "changelog") if e["action"] == "repair_asked"]
         assert len(asked) == 1 and "missed 2 times" in asked[0]["reason"]
-        assert skills(project)[("changelog", "live")]["feedback"]["missed"] == 2
+        # the repaired text starts a new count; the misses stay in its history
+        assert skills(project)[("changelog", "live")]["feedback"]["missed"] == 0
+        shown = json.loads(ctl("skills", "show", "changelog", "--project", str(project),
+                               "--json").stdout)
+        assert [(v["verdict"], v["current"]) for v in shown["verdicts"]] == [
+            ("missed", False), ("missed", False)]
     finally:
         d.stop()
-
-
-def user_text(req) -> str:
-    user = req.json["messages"][0]["content"]
-    return user if isinstance(user, str) else "".join(b.get("text", "") for b in user)
-
-
-def git(cwd, *args):
-    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True,
-                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
-                            GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com"))
 
 
 def test_a_renamed_file_makes_a_skill_stale_and_its_return_clears_it(home, project, api,
@@ -495,7 +381,7 @@ def test_a_curator_run_archives_at_most_its_share_and_its_feedback_is_grounded(h
                                                                                api):
     """Four project skills, a share of 25 %: of three well-quoted archives the curator
     proposes, one lands and two are refused (`archive_share`, naming the setting); its verdict
-    is grounded like the reflector's (refused: the curator's window loads no skill);
+    is refused (the curator sees skills, not work: it gives no verdicts);
     `curate --dry-run` queued nothing."""
     bodies = {"alpha-one": "Alpha rule one applies.", "beta-two": "Beta rule two applies.",
               "gamma-three": "Gamma rule three applies.", "delta-four": "Delta rule four."}
@@ -522,6 +408,6 @@ def test_a_curator_run_archives_at_most_its_share_and_its_feedback_is_grounded(h
         assert sorted(s for s, _ in got.values()) == ["landed", "rejected", "rejected"]
         assert all(codes == ["archive_share"] for s, codes in got.values() if s == "rejected")
         [v] = verdicts()
-        assert v["source"] == "curator" and [f["code"] for f in v["findings"]] == ["not_loaded"]
+        assert v["source"] == "curator" and [f["code"] for f in v["findings"]] == ["curator"]
     finally:
         d.stop()

@@ -9,7 +9,7 @@ import os
 import msgspec
 
 from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.promote import feedback, memory, stale
+from claude_autoharness.daemon.promote import feedback, loads, memory, stale
 from claude_autoharness.daemon.promote.lifecycle import SkillCounts, bounded, decide, stage
 from claude_autoharness.daemon.proposals import Verdict, VerdictRecord
 from claude_autoharness.daemon.reflect.prompt import build_request, tool_schema
@@ -38,31 +38,49 @@ def _tool(name, args):
         {"type": "tool_use", "id": "t", "name": name, "input": args}]}})
 
 
-def test_loaded_skills_are_the_agents_own_calls():
-    """A Skill call (plugin-namespaced too) or a Read of <name>/SKILL.md loads a skill, also in
-    a clipped record JSON cannot parse; a mention in text or a Read of another file does not."""
-    clipped = _tool("Skill", {"skill": "clipped-one"})
+def test_loads_are_the_agents_own_calls_resolved_per_layer(tmp_path):
+    """A Skill call or a Read of a SKILL.md is a load, also in a clipped record JSON cannot
+    parse; a mention in text or a Read of another file is not. A name resolves as Claude Code
+    resolves it (the user's skill before the project's; a plugin's `tools:x` is none of
+    ours); a read loads the skill whose own SKILL.md it is, in its own layer only."""
+    user, proj = tmp_path / "home/skills", tmp_path / "p"
+    for d in (user / "fmt-code", proj / ".claude/skills/fmt-code", proj / ".claude/skills/run",
+              proj / ".claude/skills/lint-it", proj / "vendor/lint-it",
+              proj / ".claude/skills/deploy-check"):
+        d.mkdir(parents=True)
+        (d / "SKILL.md").write_text("---\nname: x\ndescription: y\n---\n")
+    clipped = _tool("Skill", {"skill": "run"})
     window = "\n".join([
-        _tool("Skill", {"skill": "run-tests"}),
+        _tool("Skill", {"skill": "fmt-code"}),
         _tool("Skill", {"skill": "tools:deploy-check"}),
-        _tool("Read", {"file_path": "/p/.claude/skills/lint-first/SKILL.md"}),
+        _tool("Read", {"file_path": str(proj / "vendor/lint-it/SKILL.md")}),
         _tool("Read", {"file_path": "/p/docs/SKILL.txt"}),
-        json.dumps({"type": "user", "message": {"content": "use the Skill migrate-first and "
-                                                           "read migrate-first/SKILL.md"}}),
-        clipped[:clipped.index("clipped-one") + 12] + "…[clipped 400 bytes]",
+        json.dumps({"type": "user", "message": {"content": "use the Skill lint-it and "
+                                                           "read lint-it/SKILL.md"}}),
+        clipped[:clipped.index('"run"') + 5] + "…[clipped 400 bytes]",
     ])
-    assert feedback.loaded_skills(window) == {"run-tests", "deploy-check", "lint-first",
-                                             "clipped-one"}
+    refs = loads.refs(window)
+    assert refs == ["skill:fmt-code", "skill:tools:deploy-check",
+                    "read:" + str(proj / "vendor/lint-it/SKILL.md"), "skill:run"]
+    layers = loads.Layers(user=str(user), project=str(proj / ".claude/skills"))
+    assert loads.resolve(refs, layers) == {("user", "fmt-code"), ("project", "run")}
+    read_own = ["read:" + str(proj / ".claude/skills/fmt-code/SKILL.md")]
+    assert loads.resolve(read_own, layers) == {("project", "fmt-code")}
+    assert loads.resolve(["read:" + str(user / "fmt-code/SKILL.md")], layers) == {
+        ("user", "fmt-code")}
 
 
 def test_grounding_refuses_with_a_reason():
-    window = _tool("Skill", {"skill": "a"})
-    assert feedback.ground("helped", "a", "project", window, exists=True) == []
-    assert feedback.ground("missed", "b", "project", window, exists=True) == []
-    codes = [feedback.ground(v, s, "project", w, exists=e)[0].code for v, s, w, e in (
-        ("helped", "b", window, True), ("missed", "a", window, True),
-        ("helped", "a", window, False), ("helped", "a", None, True), ("liked", "a", window, True))]
-    assert codes == ["not_loaded", "loaded", "missing", "no_window", "verdict"]
+    def ground(v, s="a", window="{}", exists=True, loaded=True, before=False):
+        found = feedback.ground(v, s, "project", window, exists=exists, loaded=loaded,
+                                loaded_before=before)
+        return found[0].code if found else None
+
+    assert ground("helped") is None and ground("missed", loaded=False) is None
+    assert [ground("helped", loaded=False), ground("missed"),
+            ground("missed", loaded=False, before=True), ground("helped", exists=False),
+            ground("helped", window=None), ground("liked")] == [
+        "not_loaded", "loaded", "loaded_before", "missing", "no_window", "verdict"]
 
 
 def _counts(entries):
@@ -70,19 +88,38 @@ def _counts(entries):
         entries)
 
 
-def test_counts_run_from_the_landing_or_restore_and_repairs_are_asked_once():
-    fb = [{"action": "feedback", "verdict": v, "quote": q} for v, q in (
-        ("helped", "h"), ("missed", "m1"), ("missed", "m2"))]
-    entries = [{"action": "create"}, *fb]
+def _fb(verdict, quote, version):
+    return {"action": "feedback", "verdict": verdict, "quote": quote, "version": version}
+
+
+def test_counts_are_per_version_and_repairs_are_asked_once():
+    """Verdicts count for the version their window saw: an update starts a new count (a
+    verdict on the old text grounded after it lands is the old text's), a restore too; every
+    verdict stays in `verdicts` with its version. Two misses ask for one repair."""
+    entries = [{"action": "create", "version": 1, "at": 10.0},
+               *[_fb(v, q, 1) for v, q in (("helped", "h"), ("missed", "m1"), ("missed", "m2"))]]
     c, missed, due = _counts(entries)
     assert c == {"helped": 1, "ignored": 0, "harmful": 0, "missed": 2} and due
     assert missed == ["m1", "m2"]
-    asked = entries + [{"action": feedback.REPAIR_ASKED}]
+    asked = entries + [{"action": feedback.REPAIR_ASKED, "version": 1, "at": 20.0}]
     assert not feedback.needs_repair(asked) and feedback.missed_quotes(asked) == ["m1", "m2"]
-    repaired = asked + [{"action": "update"}]
-    assert feedback.missed_quotes(repaired) == [] and feedback.counts(repaired)["missed"] == 2
-    restored = repaired + [{"action": "archive"}, {"action": "restore"}]
+    assert feedback.repair_asked(asked)
+    repaired = asked + [{"action": "update", "version": 2, "at": 50.0}]
+    assert feedback.judged_version(repaired, 40.0) == 1
+    assert feedback.judged_version(repaired, 60.0) == feedback.judged_version(repaired, None) == 2
+    late = repaired + [_fb("harmful", "old text", 1), _fb("harmful", "new text", 2)]
+    assert feedback.missed_quotes(late) == [] and not feedback.repair_asked(late)
+    assert feedback.counts(late) == {"helped": 0, "ignored": 0, "harmful": 1, "missed": 0}
+    assert [(v["quote"], v["version"], v["current"]) for v in feedback.verdicts(late)] == [
+        ("h", 1, False), ("m1", 1, False), ("m2", 1, False), ("old text", 1, False),
+        ("new text", 2, True)]
+    restored = late + [{"action": "archive", "version": 3}, {"action": "restore", "version": 4}]
+    assert feedback.counts(late + [{"action": "archive", "version": 3}])["harmful"] == 1
     assert feedback.counts(restored) == dict.fromkeys(feedback.VERDICTS, 0)
+    assert feedback.repair_findings(asked, "update", "m2", "x") == []
+    assert [f.code for f in feedback.repair_findings(asked, "update", "h", "x")] == [
+        "repair_unquoted"]
+    assert feedback.repair_findings(repaired, "update", "h", "x") == []
 
 
 def sk(name, *, uses=1, turns=100, helped=0, harmful=0, stale_turns=None, owned=True):
@@ -219,9 +256,31 @@ def test_a_verdict_quoting_a_secret_is_refused_and_stored_redacted(tmp_path):
     assert GH_TOKEN not in v.verdict.evidence and GH_TOKEN not in path.read_text()
 
 
-def test_in_a_git_work_tree_the_tree_is_what_git_lists(tmp_path):
-    """Tracked files count, untracked ones too unless ignored; a tracked file deleted from the
-    work tree (a plain `rm`, not staged) is gone."""
+def test_what_a_skill_says_exists_is_what_is_checked(tmp_path):
+    """Paths the skill says to make, URLs and (unless the project has such a directory)
+    host-like names are not checked; a path made in one place and used in another is not
+    either; the rest missing from the tree are."""
+    md = ("Clone `github.com/acme/tool.git` (see https://example.com/docs/x.md). Create\n"
+          "`docs/adr/0001-title.md` from the template, then run `scripts/migrate.sh`.\n"
+          "Write the report to `out/report.json`. `dist/bundle.js` is generated by make.\n"
+          "Read [the API](docs/api.md) and `src/app/main.py`; create `notes/todo.md`, "
+          "then edit `notes/todo.md`.\n")
+    assert stale.named_paths(md) == ["github.com/acme/tool.git", "scripts/migrate.sh",
+                                     "src/app/main.py", "docs/api.md"]
+    root = tmp_path / "p"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs/api.md").write_text("x")
+    tree = stale.Tree(str(root))
+    assert stale.missing_paths(str(tmp_path / "skill"), md, tree) == [
+        "scripts/migrate.sh", "src/app/main.py"]
+    (root / "github.com/acme").mkdir(parents=True)  # the project's own directory of that name
+    assert "github.com/acme/tool.git" in stale.missing_paths(str(tmp_path / "skill"), md,
+                                                             stale.Tree(str(root)))
+
+
+def test_in_a_git_work_tree_what_exists_is_there(tmp_path):
+    """Tracked files count, untracked and ignored ones that exist too (a build output); a
+    tracked file deleted from the work tree (a plain `rm`, not staged) is gone."""
     import subprocess
 
     root = tmp_path / "repo"
@@ -238,4 +297,4 @@ def test_in_a_git_work_tree_the_tree_is_what_git_lists(tmp_path):
     (root / "build/out.js").write_text("x")
     tree = stale.Tree(str(root))
     assert [tree.exists(p) for p in ("docs/api.md", "docs/old.md", "docs/new.md",
-                                     "build/out.js", "docs")] == [True, False, True, False, True]
+                                     "build/out.js", "docs")] == [True, False, True, True, True]

@@ -64,3 +64,38 @@ def test_verdict_figures_follow_the_reflector_tool(home):
     noisy = le.run_suite("noisy", kinds)
     assert oracle["overall"]["verdicts"]["matching"] == oracle["overall"]["verdicts"]["planted"] == 3
     assert noisy["overall"]["verdicts"]["matching"] < 3
+
+
+def test_the_fakes_over_the_openai_protocol_score_the_same_and_cost_nothing(home):
+    """The same suite through the `openai` backend (the fakes served as an OpenAI-compatible
+    endpoint on loopback): the oracle's figures are the Messages API's, and a model on this
+    machine costs 0."""
+    oracle = le.run_suite("oracle", SMALL, protocol="openai")
+    o = oracle["overall"]
+    assert (o["planted"], o["exactly_once"], o["duplicates"], o["unplanted"]) == (2, 2, 0, 0)
+    assert oracle["reflector"] == "oracle (openai)"
+    assert o["tokens"] > 0 and o["usd"] == 0.0
+
+
+def test_live_backends_side_by_side(home):
+    """`--live --backend openai:oracle,openai:noisy` against one endpoint that answers as the
+    model it is asked for: two suites, one line each in the side-by-side table, the good model's
+    figures above the bad one's."""
+    from fake_openai import FakeOpenAI, tool_call_reply
+
+    suite = le.episodes()
+
+    def route(body):
+        reply = le.answer_of(body["model"])(le._window(body), suite, le.feedback_supported())
+        return tool_call_reply(reply, usage=le.openai_usage(body, reply))
+
+    with FakeOpenAI(route=route) as fake:
+        (home["home"] / "config.toml").write_text(
+            f'[reflector]\nopenai_base_url = "{fake.base_url}"\nopenai_model = "oracle"\n')
+        good, bad = le.run_live(["openai:oracle", "openai:noisy"], SMALL)
+        assert {r.json["model"] for r in fake.completions} == {"oracle", "noisy"}
+    assert (good["reflector"], good["model"], bad["model"]) == ("openai:oracle", "oracle", "noisy")
+    assert good["overall"]["exactly_once"] == 2 > bad["overall"]["exactly_once"]
+    lines = le.side_by_side([good, bad]).splitlines()
+    assert len(lines) == 3 and lines[1].split()[:2] == ["openai:oracle", "oracle"]
+    assert lines[2].split()[:2] == ["openai:noisy", "noisy"]

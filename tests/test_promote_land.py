@@ -206,7 +206,6 @@ def test_list_show_history_and_uses(env):
     view = pr.show("counted", proj)
     assert view.files == ["SKILL.md"] and view.skill_md.startswith("---\nname: counted\n")
     assert pr.show("nope", proj) is None and pr.history("nope", proj) == []
-    assert pr.locate("counted", proj) == [str(env["skills"] / "counted")]
 
 
 def test_io_failure_mid_landing_rolls_back(env, monkeypatch):

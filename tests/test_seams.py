@@ -220,7 +220,7 @@ class KeptIntents:
         return []
 
     def intake(self, job_id, session_id, source, raw, window, root, max_intents, redactor,
-               raw_feedback=()):
+               raw_feedback=(), **judged):
         self.taken.append((job_id, source, raw, window, root))
         return []
 

@@ -248,3 +248,20 @@ def test_an_interrupted_job_runs_again_and_is_parked_past_the_bound():
         assert (job.next_attempt_at > 1000.0) is (n > 3)
     assert waits == [1, 2] and job.next_attempt_at == 1020.0
     assert "interrupted 5 times" in job.last_error and "parked" in job.last_error
+
+
+def test_calls_replayed_in_one_batch_leave_the_memory_the_calls_one_by_one_left():
+    """A journal replay remembers a session's calls in one batch: past the memory's bound, with
+    ids it already holds among them (skipped), its ids, their times and `forgotten_until` end
+    as `remember_call` one call at a time leaves them."""
+    calls = [(f"toolu_{i:04d}", 1000.0 + i) for i in range(sm.KEEP_TOOL_IDS * 2 + 7)]
+    calls += calls[-5:]  # already remembered: counted once
+    one = sm.Session(session_id="one", tool_ids=["toolu_old"], tool_at=[])
+    batch = msgspec.structs.replace(one, tool_ids=list(one.tool_ids), tool_at=[])
+    added = [c for c, at in calls if sm.remember_call(one, c, at)]
+    sm.replay_calls(batch, calls)
+    assert len(added) == sm.KEEP_TOOL_IDS * 2 + 7
+    assert (batch.tool_ids, batch.tool_at, batch.forgotten_until) == \
+        (one.tool_ids, one.tool_at, one.forgotten_until)
+    assert len(batch.tool_ids) == sm.KEEP_TOOL_IDS
+    assert batch.forgotten_until == calls[-sm.KEEP_TOOL_IDS - 6][1]

@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from claude_autoharness.daemon.book import Book
@@ -108,6 +109,44 @@ async def test_pruning_is_journaled_and_expired_jobs_say_why(home, monkeypatch):
     core.load()
     try:
         assert sorted(core.book.state.sessions) == ["counting", "fresh"]
+        assert [j.status for j in core.book.state.jobs.values()] == ["failed"]
+    finally:
+        core.close()
+
+
+@pytest.mark.anyio
+async def test_a_quiet_daemon_prunes_and_expires_on_its_own_clock(home, monkeypatch):
+    """No event, no job change, nothing dirty: the persist loop alone, once the daemon's clock
+    is past the retention, forgets the quiet sessions and ends the job that never ran (and
+    journals it, so a restart does not bring them back)."""
+    monkeypatch.setenv("AUTOHARNESS_REFLECT_EVERY", "1")
+    monkeypatch.setenv("AUTOHARNESS_PERSIST_INTERVAL_S", "0.01")
+    now = [1_800_000_000.0]
+    core = Core(load_config(), clock=lambda: now[0])
+    core.load()
+    for i, (name, sid) in enumerate([("SessionStart", "quiet"), ("PreToolUse", "stuck"),
+                                     ("Stop", "stuck")]):
+        p = {"session_id": sid, "hook_event_name": name, "cwd": "/tmp/p", "source": "startup",
+             "tool_name": "Bash"}
+        await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i:032x}"))
+    await core.book.persist()
+    await core.book.persist()  # the first one's own records marked the book dirty
+    assert core.book.dirty is False and len(core.book.state.sessions) == 2
+    assert [j.status for j in core.book.state.jobs.values()] == ["pending"]
+    now[0] += 15 * DAY  # quiet from here on: only the clock moves
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.persist_loop)
+        with anyio.fail_after(30):
+            while core.book.state.sessions:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    [job] = core.book.state.jobs.values()
+    assert job.status == "failed" and "expired" in job.last_error
+    core.close()  # a crash: no snapshot since
+    core = Core(load_config(), clock=lambda: now[0])
+    core.load()
+    try:
+        assert core.book.state.sessions == {}
         assert [j.status for j in core.book.state.jobs.values()] == ["failed"]
     finally:
         core.close()

@@ -30,6 +30,7 @@ def do_capture(args) -> int:
     try:
         packet = ask(m.Capture(session_id=args.session, start=args.start,
                                transcript_path=args.transcript), r.Packet)
+        destination = ask(m.Status(sessions_limit=0), r.Status).reflector.destination
     except DaemonUnreachable:
         if args.session:
             raise
@@ -37,8 +38,11 @@ def do_capture(args) -> int:
             packet = offline.capture_packet(args.transcript, args.start or 0)
         except offline.OfflineError as e:
             raise CtlError(str(e)) from None
+        destination = offline.destination() + " (by the config file and this shell's " \
+            "environment: the daemon is not running)"
     if args.json:
-        print_json(msgspec.to_builtins(packet))
+        print_json(msgspec.to_builtins(packet))  # the Packet as it is (`status --json` has the destination)
     else:
         print(offline.format_packet(packet))
+        print(f"sent to: {destination}")
     return 0

@@ -106,10 +106,14 @@ def intent_line(i: r.Intent) -> str:
 
 
 def verdict_line(v: r.VerdictRecord) -> str:
-    """One `queue feedback` row: id, status, source, the verdict, the first finding."""
+    """One `queue feedback` row: id, status, source, the verdict, the first finding; then its
+    quote."""
     what = f"{v.verdict.verdict} {v.verdict.skill} [{v.verdict.layer}]" if v.verdict else "(malformed)"
     why = findings_text(v.findings, limit=1)
-    return f"{v.id:<20} {v.status:<9} {v.source:<9} {what}" + (f"  {why}" if why else "")
+    line = f"{v.id:<20} {v.status:<9} {v.source:<9} {what}" + (f"  {why}" if why else "")
+    if v.verdict and v.verdict.evidence:
+        line += f"\n    quote: \"{v.verdict.evidence}\""
+    return line
 
 
 def format_intent(i: r.Intent) -> str:

@@ -130,24 +130,36 @@ def _publish(args) -> int:
 
 def format_skill_line(s: r.SkillInfo) -> str:
     """One `skills list` row: name, layer, owner, stage (archived: why), uses over turns,
-    grounded verdicts (helped/ignored/harmful/missed), and stale paths."""
+    the grounded verdicts on its current version in words, and stale paths."""
     stage = s.stage or s.status
     if s.status == "archived":
         stage = f"archived ({s.reason})" if s.reason else "archived"
     turns = plural(s.turns, "turn") if s.owner == "autoharness" else "-"
-    fb = s.feedback
     line = (f"{s.name:<32} {s.layer:<8} {s.owner:<11} {stage:<22} "
-            f"uses {s.uses:<5} {turns:<11} "
-            f"verdicts {fb.helped}/{fb.ignored}/{fb.harmful}/{fb.missed} "
+            f"uses {s.uses:<5} {turns:<11} {verdict_counts(s.feedback):<26} "
             f"changed {ago(s.last_changed, time.time())}")
     if s.stale:
         line += "\n    stale: names missing " + ", ".join(s.stale)
     return line
 
 
+def verdict_counts(fb: r.FeedbackCounts) -> str:
+    """The verdicts on a skill's current version in words: `verdicts: 1 helped, 2 missed`."""
+    said = [f"{n} {k}" for k in ("helped", "ignored", "harmful", "missed")
+            if (n := getattr(fb, k))]
+    return "verdicts: " + ", ".join(said) if said else "no verdicts"
+
+
+def verdict_line(v: dict) -> str:
+    """One verdict of `skills show`: what, on which version, when, and its quote."""
+    version = f"v{v.get('version', '?')}" + ("" if v.get("current") else ", an earlier text")
+    return (f"  {v.get('verdict', '?')} ({version}) {when(v.get('at'))}: "
+            f"\"{v.get('quote') or ''}\"")
+
+
 def format_skill_view(v: r.SkillView) -> str:
     """`skills show NAME` for people: the row of `skills list`, where it lives, its files,
-    who landed each version and why, then its SKILL.md."""
+    who landed each version and why, every verdict with its quote, then its SKILL.md."""
     i = v.info
     lines = [format_skill_line(i).rstrip(), f"path: {i.path}"]
     if i.learned is not None:
@@ -158,6 +170,9 @@ def format_skill_view(v: r.SkillView) -> str:
     if v.files:
         lines.append("files: " + ", ".join(v.files))
     lines += [landing_line(land) for land in v.landings]
+    if v.verdicts:
+        lines.append("verdicts (grounded in the windows they quote):")
+        lines += [verdict_line(x) for x in v.verdicts]
     lines.append("")
     lines.append(v.skill_md.rstrip("\n"))
     return "\n".join(lines)

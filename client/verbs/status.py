@@ -85,6 +85,13 @@ def format_status(st: r.Status, now: float | None = None) -> str:
             lines.append(f"WAITING: {note}")
     elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
         lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
+    rf = st.reflector
+    if rf.backend != "none":
+        how = {"tools": " (tool calls)", "json_schema": " (JSON-schema output)",
+               "auto": " (output mode found at the first reply)"}.get(rf.output or "", "")
+        lines.append(f"reflector: {rf.backend} {rf.model}{how}; windows go to {rf.destination}")
+    for work, where in sorted(rf.routes.items()):
+        lines.append(f"  {work} runs on {where}")
     b = st.batches
     items = b.items
     if b.in_flight or items.get("waiting"):
@@ -109,9 +116,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     if st.sync.configured:
         lines.append(format_info(st.sync))
     fb = lib.feedback
-    lines.append(f"evidence: {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} harmful, "
-                 f"{fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
-                 f"{lib.stale} stale")
+    lines.append(f"evidence (verdicts on autoharness's skills, live and archived, each on its "
+                 f"current version): {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} "
+                 f"harmful, {fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
+                 f"{lib.stale} live skills stale")
     if st.sessions:
         shown = len(st.sessions)
         total = max(st.sessions_total, st.sessions_offset + shown)

@@ -250,7 +250,7 @@ class Hooks:
             name = args.get("skill") or args.get("command") or args.get("name")
             if not isinstance(name, str) or not name:
                 return
-            self.skill_used(("name", name.split(":")[-1], root))  # plugin skills: "plugin:name"
+            self.skill_used(("name", name, root))  # resolved as Claude Code does: `loads`
         else:
             path = args.get("file_path")
             if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":

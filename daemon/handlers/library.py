@@ -204,17 +204,19 @@ class Library:
 
 
 def stage_counts(infos) -> dict[str, int]:
-    """Skills per stage; archives also per reason (`archived:<reason>`); the live skills'
-    verdicts (`feedback:<verdict>`) and how many are stale (`stale`)."""
+    """Skills per stage; archives also per reason (`archived:<reason>`); the verdicts on
+    autoharness's skills, live and archived (`feedback:<verdict>`: the counts of each one's
+    current version; hand-written skills are never judged, so theirs are left out) and how
+    many live skills are stale (`stale`)."""
     out: dict[str, int] = {}
     for i in infos:
         stage = i.stage or lifecycle.HAND_WRITTEN
         out[stage] = out.get(stage, 0) + 1
-        if i.status == "live":
+        if i.owner == "autoharness":
             for k in feedback.VERDICTS:
                 out["feedback:" + k] = out.get("feedback:" + k, 0) + getattr(i.feedback, k)
-            if i.stale:
-                out["stale"] = out.get("stale", 0) + 1
+        if i.status == "live" and i.stale:
+            out["stale"] = out.get("stale", 0) + 1
         if stage == lifecycle.ARCHIVED:
             key = f"archived:{i.reason or 'unknown'}"
             out[key] = out.get(key, 0) + 1

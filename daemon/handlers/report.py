@@ -75,7 +75,8 @@ class Report:
             turns=turns.of, projects=sorted(projects),
             sessions=[(s.session_id, s.started_at, s.calls_hook + s.calls_transcript,
                        s.last_event_at) for s in state.sessions.values()],
-            model=cfg.reflector.model, recall_turns=req.turns or cfg.library.maturity_turns,
+            model=cfg.reflector.model, prices=dict(cfg.reflector.prices),
+            recall_turns=req.turns or cfg.library.maturity_turns,
             now=self.clock(), days=req.days)
 
     # ---- recording (blocking: worker threads) ----------------------------------------------

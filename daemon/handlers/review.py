@@ -20,7 +20,7 @@ from claude_autoharness.daemon.handlers.hooks import SkillUse
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import lifecycle
+from claude_autoharness.daemon.promote import lifecycle, loads
 from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
@@ -84,13 +84,13 @@ class Review:
         while self.use_queue:
             kind, value, root = self.use_queue.pop(0)
             try:
-                if kind == "path":
-                    used = [promoter.record_use(value)]
-                else:
-                    used = [promoter.record_use(d) for d in promoter.locate(value, root)[:1]]
-                for d in used:
-                    if d is not None:
-                        self.record_load(d, root)
+                # the skill Claude Code loaded: by name the user's first, by path its own layer's
+                layers = loads.Layers.of(root)
+                hit = (loads.resolve_read(value, layers) if kind == "path"
+                       else loads.resolve_name(value, layers))
+                d = promoter.record_use(hit[1]) if hit is not None else None
+                if d is not None:
+                    self.record_load(d, root)
             except Exception:
                 log.exception("skill use not recorded")
 

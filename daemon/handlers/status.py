@@ -20,6 +20,7 @@ from claude_autoharness.daemon.learnings.state import load as load_learning_stat
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.backends import routing
 from claude_autoharness.daemon.reflect.pipeline import today
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION
@@ -112,8 +113,11 @@ class StatusReport:
             capture=self.book.capture_stats.to_dict(),
             intents=self.src.intents.counts(),
             reflector=r.ReflectorInfo(
-                backend=avail["backend"], configured=rcfg.backend, model=rcfg.model,
-                reason=avail["reason"] or None,
+                backend=avail["backend"], configured=rcfg.backend,
+                model=routing.model_of(rcfg, avail["backend"]), reason=avail["reason"] or None,
+                destination=avail["destination"],
+                output=avail["openai"]["output"] if avail["backend"] == "openai" else None,
+                routes=avail["routes"],
                 tokens_today=st.tokens.get(today(self.clock()), 0),
                 tokens_total=st.tokens.get("total", 0),
                 daily_token_budget=rcfg.daily_token_budget or None),

@@ -1,7 +1,8 @@
 """Typed documents replaced whole: the daemon's snapshot, the batch journal, a project's
-learnings state. A write is atomic (the old file or the new one, never half) and 0600; a
-document that does not decode as its type is quarantined, never fatal, and the previous
-version (when one is kept) read instead."""
+learnings state. A write is atomic (the old file or the new one, never half) and 0600, and
+sealed (`checksum`); a document whose checksum fails or that does not decode as its type is
+quarantined, never fatal, and the previous version (when one is kept) read instead. One an
+older version wrote, unsealed, is read as it is; the next save seals it."""
 
 import contextlib
 from typing import TypeVar
@@ -9,6 +10,7 @@ from typing import TypeVar
 import msgspec
 
 from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.checksum import check, seal
 from claude_autoharness.daemon.persist.dirs import write_private
 
 T = TypeVar("T")
@@ -23,6 +25,9 @@ def load(path: str, type_: type[T], *, previous: str | None = None) -> T | None:
                 data = f.read()
         except FileNotFoundError:
             continue
+        if check(data) is False:
+            quarantine.set_aside(candidate, why="checksum does not match")
+            continue
         try:
             return msgspec.json.decode(data, type=type_)
         except msgspec.DecodeError:  # ValidationError included
@@ -33,7 +38,7 @@ def load(path: str, type_: type[T], *, previous: str | None = None) -> T | None:
 def save(path: str, value: object, *, previous: str | None = None) -> None:
     """Replace the document (0600), the one replaced kept as `previous` if named; never into a
     state dir swapped since start."""
-    write_private(path, msgspec.json.encode(value), previous=previous)
+    write_private(path, seal(msgspec.json.encode(value)), previous=previous)
 
 
 def load_or_set_aside(path: str, type_: type[T]) -> T | None:

@@ -1,7 +1,14 @@
 """Typed append-only journals: JSON lines, each a record of a msgspec tagged union whose tag
-field is `op`. A record type is the union of its kinds (`Event | Calls | ...`); a line that
-does not decode as one of them (torn by a crash, garbage, a kind a later version added) is
-skipped and its file quarantined, so nothing readable is lost.
+field is `op`. A record type is the union of its kinds (`Event | Calls | ...`).
+
+Every line is sealed (`checksum`: its last field is its CRC32), so a flipped byte or an
+edited value is found on load. A line that fails its check or does not decode as one of the
+kinds (torn by a crash, garbage, a kind a later version added) is never loaded: it is skipped
+and its file copied to the quarantine (status and doctor name it), so nothing readable is
+lost. Lines older versions wrote carry no checksum: they are read as legacy only where an old
+version could have written them, ahead of the first sealed line read (a flip in a seal's own
+bytes makes a line look unsealed: after a sealed one it is damage). What legacy lines hold is
+written sealed at the next snapshot or compaction.
 
 Two shapes:
 - `Journal`: the daemon state's journal, in segments. Appends are one `write()` each (page
@@ -19,6 +26,7 @@ from typing import Generic, TypeVar
 import msgspec
 
 from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.checksum import check, seal
 from claude_autoharness.daemon.persist.dirs import recheck_dir
 from claude_autoharness.daemon.persist.files import AppendFile, append_durably, fsync_dir, write_atomic
 from claude_autoharness.protocol import paths
@@ -38,23 +46,49 @@ R = TypeVar("R")
 
 
 def encode_lines(records: Iterable[object]) -> bytes:
-    return b"".join(encoder.encode(rec) + b"\n" for rec in records)
+    return b"".join(seal(encoder.encode(rec)) + b"\n" for rec in records)
 
 
-def read_lines(path: str, decoder: msgspec.json.Decoder) -> tuple[list, list[int]]:
-    """The records of a JSON-lines file and the numbers of the lines that are none (blank
-    lines are neither). Raises FileNotFoundError for a missing file."""
-    with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
-    out, bad = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(decoder.decode(line))
-        except msgspec.DecodeError:  # ValidationError included
-            bad.append(n)
-    return out, bad
+class Lines:
+    """Reads the lines of one journal, in order, across its files: a line is loaded only when
+    its seal holds, or when it is unsealed and no sealed line came before it (legacy)."""
+
+    def __init__(self, decoder: msgspec.json.Decoder):
+        self.decoder = decoder
+        self.sealed = False  # a sealed line was read: from here on, every line must be
+        self.legacy = 0  # unsealed lines accepted as an older version's
+
+    def read(self, path: str) -> tuple[list, list[str]]:
+        """The records of the file and what is wrong with each line that was not loaded
+        (blank lines are neither). Raises FileNotFoundError for a missing file."""
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+        out, bad = [], []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            ok = check(line)
+            if ok is False or (ok is None and self.sealed):
+                bad.append(f"line {n}: checksum does not match" if ok is False
+                           else f"line {n}: no checksum after checked lines")
+                continue
+            try:
+                rec = self.decoder.decode(line)
+            except msgspec.DecodeError:  # ValidationError included
+                bad.append(f"line {n}: unreadable")
+                continue
+            if ok:
+                self.sealed = True
+            else:
+                self.legacy += 1
+            out.append(rec)
+        return out, bad
+
+
+def damage(bad: list[str]) -> str:
+    """One line saying which lines were set aside and why (the first few)."""
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return f"{len(bad)} damaged line(s): " + "; ".join(bad[:3]) + more
 
 
 class Journal(Generic[S]):
@@ -81,6 +115,8 @@ class Journal(Generic[S]):
         self._unsynced_dir = False  # a rotation renamed and created files
         self._closed: list[AppendFile] = []  # rotated away, not fsynced yet
         self._unwritten: list[bytes] = []  # records a failed append kept, oldest first
+        self.damaged = 0  # lines the last replay skipped as damaged
+        self.legacy = 0  # unsealed lines (an older version's) the last replay loaded
 
     def open(self) -> None:
         recheck_dir(os.path.dirname(self.path))
@@ -101,7 +137,7 @@ class Journal(Generic[S]):
             rec.seq, rec.at = self.seq, time.time()
             # A record a failed append could not write goes first: the caller's state already
             # holds its change, so the post-states recorded after it carry that change too.
-            self._unwritten.append(encoder.encode(rec) + b"\n")
+            self._unwritten.append(seal(encoder.encode(rec)) + b"\n")
             n = self.file.append(b"".join(self._unwritten))
             self._unwritten.clear()
             self.appended += n
@@ -185,13 +221,22 @@ class Journal(Generic[S]):
                 os.unlink(path)
 
     def replay(self, after_seq: int) -> list[S]:
-        """Records newer than `after_seq`, from the segments and the file. A torn or garbage
-        line is skipped and its file copied to the quarantine, so nothing readable is lost and
-        the damage stays inspectable."""
+        """Records newer than `after_seq`, from the file and the segments not wholly covered by
+        `after_seq` (the others are kept for an older snapshot only). A damaged line (its
+        checksum fails, torn, garbage) is skipped and its file copied to the quarantine, so
+        nothing readable is lost and the damage stays inspectable; `damaged` and `legacy`
+        count the lines skipped and the unsealed lines an older version wrote."""
         out: list[S] = []
-        for path in [p for _, p in self.segments()] + [self.path]:
+        lines = Lines(self._decoder)
+        self.damaged, files = 0, []
+        for last, path in self.segments():
+            if last <= after_seq:  # wholly covered: not read (its name holds its last seq)
+                self.seq = max(self.seq, last)
+            else:
+                files.append(path)
+        for path in files + [self.path]:
             try:
-                records, bad = read_lines(path, self._decoder)
+                records, bad = lines.read(path)
             except FileNotFoundError:
                 continue
             for rec in records:
@@ -199,7 +244,9 @@ class Journal(Generic[S]):
                 if rec.seq > after_seq:
                     out.append(rec)
             if bad:
-                quarantine.set_aside(path, copy=True, why=f"{len(bad)} unreadable line(s)")
+                self.damaged += len(bad)
+                quarantine.set_aside(path, copy=True, why=damage(bad))
+        self.legacy = lines.legacy
         self.seq = max(self.seq, after_seq)
         return out
 
@@ -214,10 +261,11 @@ class RecordLog(Generic[R]):
         self.path = path
         self._decoder = msgspec.json.Decoder(record_type)
 
-    def read(self) -> tuple[list[R], list[int]]:
-        """The records and the numbers of unreadable lines; ([], []) for a missing file."""
+    def read(self) -> tuple[list[R], list[str]]:
+        """The records and what is wrong with each line not loaded (`Lines`); ([], []) for a
+        missing file."""
         try:
-            return read_lines(self.path, self._decoder)
+            return Lines(self._decoder).read(self.path)
         except FileNotFoundError:
             return [], []
 

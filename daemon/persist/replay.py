@@ -10,13 +10,16 @@ from claude_autoharness.daemon.persist.parts import PartsReplay
 
 
 def apply_records(state: st.State, records: list[st.Record]) -> list[str]:
-    """Apply `records` (journal order) to `state`; return the event ids they carry, in order."""
+    """Apply `records` (journal order) to `state`; return the event ids they carry, in order.
+    The calls each session counted are remembered at the end, in one batch per session."""
     parts = PartsReplay(state)
-    eids = []
+    eids: list[str] = []
+    calls: dict[str, list[tuple[str, float]]] = {}  # session id -> its calls, journal order
     for rec in records:
         match rec:
             case st.EventRecord():
-                _put(state, rec.jobs, [rec.session] if rec.session else [], rec.calls, rec.at)
+                _put(state, rec.jobs, [rec.session] if rec.session else [], rec.calls, rec.at,
+                     calls)
                 if rec.turn:
                     state.turns.add(rec.project)
                 if rec.kind:  # the counters a snapshot would have carried
@@ -24,40 +27,44 @@ def apply_records(state: st.State, records: list[st.Record]) -> list[str]:
                 if rec.eid:
                     eids.append(rec.eid)
             case st.CallsRecord():
-                _put(state, [], [rec.session] if rec.session else [], rec.calls, rec.at)
+                _put(state, [], [rec.session] if rec.session else [], rec.calls, rec.at, calls)
             case st.JobsRecord():
                 _put(state, ([rec.job] if rec.job else []) + rec.jobs,
-                     rec.sessions + ([rec.session] if rec.session else []), [], rec.at)
+                     rec.sessions + ([rec.session] if rec.session else []), [], rec.at, calls)
             case st.PartsRecord():
-                _put(state, [], rec.sessions, [], rec.at)
+                _put(state, [], rec.sessions, [], rec.at, calls)
                 parts.add(rec)
             case st.ForgetRecord():
                 for sid in rec.forget_sessions:
                     state.sessions.pop(sid, None)
+                    calls.pop(sid, None)
                 for jid in rec.forget_jobs:
                     state.jobs.pop(jid, None)
             case st.CarryRecord():
                 _put(state, [rec.job] if rec.job else [], [rec.session] if rec.session else [],
-                     [], rec.at)
+                     [], rec.at, calls)
             case st.SessionRecord():
-                _put(state, [], [rec.session] if rec.session else [], [], rec.at)
+                _put(state, [], [rec.session] if rec.session else [], [], rec.at, calls)
             case st.TurnRecord():
                 state.turns.add(rec.project)
     parts.finish()
+    for sid, counted in calls.items():
+        if (s := state.sessions.get(sid)) is not None:
+            sm.replay_calls(s, counted)
     return eids
 
 
 def _put(state: st.State, jobs: list[sm.Job], sessions: list[sm.Session], calls: list[str],
-         at: float) -> None:
+         at: float, counted: dict[str, list[tuple[str, float]]]) -> None:
     """Post-states replayed: a session keeps the tool ids it remembered, and the last one (the
-    record's own session) adds the calls it counted, made no later than `at`."""
+    record's own session) adds the calls it counted, made no later than `at`, to `counted`."""
     for job in jobs:
         state.jobs[job.id] = job
     for s in sessions:
         prev = state.sessions.get(s.session_id)
-        s.tool_ids = list(prev.tool_ids) if prev is not None else []
-        s.tool_at = list(prev.tool_at) if prev is not None else []
+        # the replaced post-state is dropped: its lists move over, uncopied
+        s.tool_ids = prev.tool_ids if prev is not None else []
+        s.tool_at = prev.tool_at if prev is not None else []
         state.sessions[s.session_id] = s
     if calls and sessions:
-        for tool_use_id in calls:
-            sm.remember_call(sessions[-1], tool_use_id, at)
+        counted.setdefault(sessions[-1].session_id, []).extend((c, at) for c in calls)

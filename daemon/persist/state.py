@@ -55,7 +55,7 @@ class State(msgspec.Struct, kw_only=True):
     jobs_failed: int = 0
     events: Counters = msgspec.field(default_factory=Counters)
     paused: bool = False
-    tokens: dict[str, int] = {}  # "total", and "day:YYYY-MM-DD"
+    tokens: dict[str, int] = {}  # "total", "day:YYYY-MM-DD" and "day:YYYY-MM-DD/<backend>"
     watcher: dict = {}
     markers: dict = {}
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary

@@ -21,7 +21,7 @@ THRESHOLD = 0.5
 MIN_WORDS = 3
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOPWORDS = frozenset("""
+STOPWORDS = frozenset("""
 a an and any are as at be before after by can do does for from has have how i if in into is it
 its of on or so than that the their then there these this those to use used uses using via was
 we were what when where which while who will with you your always never first skill skills
@@ -42,7 +42,7 @@ def _stem(word: str) -> str:
 
 
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS)
+    return frozenset(_stem(w) for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS)
 
 
 def similarity(a: str, b: str) -> float:

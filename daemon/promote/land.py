@@ -13,6 +13,7 @@ archives with a recorded reason, so they are journaled, listed and restorable li
 import os
 
 from claude_autoharness.daemon.promote import (
+    feedback,
     forgetting,
     gitmode,
     guard,
@@ -84,6 +85,8 @@ class Promoter(Lander):
             findings += validate.attributable(p, window)
             if intent.source == "curator":
                 findings += shape.curator_findings(intent, plan, p.evidence)
+                findings += feedback.repair_findings(self.statedir.history(plan.skill_dir),
+                                                     plan.action, p.evidence, plan.name)
             if findings:
                 return Outcome.rejected(*findings)
             refused = gate() if gate is not None else None
@@ -148,11 +151,6 @@ class Promoter(Lander):
             return None
         self.statedir.count_use(d)
         return d
-
-    def locate(self, name: str, project_root: str | None = None) -> list[str]:
-        """Live skill directories named `name`, project layer first."""
-        return [os.path.join(root, name) for _, root, _ in self.roots(project_root)
-                if os.path.isfile(os.path.join(root, name, SKILL_MD))]
 
     # -- the operator's verbs (see `verbs`) ------------------------------------------------
 

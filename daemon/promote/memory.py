@@ -5,7 +5,8 @@ root or in `.claude/`, and `CLAUDE.local.md`) and its auto memory
 (`$CLAUDE_CONFIG_DIR/projects/<slug>/memory/`: `MEMORY.md` plus topic files). Each is split into
 *lessons*: a topic file's frontmatter `description` (with its `name`), or one paragraph or list
 item of any other file. The reflector sees a bounded index of them, and the duplicate guard
-refuses a `create` that repeats one (the same near-test as between skills).
+refuses a `create` that repeats one: a topic file's name, or a rule its description or body
+says again, paraphrased or not (`restate`).
 
 autoharness never writes these files. Reads are bounded (bytes per file, files, lessons),
 regular files only, opened without blocking (a FIFO named CLAUDE.md cannot stall a job).
@@ -16,7 +17,7 @@ import re
 import stat
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.promote import duplicate, skillfile
+from claude_autoharness.daemon.promote import duplicate, restate, skillfile
 from claude_autoharness.protocol import paths
 
 MAX_FILE_BYTES = 64 * 1024
@@ -145,9 +146,14 @@ def index_text(items) -> str:
     return "\n".join(lines)
 
 
-def near_lesson(name: str, description: str, found: list[Lesson]) -> Lesson | None:
-    """The first lesson a new skill would repeat (same near-test as between skills)."""
+def near_lesson(name: str, description: str, found: list[Lesson],
+                body: str = "") -> Lesson | None:
+    """The first lesson a new skill would repeat: a topic file of its name, or a rule its
+    description or body says again (`restate`)."""
     for lesson in found:
-        if duplicate.near(name, description, lesson.name, lesson.text):
+        if lesson.name and duplicate.normalize_name(lesson.name) == duplicate.normalize_name(
+                name):
+            return lesson
+        if restate.restates(lesson.text, description, body):
             return lesson
     return None

@@ -9,7 +9,16 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.promote import feedback, gitmode, layers, lifecycle, stale, validate, verbs
+from claude_autoharness.daemon.promote import (
+    feedback,
+    gitmode,
+    layers,
+    lifecycle,
+    loads,
+    stale,
+    validate,
+    verbs,
+)
 from claude_autoharness.daemon.promote.lander import Lander
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
@@ -41,11 +50,20 @@ def ground(pr: Lander, rec: VerdictRecord, window: str | None) -> tuple[str, lis
         entries = pr.statedir.history(target)
         if any(e.get("landing") == "fb-" + rec.id for e in entries):
             return "accepted", []  # recorded before a crash took the queue's update
+        if rec.job_id and any(e.get("action") == feedback.FEEDBACK and e.get("job") == rec.job_id
+                              for e in entries):
+            return "rejected", [Finding(family="grounded", code="repeated",
+                                        message=f"a second verdict on {v.skill} for one window")]
         exists = os.path.isfile(os.path.join(target, SKILL_MD))
-        findings = feedback.ground(v.verdict, v.skill, v.layer, window, exists=exists)
+        seen = loads.Layers.of(rec.project_root)
+        who = (v.layer, v.skill)
+        findings = feedback.ground(
+            v.verdict, v.skill, v.layer, window, exists=exists,
+            loaded=window is not None and who in loads.resolve(loads.refs(window), seen),
+            loaded_before=who in loads.resolve(rec.loaded_before, seen))
         if findings:
             return "rejected", findings
-        version = entries[-1]["version"] if entries else 0
+        version = feedback.judged_version(entries, rec.window_at or None)
         quote = pr.redactor.redact(v.evidence)[0]
         pr.statedir.append_history(feedback.entry(rec, target, v.layer, v.skill, version,
                                                   pr.clock(), quote))
@@ -179,7 +197,7 @@ def lifecycle_pass(pr: Lander, project_root: str | None, *, hold=None,
         mode, _ = gitmode.mode_for(project_root if d.layer == "project" else None, pr.cfg)
         if d.reason == lifecycle.HARMFUL and mode == "review" and hold is not None:
             quotes = [v["quote"] for v in feedback.verdicts(pr.statedir.history(info.path))
-                      if v["verdict"] == "harmful"]
+                      if v["verdict"] == "harmful" and v["current"]]
             if hold(d, quotes):  # newly held: the decision and its reason go in history
                 with pr.statedir.locked():
                     mark(pr, info.path, d.layer, HELD, d.detail + "; held for review")

@@ -34,7 +34,8 @@ def shape(p: Proposal, root: str, anchor: str | None, project_root: str | None, 
         if plan.exists and owned(plan.skill_dir):
             out.append(shape_finding("exists", f"{p.skill} exists: update or patch it"))
         out += duplicates(root, p.skill, description)
-        kept = memory.near_lesson(p.skill, description, memory.lessons(project_root))
+        kept = memory.near_lesson(p.skill, description, memory.lessons(project_root),
+                                  new_body)
         if kept is not None:
             out.append(shape_finding(
                 "duplicate", f"{p.skill} repeats a lesson the user already keeps in "

@@ -67,12 +67,13 @@ def list_skills(pr: Lander, project_root: str | None = None) -> list[SkillInfo]:
 
 def show(pr: Lander, name: str, project_root: str | None = None,
          layer: str | None = None) -> SkillView | None:
-    """One live skill: its SKILL.md, files and provenance; None when there is none."""
+    """One skill: its SKILL.md, files, provenance and every verdict in its history; a live
+    one, else its latest archive (None when there is neither)."""
     pr.refresh_git(project_root)
     found = layers.find_one(name, pr.roots(project_root), layer,
                             lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
     if isinstance(found, Outcome):
-        return None
+        return _show_archived(pr, name, project_root, layer)
     layer, root, _ = found
     d = os.path.join(root, name)
     data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
@@ -85,6 +86,22 @@ def show(pr: Lander, name: str, project_root: str | None = None,
                      files=sorted(scan_tree(d)[0]),
                      landings=prov["landings"] if prov else [],
                      verdicts=feedback.verdicts(pr.statedir.history(d)))
+
+
+def _show_archived(pr: Lander, name: str, project_root: str | None,
+                   layer: str | None) -> SkillView | None:
+    archived = [i for i in list_skills(pr, project_root)
+                if i.status == "archived" and i.name == name and layer in (None, i.layer)]
+    if not archived:
+        return None
+    i = max(archived, key=lambda i: i.last_changed or 0.0)
+    target = next((m["target"] for m in pr.statedir.archives() if m["path"] == i.path), None)
+    prov = read_provenance(i.path)
+    data = read_nofollow(i.path, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
+    return SkillView(info=i, skill_md=data.decode("utf-8", "replace"),
+                     files=sorted(scan_tree(i.path)[0]),
+                     landings=prov["landings"] if prov else [],
+                     verdicts=feedback.verdicts(pr.statedir.history(target)) if target else [])
 
 
 def history(pr: Lander, name: str, project_root: str | None = None,

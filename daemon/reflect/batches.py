@@ -1,11 +1,14 @@
 """Reflection on a backlog through the Message Batches API (`autoharnessctl replay --batch`).
 
 Each transcript is cut into windows by the pool's own `Reflection` (same packet, same prompt,
-same request parameters); every window is one batch item, its custom id the job id its
-proposals are taken in under. Items go out in batches chunked to the API's limits, batches
-are polled with backoff, and results are taken in and charged by that same `Reflection` (the
-same dedup of saved lessons, the same validation and promoter as pool jobs). The journal's
-records and their file are `batchstore`'s; the API requests are `backends.anthropic_batches`.
+same request parameters) and like a live window: records a reflector already had (live, or an
+earlier batch) are left out, a window with nothing else is not sent, and once an item's
+results are taken in its records are remembered as reflected, so no path judges them again.
+Every window is one batch item, its custom id the job id its proposals are taken in under.
+Items go out in batches chunked to the API's limits, batches are polled with backoff, and
+results are taken in and charged by that same `Reflection` (the same dedup of saved lessons,
+the same validation and promoter as pool jobs). The journal's records and their file are
+`batchstore`'s; the API requests are `backends.anthropic_batches`.
 
 Durable: `<state>/batches.json` (atomically replaced on every change) holds every item and
 every batch id. A restart resumes polling; a result already taken in is not taken in again
@@ -41,6 +44,7 @@ from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
 from claude_autoharness.daemon.reflect.pipeline import Reflection
+from claude_autoharness.daemon.reflect.pool import SeenRecords
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.messages import BatchOp
 
@@ -95,11 +99,14 @@ class BatchRunner:
 
     def __init__(self, reflection: Reflection, *,
                  project_root: Callable[[str | None], str | None],
-                 queued: Callable[[], None], clock: Callable[[], float] = time.time):
+                 queued: Callable[[], None], seen: SeenRecords | None = None,
+                 clock: Callable[[], float] = time.time):
         """`reflection` cuts, prompts, takes in and charges as it does for the pool's jobs;
         `project_root` maps a transcript's cwd to its project; `queued` is called once a
-        batch's results are taken in (the promoter's turn)."""
+        batch's results are taken in (the promoter's turn); `seen`: the records already
+        reflected (the pool's)."""
         self.reflection = reflection
+        self.seen = seen
         self.live = reflection.live
         self.project_root = project_root
         self.queued = queued
@@ -137,7 +144,7 @@ class BatchRunner:
         """Cut every transcript into windows and queue one item per window not seen before."""
         known = {(i.transcript, i.start) for i in self.j.items.values()
                  if i.status != "canceled"}
-        added = skipped = 0
+        added = skipped = reflected = 0
         missing = []
         for path in transcripts:
             path = os.path.abspath(path)
@@ -148,11 +155,13 @@ class BatchRunner:
             root = self.project_root(cwd) if cwd else None
             start, size = 0, os.path.getsize(path)
             while start < size:
-                packet = self.reflection.cut(path, start)
+                packet = self.reflection.cut(path, start, reflected=self.seen)
                 if packet.watermark_to <= start:
                     break
                 if (path, start) in known:
                     skipped += 1
+                elif not packet.kept_records and packet.reflected_records:
+                    reflected += 1
                 elif packet.window.strip():
                     item = Item(id="b" + uuid.uuid4().hex[:15], transcript=path, start=start,
                                 end=packet.watermark_to, session_id=session_for(path),
@@ -160,7 +169,8 @@ class BatchRunner:
                     self.j.items[item.id] = item
                     added += 1
                 start = packet.watermark_to
-        return r.BatchSubmitted(items=added, skipped=skipped, missing=missing)
+        return r.BatchSubmitted(items=added, skipped=skipped, missing=missing,
+                                reflected=reflected)
 
     async def _cancel(self) -> r.BatchCanceled:
         canceled = 0
@@ -222,7 +232,7 @@ class BatchRunner:
         if not has_api_key(self.live.cfg.reflector):
             return ("replay --batch needs the Anthropic API: set ANTHROPIC_API_KEY "
                     "(or reflector.api_key)")
-        return self.reflection.budget_spent("batch items")
+        return self.reflection.budget_spent("batch items", "anthropic")
 
     async def _submit_waiting(self) -> None:
         waiting = [i for i in self.j.items.values() if i.status == "waiting"]
@@ -234,8 +244,11 @@ class BatchRunner:
         for item, reason in built["failed"]:
             item.status, item.error = "failed", reason
         reqs = built["requests"]
+        if not reqs:  # all failed or had nothing new
+            self.save()
+            return
         sizes = [len(json.dumps(r)) for r in reqs]
-        left = self.reflection.tokens_left()
+        left = self.reflection.tokens_left("anthropic")
         if left is not None:  # send no more than the budget has left
             n, total = 0, 0
             for size in sizes:
@@ -316,10 +329,14 @@ class BatchRunner:
         indexes: dict[str | None, list[dict]] = {}  # one listing per project, not per item
         for item in items:
             try:
-                packet = rf.cut(item.transcript, item.start)
+                packet = rf.cut(item.transcript, item.start, reflected=self.seen)
             except OSError as e:
                 out["failed"].append((item, f"cannot read transcript: {e.strerror}"))
                 continue
+            if not packet.kept_records:  # reflected since it was queued: nothing to send
+                item.status, item.error = "done", None
+                continue
+            item.uuids = list(packet.uuids)
             if item.project not in indexes:
                 indexes[item.project] = rf.skill_index(item.project)
             prompt = rf.prompt(packet, None, item.project, skills=indexes[item.project])
@@ -381,10 +398,27 @@ class BatchRunner:
             item.status, item.error = "failed", f"unusable reply: {problem}"
             return
         window = await anyio.to_thread.run_sync(windows.read_window, item.id)
+        try:
+            before = await anyio.to_thread.run_sync(self.reflection.loads_before,
+                                                    item.transcript, item.end)
+            ended = os.path.getmtime(item.transcript)  # its last window ended by then
+        except OSError:  # gone since: a `missed` cannot be told from an earlier load
+            before, ended = [], 0.0
         intents, _ = await self.reflection.take_in(item.id, item.session_id, "reflector", result,
                                                    window or "", item.project,
-                                                   keep_window=False)
+                                                   keep_window=False, loaded_before=before,
+                                                   window_at=ended)
         item.status, item.intents, item.error = "done", [i.id for i in intents], None
+        await self._remember(item)
+
+    async def _remember(self, item: Item) -> None:
+        """The item's records were judged: later windows, live or batched, leave them out."""
+        if self.seen is None or not item.uuids:
+            return
+        try:
+            await anyio.to_thread.run_sync(self.seen.add, item.uuids)
+        except OSError as e:  # kept in memory; at worst re-judged after a restart
+            log.warning("reflected records not saved", item=item.id, error=e.strerror)
 
     def _retry(self, item: Item, reason: str) -> None:
         """Errored, expired or lost: alone into a later batch, until max_attempts."""

@@ -22,6 +22,7 @@ class Item(msgspec.Struct, kw_only=True, omit_defaults=True):
     attempts: int = 0
     error: str | None = None
     intents: list[str] = []
+    uuids: list[str] = []  # of the records its window carries: remembered once taken in
 
 
 class Batch(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -25,6 +25,7 @@ from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends, windows
 from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
+from claude_autoharness.daemon.reflect.sessionloads import SessionLoads
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read", "cache_creation")
 
@@ -37,9 +38,9 @@ def today(ts: float) -> str:
 class Tokens(Protocol):
     """The daily token tallies the budget is judged by."""
 
-    def tokens_on(self, day: str) -> int: ...
+    def tokens_on(self, day: str, backend: str = "") -> int: ...
 
-    def add_tokens(self, day: str, n: int) -> None: ...
+    def add_tokens(self, day: str, n: int, backend: str = "") -> None: ...
 
 
 class IntentSink(Protocol):
@@ -49,7 +50,8 @@ class IntentSink(Protocol):
 
     def intake(self, job_id: str, session_id: str, source: str,
                raw_proposals: builtins.list[object], window: str, project_root: str | None,
-               max_intents: int, redactor, raw_feedback=()) -> builtins.list[Intent]: ...
+               max_intents: int, redactor, raw_feedback=(), feedback_window: str | None = None,
+               loaded_before=(), window_at: float = 0.0) -> builtins.list[Intent]: ...
 
     def job_recorded(self, job_id: str) -> bool: ...
 
@@ -76,23 +78,33 @@ class Reflection:
         self.save_window = save_window or windows.save_window
         self.record_usage = record_usage or (lambda **call: None)
         self.clock = clock
+        self.session_loads = SessionLoads()
 
     # ---- the budget ----------------------------------------------------------------------
 
-    def tokens_left(self) -> int | None:
-        """What today's budget has left (None: no budget)."""
-        budget = self.live.cfg.reflector.daily_token_budget
-        if not budget:
-            return None
-        return budget - self.tokens.tokens_on(today(self.clock()))
+    def tokens_left(self, backend: str = "") -> int | None:
+        """What today's budget has left (None: no budget): the overall one, or the lower of it
+        and `backend`'s own (`reflector.backend_budgets`)."""
+        r = self.live.cfg.reflector
+        day = today(self.clock())
+        left = [r.daily_token_budget - self.tokens.tokens_on(day)] if r.daily_token_budget else []
+        own = r.backend_budgets.get(backend, 0) if backend else 0
+        if own:
+            left.append(own - self.tokens.tokens_on(day, backend))
+        return min(left) if left else None
 
-    def budget_spent(self, what: str) -> str:
+    def budget_spent(self, what: str, backend: str = "") -> str:
         """Why `what` waits for tomorrow ("" while the budget lasts)."""
-        left = self.tokens_left()
+        left = self.tokens_left(backend)
         if left is None or left > 0:
             return ""
-        budget = self.live.cfg.reflector.daily_token_budget
-        return f"daily token budget of {budget} reached: {what} wait until tomorrow"
+        r = self.live.cfg.reflector
+        day = today(self.clock())
+        own = r.backend_budgets.get(backend, 0) if backend else 0
+        if own and self.tokens.tokens_on(day, backend) >= own:
+            return (f"the {backend} backend's daily token budget of {own} reached: {what} "
+                    "wait until tomorrow")
+        return f"daily token budget of {r.daily_token_budget} reached: {what} wait until tomorrow"
 
     # ---- cut, prompt, ask ----------------------------------------------------------------
 
@@ -111,9 +123,15 @@ class Reflection:
                                  queued_markers=self.queued_marker_texts(),
                                  memory=self.memory_index(root))
 
-    def ask(self, backend: str, prompt: Prompt) -> backends.ReflectResult:
-        """One reflection on `backend` (blocking; raises the backends' errors)."""
-        return backends.reflect(backend, prompt, self.live.cfg.reflector)
+    def loads_before(self, path: str, end: int, roots=None) -> list[str]:
+        """The skill loads of the transcript at `path` before byte `end` (blocking): what a
+        `missed` verdict on a window ending there is grounded against."""
+        return self.session_loads.before(path, end, roots)
+
+    def ask(self, backend: str, prompt: Prompt, cfg=None) -> backends.ReflectResult:
+        """One reflection on `backend` with reflector config `cfg` (default: the live one;
+        blocking; raises the backends' errors)."""
+        return backends.reflect(backend, prompt, cfg or self.live.cfg.reflector)
 
     # ---- take in, charge -----------------------------------------------------------------
 
@@ -123,17 +141,21 @@ class Reflection:
         crash after the call loses no record of what it cost."""
         n = sum(int(usage.get(k) or 0) for k in USAGE_KEYS)
         if n:
-            self.tokens.add_tokens(today(self.clock()), n)
+            self.tokens.add_tokens(today(self.clock()), n, str(call.get("backend") or ""))
         await anyio.to_thread.run_sync(lambda: self.record_usage(usage=usage, **call))
 
     async def take_in(self, job_id: str, session_id: str, source: str,
                       result: backends.ReflectResult, window: str, root: str | None, *,
                       max_intents: int | None = None, drop_saved: bool = True,
-                      keep_window: bool = True) -> tuple[list[Intent], int]:
+                      keep_window: bool = True, feedback_window: str | None = None,
+                      loaded_before: list[str] | tuple[str, ...] = (),
+                      window_at: float = 0.0) -> tuple[list[Intent], int]:
         """The reply's proposals and verdicts into the queue (durable once this returns), with
         the lessons already queued from markers left out (`drop_saved`); the window kept first
-        (`keep_window`: a batch item's was kept when it was sent). Returns the intents and how
-        many proposals were left out."""
+        (`keep_window`: a batch item's was kept when it was sent). Verdicts may quote only
+        `feedback_window` (the records no earlier window had; None: the whole window) and carry
+        `loaded_before` (the session's loads up to the window's end) and `window_at` (when it
+        ended). Returns the intents and how many proposals were left out."""
         proposals, dups = list(result.proposals), 0
         if drop_saved:
             proposals, dups = drop_saved_lessons(proposals, self.queued_marker_texts())
@@ -143,7 +165,10 @@ class Reflection:
         redactor = self.live.redactor
         intents = await anyio.to_thread.run_sync(
             lambda: self.intents.intake(job_id, session_id, source, proposals, window, root,
-                                        limit, redactor, raw_feedback=result.feedback))
+                                        limit, redactor, raw_feedback=result.feedback,
+                                        feedback_window=feedback_window,
+                                        loaded_before=loaded_before,
+                                        window_at=window_at))
         return intents, dups
 
     def queued_marker_texts(self) -> list[str]:

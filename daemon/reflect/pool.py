@@ -34,6 +34,7 @@ from claude_autoharness.daemon.capture.window import tail_start
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.reflect import backends
+from claude_autoharness.daemon.reflect.backends import routing
 from claude_autoharness.daemon.reflect.curate import (
     CuratedSkill,
     build_curate_request,
@@ -128,32 +129,42 @@ class ReflectorPool:
 
     # ---- scheduling ----------------------------------------------------------------------
 
-    def blocked_reason(self) -> str:
-        """Why no job may start at all right now ("" when they may)."""
-        cfg = self.live.cfg.reflector
+    def blocked_reason(self, job_kind: str = "") -> str:
+        """Why a job of `job_kind` (default: a window's reflection) may not start right now
+        ("" when it may): its backend is missing, or today's budget (overall or its
+        backend's) is spent."""
+        cfg = routing.for_work(self.live.cfg.reflector, routing.work_of(job_kind, skills=2))
         avail = backends.available(cfg)
         if avail["backend"] == "none":
             return avail["reason"]
-        return self.reflection.budget_spent("jobs")
+        return self.reflection.budget_spent("jobs", avail["backend"])
+
+    def _startable(self, jobs: list[Job], ready: list[Job]) -> tuple[list[Job], str]:
+        """The ready jobs whose backend may run now, and why the first pending job that may
+        not waits (with none pending: what the first job will meet)."""
+        pending = [j for j in jobs if j.status == "pending"]
+        reasons = {kind: self.blocked_reason(kind) for kind in {j.kind for j in pending} | {""}}
+        blocked = [j for j in pending if reasons[j.kind]]
+        why = reasons[blocked[0].kind] if blocked else "" if pending else reasons[""]
+        return [j for j in ready if not reasons.get(j.kind, "")], why
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             while True:
                 changed = self.book.watch()
-                self.waiting_reason = self.blocked_reason()
                 timeout = IDLE_POLL_S
-                if not self.waiting_reason:
-                    now = self.clock()
-                    free = self.live.cfg.reflector.concurrency - len(self.running)
-                    jobs = list(self.book.jobs())
-                    ready = order_runnable(jobs, now=now, busy_sessions=set(self.running.values()))
-                    for job in ready[:max(0, free)]:
-                        self.running[job.id] = job.session_id
-                        tg.start_soon(self._guarded, job)
-                    later = [j.next_attempt_at - now for j in jobs
-                             if j.status == "pending" and j.next_attempt_at > now]
-                    if later:
-                        timeout = max(0.01, min(timeout, min(later)))
+                now = self.clock()
+                free = self.live.cfg.reflector.concurrency - len(self.running)
+                jobs = list(self.book.jobs())
+                ready = order_runnable(jobs, now=now, busy_sessions=set(self.running.values()))
+                ready, self.waiting_reason = self._startable(jobs, ready)
+                for job in ready[:max(0, free)]:
+                    self.running[job.id] = job.session_id
+                    tg.start_soon(self._guarded, job)
+                later = [j.next_attempt_at - now for j in jobs
+                         if j.status == "pending" and j.next_attempt_at > now]
+                if later:
+                    timeout = max(0.01, min(timeout, min(later)))
                 with anyio.move_on_after(timeout):
                     await changed.wait()
 
@@ -206,7 +217,8 @@ class ReflectorPool:
             stand_in = await self.wait_final(job)
             await self.wait_settled(job.transcript_path)
         try:
-            packet = await self.step("reading the transcript", self.cut, job, stand_in)
+            packet, fresh, before = await self.step("reading the transcript", self.cut, job,
+                                                    stand_in)
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
@@ -224,8 +236,11 @@ class ReflectorPool:
         evidence_window = packet.window if packet else ""
         if job.text:
             evidence_window += "\n" + job.text  # /learn: the user's words are evidence too
-        if not job.text and (packet is None or not packet.window.strip()):
-            await self._finish(job, [], packet)  # nothing (new) was written
+            if fresh is not None:
+                fresh += "\n" + job.text
+        if not job.text and (packet is None or not packet.kept_records):
+            # nothing new was written, or a reflector had all of it: no model call
+            await self._finish(job, [], packet)
             return
         project_root = self.project_root(job.cwd)
         prompt = await self.step("listing the skills", self.reflection.prompt, packet, job.text,
@@ -235,27 +250,31 @@ class ReflectorPool:
             return
         source = "learn" if job.kind == "learn" else "reflector"
         intents, dups = await self.reflection.take_in(job.id, job.session_id, source, result,
-                                                      evidence_window, project_root)
+                                                      evidence_window, project_root,
+                                                      feedback_window=fresh,
+                                                      loaded_before=before,
+                                                      window_at=job.created_at)
         log.info("job reflected", job=job.id, kind=job.kind, proposals=len(result.proposals),
                  intents=len(intents), feedback=len(result.feedback), duplicates=dups,
                  tokens=result.tokens)
         await self._finish(job, [i.id for i in intents], packet, duplicates=dups)
 
-    async def _ask(self, job: Job, prompt) -> backends.ReflectResult | None:
+    async def _ask(self, job: Job, prompt, work: str = "") -> backends.ReflectResult | None:
         """One model call for the job; None when it failed (the job is retried or failed).
 
         `attempts` counts the calls that came back with an error (an error reply, a timeout):
         it is recorded only then, so a call in flight when the daemon is killed costs none and
         the job simply runs again (see `sessions.resume_interrupted`)."""
-        cfg = self.live.cfg.reflector
+        cfg = routing.for_work(self.live.cfg.reflector, work or routing.work_of(job.kind))
         backend = backends.choose_backend(cfg)
         try:
             # the backend has its own timeout; the step's bound is the backstop behind it
             result = await self.step("waiting for the model", self.reflection.ask, backend,
-                                     prompt, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
+                                     prompt, cfg, limit_s=max(cfg.step_timeout_s, cfg.timeout_s + 30))
         except backends.BackendError as e:
             self.book.call_failed(job)
-            await self._charge(job, backend, cfg.model, e.usage or {}, ok=False)
+            await self._charge(job, backend, cfg, routing.model_of(cfg, backend), e.usage or {},
+                               ok=False)
             if isinstance(e, backends.TransientError):
                 await self._retry_or_fail(job, e.reason, transient=True,
                                           retry_after=e.retry_after)
@@ -265,15 +284,17 @@ class ReflectorPool:
         except StepStuck:
             self.book.call_failed(job)
             raise
-        await self._charge(job, backend, result.model or cfg.model, result.usage)
+        await self._charge(job, backend, cfg, result.model or routing.model_of(cfg, backend),
+                           result.usage)
         self.book.call_answered(job, result.usage)
         return result
 
-    async def _charge(self, job: Job, backend: str, model: str, usage: dict, *,
+    async def _charge(self, job: Job, backend: str, cfg, model: str, usage: dict, *,
                       ok: bool = True) -> None:
         # charged per attempt: a retry is another call, and the crash after one costs its record
         await self.reflection.charge(usage, job=job.id, attempt=job.attempts, kind=job.kind,
-                                     backend=backend, model=model, ok=ok)
+                                     backend=backend, model=model, ok=ok,
+                                     local=routing.runs_locally(cfg, backend))
 
     async def run_curator(self, job: Job) -> None:
         """The curator: one layer's autoharness skills in, merges and archives out, as
@@ -289,7 +310,7 @@ class ReflectorPool:
             skills, layer=layer, max_intents=CURATOR_MAX_INTENTS,
             max_bytes=self.live.cfg.capture.max_window_bytes,
             redact=lambda t: redactor.redact(t)[0])
-        result = await self._ask(job, prompt)
+        result = await self._ask(job, prompt, routing.work_of(job.kind, skills=len(skills) - left_out))
         if result is None:
             return
         intents, _ = await self.reflection.take_in(job.id, job.session_id, "curator", result,
@@ -345,11 +366,17 @@ class ReflectorPool:
             await anyio.sleep(step)
             waited += step
 
-    def cut(self, job: Job, final_text: str | None = None) -> Packet | None:
+    def cut(self, job: Job, final_text: str | None = None
+            ) -> tuple[Packet | None, str | None, list[str]]:
         """The job's packet, from where the session's previous job stopped, without the records
-        a reflector already had, ending with `final_text` when given (blocking I/O)."""
+        a reflector already had, ending with `final_text` when given (blocking I/O); with the
+        text its verdicts may quote (None: the whole window) and the session's skill loads up
+        to the window's end.
+
+        `/learn` with nothing new re-reads the recent past on purpose (the user asks about
+        it), but its verdicts may quote only records no reflector had: each is judged once."""
         if not job.transcript_path:
-            return None  # the hooks never named a transcript: only /learn text to go on
+            return None, None, []  # the hooks never named a transcript: only /learn text
         capture = self.live.cfg.capture
         roots = transcript_roots(capture.transcript_roots)
         path = resolve(job.transcript_path, roots)
@@ -358,14 +385,19 @@ class ReflectorPool:
         inode = s.wm_inode if s and s.wm_inode else None
         size = s.wm_size if s and s.wm_size else None
         seen: SeenRecords | tuple[()] | None = self.seen
+        fresh = None
         if job.kind == "learn":
             st = stat_transcript(path, roots)
             if start >= st.st_size:  # nothing new: reflect on the recent past instead
                 start = tail_start(path, capture.max_window_bytes, roots=roots)
                 inode = size = None
-                seen = ()  # on purpose: the user asked about what was already reflected
-        return self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
-                                   roots=roots, reflected=seen, final_text=final_text)
+                if seen is not None:
+                    fresh = self.reflection.cut(path, start, roots=roots, reflected=seen,
+                                                final_text=final_text).window
+                seen = ()
+        packet = self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
+                                     roots=roots, reflected=seen, final_text=final_text)
+        return packet, fresh, self.reflection.loads_before(path, packet.watermark_to, roots)
 
     async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None, *,
                       duplicates: int = 0) -> None:

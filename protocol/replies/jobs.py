@@ -64,6 +64,7 @@ class BatchSubmitted(msgspec.Struct, kw_only=True):
     items: int  # windows queued for Message Batches
     skipped: int  # windows already sent before
     missing: list[str]  # transcripts named that do not exist
+    reflected: int = 0  # windows left out: a reflector had all their records already
 
 
 class BatchCanceled(msgspec.Struct, kw_only=True):

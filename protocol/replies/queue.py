@@ -46,6 +46,10 @@ class VerdictRecord(msgspec.Struct, kw_only=True):
     status: str = "queued"
     findings: list[Finding] = []
     updated_at: float = 0.0
+    # the session's loads before its window ended (`skill:<name>`, `read:<path>`): a `missed`
+    # verdict needs none of them to be the skill
+    loaded_before: list[str] = []
+    window_at: float = 0.0  # when its window ended (0: unknown): the skill version it judged
 
 
 class Intent(msgspec.Struct, kw_only=True):

@@ -28,7 +28,8 @@ class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class FeedbackCounts(msgspec.Struct, kw_only=True):
-    """Grounded verdicts on one skill since it landed or was restored."""
+    """Grounded verdicts on the current version of one skill (since its create, update,
+    repair or restore)."""
 
     helped: int = 0
     ignored: int = 0
@@ -70,14 +71,17 @@ class SkillInfo(msgspec.Struct, kw_only=True):
 
 
 class SkillView(msgspec.Struct, kw_only=True):
-    """`skills show`: one live skill, its SKILL.md, files and provenance landings."""
+    """`skills show`: one skill (live, else its latest archive), its SKILL.md, files and
+    provenance landings."""
 
     info: SkillInfo
     skill_md: str
     files: list[str]
     landings: list[dict[str, Any]]
     sync_conflicts: list["SyncConflict"] = []  # user layer: changed on two machines at once
-    verdicts: list[dict[str, Any]] = []  # accepted feedback since landing: verdict, quote, at
+    # every accepted verdict in its history: verdict, quote, at, job, version (the one it
+    # judged), current (on the version live now: what the counts hold)
+    verdicts: list[dict[str, Any]] = []
 
 
 class SyncConflict(msgspec.Struct, kw_only=True):

@@ -89,6 +89,9 @@ class ReflectorInfo(Part):
     tokens_today: int
     tokens_total: int
     daily_token_budget: int | None
+    destination: str = ""  # where a window goes, in words
+    output: str | None = None  # the openai backend: tools, json_schema, or auto (none yet)
+    routes: dict[str, str] = {}  # kind of work -> "backend model (destination)" when routed
 
 
 class LibraryTurns(Part):

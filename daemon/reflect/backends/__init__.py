@@ -1,4 +1,5 @@
-"""Reflector backends: `anthropic` (the SDK) and `claude` (a child `claude -p`).
+"""Reflector backends: `anthropic` (the SDK), `claude` (a child `claude -p`) and `openai` (any
+OpenAI-compatible chat-completions endpoint, through the standard library).
 
 Importing this package is cheap; the SDK is imported only when the anthropic backend runs (or
 `preload()` is called from a worker thread).
@@ -30,6 +31,8 @@ def reflect(backend: str, prompt, cfg, **kwargs) -> ReflectResult:
         from claude_autoharness.daemon.reflect.backends import anthropic as mod
     elif backend == "claude":
         from claude_autoharness.daemon.reflect.backends import claude as mod
+    elif backend == "openai":
+        from claude_autoharness.daemon.reflect.backends import openai as mod
     else:
         raise PermanentError(f"{NO_BACKEND}: {backend!r} cannot reflect")
     return mod.reflect(prompt, cfg, **kwargs)

@@ -9,7 +9,10 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-BACKENDS = ("anthropic", "claude")
+import claude_autoharness.daemon.reflect.backends.endpoints as endpoints
+import claude_autoharness.daemon.reflect.backends.routing as routing
+
+BACKENDS = ("anthropic", "claude", "openai")
 NO_BACKEND = "no reflector backend"
 
 
@@ -109,6 +112,12 @@ def _choose(cfg, env) -> tuple[str, str]:
             return "claude", ""
         return "none", (f"{NO_BACKEND}: reflector.backend = claude but "
                         f"`{cfg.claude_path}` is not on PATH")
+    if backend == "openai":
+        missing = [k for k in ("openai_base_url", "openai_model") if not getattr(cfg, k)]
+        if not missing:
+            return "openai", ""
+        return "none", (f"{NO_BACKEND}: reflector.backend = openai but "
+                        + " and ".join(f"reflector.{k}" for k in missing) + " not set")
     if key:
         return "anthropic", ""
     if find_claude(cfg, env):
@@ -150,4 +159,44 @@ def available(cfg, env: Mapping[str, str] | None = None) -> dict:
             "base_url": _no_userinfo(cfg.base_url or e.get("ANTHROPIC_BASE_URL") or None),
         },
         "claude": {"path": find_claude(cfg, env)},
+        "openai": openai_info(cfg),
+        "destination": destination(chosen, cfg, env),
+        "routes": routes_info(cfg, env),
     }
+
+
+def routes_info(cfg, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each routed kind of work as `backend model: destination` (or why it cannot run)."""
+    out = {}
+    for work in routing.KINDS:
+        if not routing.route_of(cfg, work):
+            continue
+        sub = routing.for_work(cfg, work)
+        chosen, reason = _choose(sub, env)
+        out[work] = (f"{chosen} {routing.model_of(sub, chosen)}: {destination(chosen, sub, env)}"
+                     if chosen != "none" else reason)
+    return out
+
+
+def openai_info(cfg) -> dict:
+    """The openai backend's settings as status shows them (the output mode `auto` found, once
+    a reply came; never the key)."""
+    if not cfg.openai_base_url:
+        return {"base_url": None, "model": cfg.openai_model or None, "output": cfg.openai_output}
+    return {"base_url": _no_userinfo(cfg.openai_base_url), "model": cfg.openai_model or None,
+            "output": endpoints.mode_in_use(cfg), "local": endpoints.is_loopback(cfg.openai_base_url)}
+
+
+def destination(backend: str, cfg, env: Mapping[str, str] | None = None) -> str:
+    """Where a window goes on `backend`, in words for status, capture and the docs."""
+    if backend == "openai":
+        info = openai_info(cfg)
+        if info.get("local"):
+            return f"{info['base_url']} on this machine (loopback: nothing leaves the machine)"
+        return f"{info['base_url']} (an OpenAI-compatible endpoint, over the network)"
+    if backend == "anthropic":
+        url = _no_userinfo(cfg.base_url or _env(env).get("ANTHROPIC_BASE_URL") or None)
+        return f"{url or 'the Anthropic API'} (over the network)"
+    if backend == "claude":
+        return "a child `claude -p`, which sends it to the model Claude Code is set up for"
+    return "nowhere: no backend, jobs wait"
