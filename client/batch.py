@@ -49,13 +49,14 @@ def batch_replay(args) -> int:
               "the cancel still land)")
         return 0
     if not args.transcripts and not args.all:
-        raise CtlError("name transcripts or directories, or pass --all", verb="replay --batch")
+        raise CtlError("name transcripts or directories, or pass --all", code=2,
+                       verb="replay --batch")
     try:
         files = collect(args.transcripts, args.all, args.since)
     except FileNotFoundError as e:
         raise CtlError(f"no such transcript or directory: {e}", verb="replay") from None
     except ValueError:
-        raise CtlError(f"--since {args.since!r}: use YYYY-MM-DD", verb="replay") from None
+        raise CtlError(f"--since {args.since!r}: use YYYY-MM-DD", code=2, verb="replay") from None
     project = os.path.abspath(args.project) if args.project else None
     out = ask(m.Batch(op="submit", transcripts=files, project=project), r.BatchSubmitted,
               timeout=600)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from claude_autoharness.client.conn import START_HINT
+from claude_autoharness.client.conn import START_HINT, start_hint
 from claude_autoharness.client.verbs.sync import FIX_REMOTE
 from claude_autoharness.protocol import PROTOCOL, VERSION, private, spool
 from claude_autoharness.protocol import replies as r
@@ -66,7 +66,7 @@ def read_status(data: object) -> r.Status | Foreign:
 
 # Checks that read the daemon's status, or (without one) presume no daemon runs: they skip
 # when it answers in another version's shape.
-NEEDS_STATUS = frozenset({"spool", "persistence", "jobs"})
+NEEDS_STATUS = frozenset({"spool", "persistence", "jobs", "delivery"})
 UNREACHABLE = "not checked: the daemon is not reachable"
 UNREADABLE = "not checked: the daemon's status is of another version (see the version check)"
 
@@ -113,10 +113,15 @@ def check_daemon(status: r.Status | Foreign | None, error: str | None,
                  log_file: str | None = None, tries_file: str | None = None,
                  now: float | None = None) -> Check:
     if status is None:
-        detail = (error or "not reachable").replace(f": {START_HINT}", "")
-        fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl service "
-               "start` (as a service) or `autoharnessd` (foreground); hooks also start it on "
-               "their own unless autostart is off")
+        hint = start_hint()  # START_HINT, or what keeps the daemon from starting
+        detail = (error or "not reachable").replace(f": {hint}", "")
+        if hint == START_HINT:
+            fix = ("start it: `autoharnessctl start` (in the background), `autoharnessctl "
+                   "service start` (as a service) or `autoharnessd` (foreground); hooks also "
+                   "start it on their own unless autostart is off")
+        else:
+            detail += f"; {hint}"
+            fix = hint.removeprefix("it cannot start: ")  # the blocker, with its own fix
         last = last_log_error(log_file) if log_file else ""
         if last:
             detail += f"; last error in {log_file}: {last}"
@@ -262,6 +267,12 @@ def check_config(config_file: str, error: str | None, fix: str = "") -> Check:
     if error:
         return Check("config", False, error, (fix or f"fix it in {config_file}")
                      + "; the daemon refuses to start until it is valid")
+    exposed = _key_open_to_others(config_file)
+    if exposed:
+        return Check("config", False, f"{config_file} holds reflector.api_key and {exposed}: "
+                     "anyone on this machine can read the key",
+                     f"`chmod 600 {config_file}` (or move the key to ANTHROPIC_API_KEY in the "
+                     "daemon's environment)")
     where = config_file if os.path.exists(config_file) else f"defaults ({config_file} absent)"
     return Check("config", True, where)
 
@@ -305,6 +316,25 @@ def check_settings(cfg, sources: dict[str, str], status: r.Status | None,
                      "the project, or start the daemon yourself (`autoharnessctl start`)",
                      warning=True)
     return Check("settings", True, detail)
+def _key_open_to_others(config_file: str) -> str:
+    """How the config file that holds an API key is open to others ("" when it is not, or
+    holds none): readable by its group or by everyone."""
+    import tomllib
+
+    try:
+        st = os.stat(config_file)
+        with open(config_file, "rb") as f:
+            data = tomllib.load(f)
+    except (OSError, ValueError):
+        return ""
+    reflector = data.get("reflector")
+    if not (isinstance(reflector, dict) and reflector.get("api_key")):
+        return ""
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & 0o044:
+        return ""
+    who = "everyone" if mode & 0o004 else "its group"
+    return f"is readable by {who} (mode {mode:03o})"
 
 
 def check_project(project: str) -> Check:
@@ -451,6 +481,25 @@ def check_disk(state_dir: str, min_free: int = MIN_FREE_BYTES, usage=shutil.disk
     return Check("disk", True, f"{mb} MB free for {state_dir}")
 
 
+def check_delivery(status: r.Status | None) -> Check:
+    """Each hook event arrives once: a session heard through both the plugin's hooks (an
+    enabled plugin, or `claude --plugin-dir`, which no settings file shows) and the settings
+    install had every hook run twice."""
+    if status is None:
+        return skipped("delivery")
+    d = status.delivery
+    if not d.both:
+        return Check("delivery", True, "each session's events arrive through one install")
+    return Check("delivery", False,
+                 f"{plural(d.both, 'session')} in the last day had every hook event delivered "
+                 f"twice, by the plugin's hooks and by the settings install (the latest: "
+                 f"{d.last_session}); each call is counted once, but every tool call starts "
+                 "two hooks",
+                 "keep one: `autoharnessctl install --remove` (the plugin's hooks stay), or "
+                 "drop `--plugin-dir` from the `claude` command line (or disable the plugin "
+                 "with /plugin)")
+
+
 def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],
                now: float | None = None) -> Check:
     """The user layer's sync rounds, when set up: the last one completed."""
@@ -465,4 +514,4 @@ def check_sync(status: r.Status | None, offline: Callable[[], r.SyncInfo],
             if info.last_good_at else "no round has completed yet")
     return Check("sync", False, f"{info.remote}: the last {plural(info.failures, 'round')} "
                  f"failed: {info.last_error} ({good}); the library is as it was",
-                 FIX_REMOTE)
+                 info.last_fix or FIX_REMOTE)

@@ -12,6 +12,16 @@ from claude_autoharness.protocol import replies as r
 START_HINT = ("start it with `autoharnessctl start` (or `autoharnessctl service start` when it "
               "runs as a service)")
 DEFAULT_TIMEOUT_S = 10.0
+
+
+def start_hint() -> str:
+    """What to do about a daemon that is not running: start it, unless something in the way
+    would stop it starting (a file where its state or socket directory belongs), then that."""
+    for d in (paths.state_dir(), paths.run_dir()):
+        why = private.unusable_dir(d)
+        if why:
+            return f"it cannot start: {why}"
+    return START_HINT
 _timeout_s = DEFAULT_TIMEOUT_S
 
 
@@ -82,8 +92,8 @@ def call(req: m.Request, *, timeout: float | None = None, sock_path: str | None 
     try:
         try:
             s.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):
-            raise DaemonNotRunning(f"daemon not running (no socket at {path}): {START_HINT}") from None
+        except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError):
+            raise DaemonNotRunning(f"daemon not running (no socket at {path}): {start_hint()}") from None
         except TimeoutError:
             raise DaemonTimeout(f"waited {timeout:g} s to connect to the daemon at {path} "
                                 f"for `{verb}`: {_TIMEOUT_HINT}") from None

@@ -12,6 +12,7 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs import (
     capture,
     curate,
+    demo,
     doctor,
     flush,
     install,
@@ -37,13 +38,14 @@ from claude_autoharness.protocol.words import printable
 
 # In the order `autoharnessctl --help` lists them.
 VERBS = (status, flush, start, stop, restart, pause, resume, capture, learn, queue, skills,
-         curate, replay, report, learnings, sync, install, service, doctor)
+         curate, replay, report, learnings, sync, install, service, doctor, demo)
 
 FIRST_STEPS = """first steps:
   autoharnessctl start      start the daemon in the background
   autoharnessctl install    wire the hooks into Claude Code
   autoharnessctl doctor     check everything; each failure says its fix
   autoharnessctl status     see sessions being counted
+  autoharnessctl demo       see the whole loop once (no model needed; nothing left behind)
 
 `autoharnessctl COMMAND --help` shows a command's options."""
 
@@ -116,7 +118,8 @@ def _run(args) -> int:
         return e.code
     except (DaemonUnreachable, DaemonError, ConfigError) as e:  # config: a verb reads it itself
         print(printable(f"autoharnessctl: {e}"), file=sys.stderr)
-        return 1
+        # the daemon refused the request's arguments: a usage error, as argparse's are
+        return 2 if isinstance(e, DaemonError) and e.code == "bad_request" else 1
     except OSError as e:  # a file in the way, a full or read-only disk: one line, no traceback
         where = f"{e.filename}: " if e.filename else ""
         print(printable(f"autoharnessctl: {where}{e.strerror or e}"), file=sys.stderr)

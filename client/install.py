@@ -27,6 +27,7 @@ from claude_autoharness.client.files import (
     missing_dirs,
     private_dir,
 )
+from claude_autoharness.client.preflight import dir_problem, state_problem
 from claude_autoharness.client.settings import (
     COMMANDS,
     HOOK,
@@ -222,7 +223,7 @@ def plan_install(scope: str, project: str, *, force: bool = False) -> Plan:
         try:
             with open(p, "rb") as f:
                 have = f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a file in the way: check_writable
             for d in missing_dirs(p):
                 if d not in dirs:
                     dirs.append(d)
@@ -295,11 +296,27 @@ def plan_remove(scope: str, project: str) -> Plan:
     return plan
 
 
+def check_writable(plan: Plan) -> None:
+    """Raise InstallError, before anything is written, when the plan could not finish: the
+    state dir cannot keep the record and the backups, or a file's directory cannot be written."""
+    if not plan.changed:
+        return
+    why = state_problem(os.path.join(paths.install_dir(), "backups"))
+    for c in plan.changes:
+        if why:
+            break
+        if c.action in ("create", "update", "delete"):
+            why = dir_problem(os.path.dirname(c.path))
+    if why:
+        raise InstallError(f"{why}; nothing was changed")
+
+
 def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
-    """Write the plan; return {path: backup path} for every existing file changed. The
-    state dir, where the record and backups go, is checked first: nothing is changed when
-    it is not private."""
+    """Write the plan; return {path: backup path} for every existing file changed. Checked
+    first: the state dir, where the record and backups go, must be private, and the plan must
+    be able to finish (`check_writable`); otherwise nothing is changed."""
     private_dir(paths.install_dir())
+    check_writable(plan)
     backups = {}
     for c in plan.changes:
         if c.action not in ("create", "update", "delete"):

@@ -14,11 +14,15 @@ import json
 import math
 
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import learned_words
 
 W, BAR_H, GAP = 640, 22, 8
 COLORS = {"user": "#4c72b0", "project": "#dd8452", "landed": "#55a868", "archived": "#c44e52",
           "bar": "#4c72b0", "input_uncached": "#4c72b0", "cache_write": "#dd8452",
           "cache_read": "#8c8c8c", "output": "#55a868"}
+# the token kinds as column headers and legends say them (the JSON keys are for programs)
+LABELS = {"input_uncached": "input (uncached)", "cache_write": "cache write",
+          "cache_read": "cache read", "output": "output"}
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:980px;
 color:#222;background:#fff;padding:0 16px}
@@ -30,6 +34,9 @@ th{background:#f6f6f6;font-weight:600}td.n,th.n{text-align:right}
 .cards{display:flex;flex-wrap:wrap;gap:12px}.card{border:1px solid #ddd;border-radius:6px;
 padding:8px 12px;min-width:130px}.card b{display:block;font-size:20px}.card span.l{color:#666}
 svg{display:block;max-width:100%;height:auto}svg text{font:12px system-ui,sans-serif;fill:#333}
+.scroll{overflow-x:auto}td.d{white-space:nowrap}
+.headline{border:1px solid #ccd;border-radius:6px;background:#f5f7ff;padding:10px 14px;margin:12px 0}
+.headline b{font-size:16px}.state-waiting,.state-paused{background:#fff6e5;border-color:#e8c98a}
 .legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:10px;
 height:10px;margin-right:4px;vertical-align:middle}.muted{color:#888}
 """
@@ -45,9 +52,27 @@ def jtext(v: object) -> str:
     return "n/a" if v is None else json.dumps(v)
 
 
+def human(path: str, v: object) -> str:
+    """A figure as a person reads it: shares as percents, money to the cent's hundredth,
+    counts with thousands separators, means without decimals; `n/a` for null."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    leaf = path.rsplit(".", 1)[-1]
+    if leaf == "share":
+        return f"{v:.0%}"
+    if leaf.startswith("usd"):
+        return f"${v:,.4f}"
+    return f"{v:,.0f}"
+
+
 def fig(path: str, value: object, *, tag: str = "span", cls: str = "") -> str:
+    """One figure: its text for people (`human`), its `--json` path and value as attributes,
+    so the page can be checked against the reply."""
     c = f' class="{cls}"' if cls else ""
-    return f'<{tag}{c} data-figure="{esc(path)}">{esc(jtext(value))}</{tag}>'
+    return (f'<{tag}{c} data-figure="{esc(path)}" data-value="{esc(jtext(value))}">'
+            f'{esc(human(path, value))}</{tag}>')
 
 
 def _date(ts: float | None) -> str:
@@ -79,8 +104,8 @@ def hbars(rows: list[tuple[str, str, float]], title: str) -> str:
         out.append(f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{esc(label)}</text>')
         out.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{BAR_H}" '
                    f'fill="{COLORS["bar"]}" rx="2"/>')
-        out.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}" data-figure="{esc(path)}">'
-                   f'{esc(jtext(v))}</text>')
+        out.append(f'<text x="{left + w + 6:.1f}" y="{y + 15}" data-figure="{esc(path)}" '
+                   f'data-value="{esc(jtext(v))}">{esc(human(path, v))}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -162,7 +187,7 @@ def stacked(parts: list[tuple[str, str, float]], title: str) -> str:
                        f'fill="{COLORS[name]}"/>')
         x += w
     out.append("</svg>")
-    legend = "".join(f'<span><i style="background:{COLORS[name]}"></i>{esc(name)} '
+    legend = "".join(f'<span><i style="background:{COLORS[name]}"></i>{esc(LABELS[name])} '
                      f'{fig(path, v)}</span>' for name, path, v in parts)
     return "".join(out) + f'<p class="legend">{legend}</p>'
 
@@ -182,7 +207,8 @@ def render(rep: r.Report, data: dict) -> str:
              ("archived", "archived"), ("restored", "restored")]
     funnel_rows = [(label, f"funnel.{key}.period", getattr(f, key).period)
                    for label, key in names]
-    body = [f"<h1>autoharness: what it learned and what it costs</h1>"
+    body = [_headline(rep.headline),
+            f"<h1>autoharness: what it learned and what it costs</h1>"
             f'<p class="sub">the last {fig("days", rep.days)} days, since '
             f"{esc(_date(rep.since))}; generated {esc(_date(rep.generated_at))}</p>",
             "<h2>Funnel</h2>", hbars(funnel_rows, "proposals to landings over the period"),
@@ -190,15 +216,21 @@ def render(rep: r.Report, data: dict) -> str:
                          f.rejected_by_reason),
             _count_table("archived, by cause", "funnel.archived_by_cause", f.archived_by_cause),
             _today(f, names)]
-    days = [d.day for d in rep.library]
-    body += ["<h2>Library size over time</h2>",
-             lines_chart(days, {"user": [d.user for d in rep.library],
-                                "project": [d.project for d in rep.library]},
-                         "live autoharness skills per layer"), legend(["user", "project"]),
-             "<h2>Landings and archives over time</h2>",
-             day_bars(days, {"landed": [d.landed for d in rep.library],
-                             "archived": [d.archived for d in rep.library]},
-                      "landings and archives per day"), legend(["landed", "archived"])]
+    shown = active_days(rep.library)
+    days = [d.day for d in shown]
+    if not any(d.user or d.project or d.landed or d.archived for d in shown):
+        later = rep.headline.later or "the charts fill from the first landing"
+        body += ["<h2>Library over time</h2>",
+                 f'<p class="muted">nothing landed in the period yet: {esc(later)}</p>']
+    else:
+        body += ["<h2>Library size over time</h2>",
+                 lines_chart(days, {"user": [d.user for d in shown],
+                                    "project": [d.project for d in shown]},
+                             "live autoharness skills per layer"), legend(["user", "project"]),
+                 "<h2>Landings and archives over time</h2>",
+                 day_bars(days, {"landed": [d.landed for d in shown],
+                                 "archived": [d.archived for d in shown]},
+                          "landings and archives per day"), legend(["landed", "archived"])]
     body += ["<h2>Recall</h2>", _recall(rep.recall), _recall_split(rep.recall_split),
              "<h2>Context cost</h2>",
              _context(rep.context), _listing(rep.listing), "<h2>Reflection cost</h2>", _cost(rep.cost),
@@ -210,6 +242,26 @@ def render(rep: r.Report, data: dict) -> str:
             f"<style>{CSS}</style></head><body>{''.join(body)}"
             f'<script type="application/json" id="report-data">{blob}</script>'
             "</body></html>\n")
+
+
+MIN_DAYS = 7
+
+
+def active_days(library: list[r.LibraryDay]) -> list[r.LibraryDay]:
+    """The days a time chart shows: from the first with anything in the library (at least the
+    last MIN_DAYS), so a library a day old is not one spike at the right edge of a month."""
+    first = next((i for i, d in enumerate(library)
+                  if d.user or d.project or d.landed or d.archived), len(library))
+    return library[max(0, min(first, len(library) - MIN_DAYS)):]
+
+
+def _headline(h: r.Headline) -> str:
+    """The page's first words: the one-line answer and the next step."""
+    if not h.answer:
+        return ""
+    later = f'<div class="muted">{esc(h.later)}</div>' if h.later else ""
+    return (f'<div class="headline state-{esc(h.state)}" data-state="{esc(h.state)}">'
+            f"<b>{esc(h.answer)}</b><div>next: {esc(h.next)}</div>{later}</div>")
 
 
 def _today(f: r.Funnel, names: list[tuple[str, str]]) -> str:
@@ -272,7 +324,7 @@ def _context(cx: r.ContextCost) -> str:
             + fig("context.total_autoharness_chars", cx.total_autoharness_chars, tag="td", cls="n")
             + "</tr></table>"
             f"<p>SessionStart context autoharness added: "
-            f"{fig('context.session_start.sent', ss.sent)} times, mean "
+            f"{fig('context.session_start.sent', ss.sent)} {'time' if ss.sent == 1 else 'times'}, mean "
             f"{fig('context.session_start.mean_chars', ss.mean_chars)} chars, max "
             f"{fig('context.session_start.max_chars', ss.max_chars)} chars</p>")
 
@@ -299,20 +351,17 @@ def _cost(c: r.ReflectionCost) -> str:
             return fig(f"cost.{name}", None, tag="td", cls="n") + "<td></td>" * (len(kinds) - 1)
         return "".join(fig(f"cost.{name}.{k}", getattr(t, k), tag="td", cls="n") for k in kinds)
 
-    def usd(path: str, v: float | None) -> str:
-        return fig(path, v) if v is None else "$" + fig(path, v)
-
     return (f"<p>model {esc(c.model)}: {fig('cost.calls', c.calls)} model calls for "
             f"{fig('cost.jobs', c.jobs)} jobs ({fig('cost.batch_items', c.batch_items)} batch "
             f"items), {fig('cost.tool_calls', c.tool_calls)} main-session tool calls</p>"
             + stacked(parts, "tokens by kind")
-            + "<table><tr><th></th>" + "".join(f'<th class="n">{esc(k)}</th>' for k in kinds)
+            + "<table><tr><th></th>" + "".join(f'<th class="n">{esc(LABELS[k])}</th>' for k in kinds)
             + "</tr><tr><td>per job</td>" + per("per_job", c.per_job)
             + "</tr><tr><td>per 100 tool calls</td>"
             + per("per_100_tool_calls", c.per_100_tool_calls) + "</tr></table>"
-            + f"<p>at list price: {usd('cost.usd', c.usd)} in all, "
-            f"{usd('cost.usd_per_job', c.usd_per_job)} per job, "
-            f"{usd('cost.usd_per_100_tool_calls', c.usd_per_100_tool_calls)} per 100 tool "
+            + f"<p>at list price: {fig('cost.usd', c.usd)} in all, "
+            f"{fig('cost.usd_per_job', c.usd_per_job)} per job, "
+            f"{fig('cost.usd_per_100_tool_calls', c.usd_per_100_tool_calls)} per 100 tool "
             f"calls (batch items at the batch price)</p>")
 
 
@@ -331,16 +380,19 @@ def _skills(rep: r.Report) -> str:
                           for k, v in s.feedback.items())
         else:
             fb = '<span class="muted">none recorded</span>'
-        rows.append(f"<tr><td>{esc(s.name)}</td><td>{esc(s.layer)}</td><td>{esc(s.owner)}</td>"
+        who = (f'<div class="muted">{esc(learned_words(s.learned))}</div>' if s.learned
+               else "")
+        rows.append(f"<tr><td>{esc(s.name)}{who}</td><td>{esc(s.layer)}</td><td>{esc(s.owner)}</td>"
                     f"<td>{esc(stage)}</td>{fig(f'skills.{i}.uses', s.uses, tag='td', cls='n')}"
                     f"{fig(f'skills.{i}.turns', s.turns, tag='td', cls='n')}"
-                    f"<td>{esc(_date(s.landed_at))}</td><td>{esc(_date(s.updated_at))}</td>"
+                    f'<td class="d">{esc(_date(s.landed_at))}</td>'
+                    f'<td class="d">{esc(_date(s.updated_at))}</td>'
                     f"<td>{fb}</td></tr>")
     total = ""
     if rep.feedback:
         total = "<p>verdicts over all skills: " + ", ".join(
             f"{esc(k)} {fig(f'feedback.{k}', v)}" for k, v in rep.feedback.items()) + "</p>"
-    return f"<table>{head}{''.join(rows)}</table>{total}"
+    return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>{total}'
 
 
 _CHECK_FIGURES = (("before_violations", "violations before"), ("before_calls", "calls before"),

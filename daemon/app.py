@@ -16,7 +16,7 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon import listener as accept
-from claude_autoharness.daemon import shutdown
+from claude_autoharness.daemon import proctitle, shutdown
 from claude_autoharness.daemon.core import Daemon
 from claude_autoharness.daemon.persist import dirs
 from claude_autoharness.daemon.persist.health import describe
@@ -344,6 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--version", action="version", version=f"autoharnessd {VERSION}")
     parser.parse_args(argv)
+    proctitle.set_name()
     try:
         run()
     except ConfigError as e:  # its text is already printable

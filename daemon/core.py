@@ -81,7 +81,8 @@ class Daemon:
                                          [self.transcripts, self.markers, self.witness],
                                          clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
-        self.report = Report(self.book, self.live, self.intents, clock=clock)
+        self.report = Report(self.book, self.live, self.intents, clock=clock,
+                             status=lambda: self.status.status())
         self.library = Library(self.book, self.live, project_root=self.root_of,
                                intents=self.intents, clock=clock)
         self.review = Review(self.live, self.intents, self.library,
@@ -119,6 +120,7 @@ class Daemon:
             watcher=self.watcher, waiting_reason=lambda: self.pool.waiting_reason,
             last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
             batches=self.batches.status, sync=self.sync.info,
+            delivery=self.hooks.deliveries.info,
             connections=self.connections.stats, socket_path=self.socket_path,
             started_at=clock(), lost_events=lambda: self.spool.lost), clock=clock)
         self.spool = SpoolReplayer(self.book, self.hooks.replay,

@@ -16,6 +16,7 @@ never load the daemon's dependencies.
 """
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -137,8 +138,13 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     here = os.path.dirname(os.path.abspath(path))
     cfg = msgspec.structs.replace(cfg, capture=msgspec.structs.replace(
         cfg.capture, transcript_roots=[*cfg.capture.transcript_roots, here]))
-    if backends.choose_backend(cfg.reflector) == "none":
-        raise OfflineError(backends.available(cfg.reflector)["reason"])
+    backend = backends.choose_backend(cfg.reflector)
+    if backend == "none":
+        raise OfflineError(f"{backends.available(cfg.reflector)['reason']} in this shell's "
+                           "environment (a dry run reflects here, not in the daemon, whose "
+                           "environment `autoharnessctl status` shows under `reflector`)")
+    print(f"dry run: reflecting in this process with the {backend} backend of this shell's "
+          "environment, not the daemon's", file=sys.stderr)
     live = Live.build(cfg)
     decoder = msgspec.json.Decoder(sm.HookEvent)
     sessions: dict[str, sm.Session] = {}

@@ -246,7 +246,7 @@ def skill_row(info: r.SkillInfo, project: str | None) -> r.SkillRow:
     return r.SkillRow(name=info.name, layer=info.layer, owner=info.owner, stage=info.stage,
                       status=info.status, reason=info.reason, project=project, uses=info.uses,
                       turns=info.turns, landed_at=info.created, updated_at=info.last_changed,
-                      feedback=_feedback(info),
+                      feedback=_feedback(info), learned=getattr(info, "learned", None),
                       stale=[str(p) for p in stale] if isinstance(stale, list) else [],
                       check=getattr(info, "check", None))
 

@@ -454,10 +454,11 @@ def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, st
     dotted = at.group(1) if at else ""
     unknown = re.search(r"unknown field `([^`]+)`", text)
     if unknown:
+        from claude_autoharness.protocol.words import doc
         key = f"{dotted}.{unknown.group(1)}" if dotted else unknown.group(1)
         return ConfigError(f"{path}: invalid config: unknown key `{key}`{_unknown(key)}", key=key,
-                           fix=f"remove or correct it in {path} (docs/configuration.md lists "
-                           "every key)")
+                           fix=f"remove or correct it in {path} ({doc('configuration.md')} "
+                           "lists every key)")
     if dotted in _fields():
         where, fix = _blame(dotted, path, names, env)
         got = re.search(r"got `(\w+)`|value (.+) - at", text)

@@ -12,7 +12,7 @@ import msgspec
 from claude_autoharness.protocol import PROTOCOL
 
 QueueOp = Literal["list", "show", "approve", "reject", "feedback"]
-SkillsOp = Literal["list", "show", "history", "revert", "restore", "approve_check"]
+SkillsOp = Literal["list", "show", "history", "revert", "restore", "approve_check", "forget"]
 LearningsOp = Literal["report", "save"]
 BatchOp = Literal["submit", "cancel", "status"]
 SyncOp = Literal["round", "status"]
@@ -75,7 +75,7 @@ class Queue(_Req, tag="queue"):
 
 
 class Skills(_Req, tag="skills"):
-    """Skill library operations: list, show, history, revert, restore, approve_check."""
+    """Skill library operations: list, show, history, revert, restore, approve_check, forget."""
 
     op: SkillsOp = "list"
     name: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from claude_autoharness.protocol.replies import CheckAdherence, Finding
+from claude_autoharness.protocol.replies import CheckAdherence, Finding, Learned, Status
 
 
 def printable(text: str) -> str:
@@ -15,6 +15,16 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# Where the user documentation is online: an installed package (pipx, a wheel) has no docs/
+# folder, so messages name pages by this address (the `Documentation` URL of pyproject.toml).
+DOCS_URL = "https://github.com/claude-autoharness/claude-autoharness/blob/main/docs"
+
+
+def doc(page: str) -> str:
+    """The online address of a page of the docs (`doc("privacy.md#sync")`)."""
+    return f"{DOCS_URL}/{page}"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -63,3 +73,26 @@ def adherence_line(a: CheckAdherence) -> str:
             f"({plural(a.before_sessions, 'session')}); "
             f"since landing: {a.violations} in {plural(a.calls, 'call')}"
             + (f" ({', '.join(done)})" if done else ""))
+def waiting_reason(st: Status) -> str:
+    """Why reflection jobs cannot start ("" when they can): no backend, or the token budget."""
+    if st.jobs.waiting:
+        return st.jobs.waiting
+    if st.reflector.backend == "none":
+        return st.reflector.reason or "no reflector backend"
+    return ""
+
+
+def learned_words(x: Learned | None) -> str:
+    """`learned by the reflector from session s1, 2026-12-01 10:02` ("" when unknown)."""
+    if x is None:
+        return ""
+    who = {"reflector": "the reflector", "learn": "/learn", "marker": "a learning marker",
+           "curator": "the curator", "operator": "you", "sync": "sync"}.get(x.source,
+                                                                           x.source or "?")
+    frm = " and ".join(f"{k} {v}" for k, v in (("session", x.session), ("machine", x.machine))
+                       if v)
+    out = f"learned by {who}" + (f" from {frm}" if frm else "")
+    out += f", {when(x.at)}" if x.at else ""
+    if not x.here:
+        out += " (in another home: not managed here)"
+    return out

@@ -6,6 +6,8 @@ client module prints an error and returns a failure itself: it raises, and `main
 import ast
 import importlib
 
+import pytest
+
 from claude_autoharness.client import ctl
 from conftest import REPO
 from harness import ctl as run_ctl
@@ -72,5 +74,39 @@ def test_errors_are_one_line_with_the_verb_and_its_code(home, short_tmp):
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == f"autoharnessctl replay: no such transcript: {missing}\n"
     r = run_ctl("capture")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert r.stderr == "autoharnessctl: name exactly one of --session ID or --transcript PATH\n"
+
+
+@pytest.mark.parametrize("argv", [
+    ["flush"], ["capture"], ["learn", " "], ["queue", "show"], ["queue", "approve"],
+    ["skills", "show"], ["skills", "revert"], ["skills", "export"], ["replay"],
+    ["replay", "a.jsonl", "b.jsonl"], ["replay", "a.jsonl", "--since", "2026-01-01"],
+    ["replay", "--batch"], ["replay", "--batch", "--all", "--since", "yesterday"],
+    ["sync", "init"], ["sync", "bogus"], ["report", "--days", "0"], ["status", "--limit", "x"],
+    ["skills", "revert", "x", "--to", "latest"], ["skills", "forget"],
+])
+def test_every_usage_error_exits_2(home, argv):
+    """The docs promise 2 for a usage error, whichever verb: missing or conflicting
+    arguments, a value of the wrong form. One line on stderr, nothing on stdout."""
+    r = run_ctl(*argv)
+    assert r.returncode == 2, (argv, r.returncode, r.stderr)
+    assert r.stdout == "" and "Traceback" not in r.stderr
+
+
+def test_a_request_the_daemon_refuses_for_its_arguments_exits_2(home):
+    """Arguments only the daemon can judge (a number of days over its limit, a malformed
+    session id) are usage errors too; a project directory that does not exist is one."""
+    from harness import Daemon
+
+    d = Daemon(home["home"])
+    try:
+        r = run_ctl("report", "--days", "99999")
+        assert r.returncode == 2 and "--days wants" in r.stderr, r.stderr
+        r = run_ctl("flush", "not a session id!")
+        assert r.returncode == 2 and "invalid session id" in r.stderr, r.stderr
+        r = run_ctl("curate", "--project", "/nonexistent-dir")  # checked here: no job queued
+        assert r.returncode == 2 and "no such project directory" in r.stderr, r.stderr
+        assert d.status()["jobs"]["by_kind"].get("curate") is None
+    finally:
+        d.stop()

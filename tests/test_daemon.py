@@ -458,7 +458,16 @@ def test_flush_queues_jobs_for_named_sessions(daemon):
     r = ctl("flush", "--all")
     assert "f2" in r.stdout
     assert daemon.status()["jobs"]["pending"] == 2
-    assert ctl("flush").returncode == 1
+    assert ctl("flush").returncode == 2  # a usage error
+    # nothing left to flush: each case says so once, in words that fit it
+    r = ctl("flush", "--all")
+    assert (r.returncode, r.stdout) == (0, "nothing to flush: no session has activity that "
+                                           "was not reflected on yet\n")
+    r = ctl("flush", "f1")
+    assert r.stdout == "nothing to flush for f1: no activity that was not reflected on yet\n"
+    r = ctl("flush", "zzz")  # one message, the error's, not a second one on stdout
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr.count("\n") == 1 and "unknown session: zzz" in r.stderr
 
 
 def test_stop_verb_shuts_down_cleanly(daemon):

@@ -264,6 +264,29 @@ def test_invalid_config():
     assert_fails(c, "config", "/c/config.toml", in_detail="reflect_every")
 
 
+def test_an_api_key_in_a_config_others_can_read_fails(home):
+    """The docs keep the key in a 0600 file: a config others can read that holds one fails,
+    through the CLI, with the chmod that fixes it; the same file at 0600 passes."""
+    cfg = Path(paths.config_file())
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text('[reflector]\napi_key = "sk-ant-test-not-a-real-key"\n')
+    cfg.chmod(0o644)
+    out = subprocess.run([CTL, "doctor", "--json"], capture_output=True, text=True,
+                         env=dict(os.environ))
+    check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "config")
+    assert out.returncode == 1 and not check["ok"]
+    assert "readable by everyone (mode 644)" in check["detail"]
+    assert check["fix"].startswith(f"`chmod 600 {cfg}`")
+    assert "sk-ant-test" not in out.stdout
+    cfg.chmod(0o640)
+    assert "its group" in checks.check_config(str(cfg), None).detail
+    cfg.chmod(0o600)
+    assert checks.check_config(str(cfg), None).ok
+    cfg.write_text('[reflector]\nmodel = "claude-haiku-4-5"\n')
+    cfg.chmod(0o644)  # no key in it: nothing to hide
+    assert checks.check_config(str(cfg), None).ok
+
+
 def test_no_reflector_backend(short_tmp):
     """No API key and no `claude` on PATH fails; the daemon's own view wins when it has one."""
     env = {"PATH": str(short_tmp / "empty")}

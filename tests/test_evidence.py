@@ -395,6 +395,7 @@ def test_a_curator_run_archives_at_most_its_share_and_its_feedback_is_grounded(h
     try:
         r = ctl("curate", "--dry-run", "--layer", "project", "--project", str(project))
         assert r.returncode == 0 and "nothing was done" in r.stdout, r.stderr
+        assert "a curator run would look at 4 skills of the project layer;" in r.stdout
         assert status()["jobs"]["by_kind"].get("curate") is None
         assert ctl("curate", "--layer", "project", "--project", str(project)).returncode == 0
         wait_for(lambda: len(json.loads(ctl("queue", "list", "--json").stdout)) == 3

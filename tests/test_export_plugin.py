@@ -4,6 +4,7 @@ plugin layout passes the same check."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -133,7 +134,15 @@ def test_export_passes_claude_plugin_validate(library, tmp_path, claude):
     README naming its skills and how to install it, and the icon."""
     dest = tmp_path / "plugin"
     assert export(library, dest).returncode == 0
-    validate(claude, dest, tmp_path)
+    said = validate(claude, dest, tmp_path)
+    # what the docs quote the validator saying of an export is what it says
+    for doc in ("cli.md", "install-and-plugin.md"):
+        text = " ".join((REPO / "docs" / doc).read_text().split())
+        claim = re.search(r'`claude plugin validate[^`]*`(?:, which)? says "([^"]+)" and "([^"]+)"',
+                          text)
+        assert claim, f"docs/{doc} no longer quotes what `claude plugin validate` says"
+        for phrase in claim.groups():
+            assert phrase in " ".join(said.split()), (doc, phrase, said)
     text = (dest / "README.md").read_text()
     assert "`run-checks`" in text and "`user-habit`" in text and len(text.split()) >= 40
     assert (dest / ".claude-plugin" / "icon.png").read_bytes() == export_mod.icon_png()

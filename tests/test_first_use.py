@@ -173,13 +173,13 @@ def test_every_argument_says_what_it_is_for():
 
 
 def test_a_missing_name_or_id_says_where_to_find_one(home):
-    """`skills show` without a NAME and `queue show` without an ID fail saying which listing
-    gives one."""
+    """`skills show` without a NAME and `queue show` without an ID fail (a usage error: 2)
+    saying which listing gives one."""
     for argv, listing in ((["skills", "show"], "autoharnessctl skills list"),
                           (["skills", "revert"], "autoharnessctl skills list"),
                           (["queue", "show"], "autoharnessctl queue list")):
         r = ctl(*argv)
-        assert r.returncode == 1 and listing in r.stderr, (argv, r.stderr)
+        assert r.returncode == 2 and listing in r.stderr, (argv, r.stderr)  # a usage error
 
 
 def test_hook_help_and_terminal_never_wait(home):
@@ -378,6 +378,13 @@ def test_doctor_survives_a_file_where_the_state_dir_should_be(home, short_tmp):
     assert not checks["state"]["ok"] and f"{f} is a file" in checks["state"]["detail"]
     assert f"mv {f} {f}.old" in checks["state"]["fix"]
     assert not checks["socket"]["ok"]
+    # neither `status` nor the daemon check sends the user to `start`, which would fail
+    assert "start it" not in checks["daemon"]["fix"]
+    assert f"mv {f} {f}.old" in checks["daemon"]["fix"]
+    r = subprocess.run([CTL, "status"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, AUTOHARNESS_HOME=str(f)))
+    assert r.returncode == 1 and "autoharnessctl start" not in r.stderr
+    assert f"it cannot start: {f} is a file" in r.stderr and f"mv {f} {f}.old" in r.stderr
 
 
 def test_doctor_shows_why_no_daemon_was_started(home):

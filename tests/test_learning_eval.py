@@ -33,6 +33,23 @@ def test_oracle_and_noisy_fakes_score_as_they_should(home):
     assert oracle["kinds"]["routine"]["unplanted"] == 0 < noisy["kinds"]["routine"]["unplanted"]
     table = le.table(noisy)
     assert "overall" in table and "noisy" in table
+    # the docs' figures are this run's: each kind's counts, per fake, as the table prints them
+    for res in (oracle, noisy):
+        for kind in SMALL:
+            assert _counts(le.table(res), kind) == _doc_counts(res["reflector"], kind), kind
+
+
+def _counts(table: str, kind: str) -> list[str]:
+    """A kind's row of the table without its tokens and money (the fake estimates those from
+    the request's size): eps, planted, once, dups, unplanted, verdicts."""
+    row = next(x for x in table.splitlines() if x.split()[:1] == [kind])
+    return row.split()[1:-2]
+
+
+def _doc_counts(reflector: str, kind: str) -> list[str]:
+    text = (REPO / "docs" / "evaluation.md").read_text()
+    block = text.split(f"reflector {reflector}, model", 1)[1].split("reflector ", 1)[0]
+    return _counts(block.split("noisy/oracle")[0], kind)
 
 
 def test_verdict_figures_follow_the_reflector_tool(home):

@@ -346,6 +346,23 @@ def test_replay_dry_run_queues_nothing(make_env, fake):
     assert e.status()["events"]["received"] == 0
 
 
+def test_replay_dry_run_says_whose_backend_it_judges(make_env, fake, short_tmp):
+    """A dry run reflects in this process: it says its backend is this shell's, not the
+    daemon's, and with none here it says so rather than that nothing can reflect."""
+    fake.push(tool_reply({"proposals": [proposal()]}))
+    e = make_env()
+    r = ctl("replay", str(REAL / "spotter/short.jsonl"), "--dry-run", "--json",
+            "--project", str(e.project))
+    assert r.returncode == 0, r.stderr
+    assert "anthropic backend of this shell's environment, not the daemon's" in r.stderr
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env["PATH"] = str(short_tmp / "no-claude-here")
+    r = ctl("replay", str(REAL / "spotter/short.jsonl"), "--dry-run", "--project",
+            str(e.project), env=env)
+    assert r.returncode == 1 and "in this shell's environment" in r.stderr
+    assert "autoharnessctl status" in r.stderr
+
+
 def test_replay_dry_run_asks_like_a_real_job(make_env, fake):
     """The dry run runs the pool's own pipeline: the request lists the project's live skills,
     as a daemon job's does (the dry run used to send an empty skill index)."""

@@ -96,6 +96,10 @@ def test_report_funnel_cost_recall_context_and_skills(home, fake, monkeypatch):
         assert QUOTE not in json.dumps(rep)  # figures only, no transcript text
         text = ctl("report").stdout
         assert "rejected          1 (1 today)" in text and "unattributable" in text
+        assert rep["headline"]["state"] == "learning"
+        assert text.splitlines()[0] == ("learning: 1 reflection in the last 30 days, 1 landed, "
+                                        "1 live autoharness skill")
+        assert text.splitlines()[1] == "next: see what it learned: `autoharnessctl skills list`"
 
         e.daemon.kill9()
         e.daemon = Daemon(home["home"])

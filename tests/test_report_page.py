@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 import browser
+from claude_autoharness.client.report_html import human
 from fake_anthropic import FakeAnthropic, tool_reply
 from harness import ctl, hook, wait_for
 from pipeline_support import proposal
@@ -30,16 +31,20 @@ def chromium():
 
 
 class Figures(HTMLParser):
-    """Every element with a data-figure attribute: (path, its text)."""
+    """Every element with a data-figure attribute: (path, its data-value). Its text, what a
+    person reads (`50%` for 0.5), is kept in `texts`."""
 
     def __init__(self):
         super().__init__()
         self.found: list[tuple[str, str]] = []
+        self.texts: dict[str, str] = {}
+        self._values: list[str] = []
         self._open: list[list] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if "data-figure" in a:
+            self._values.append(a.get("data-value") or "")
             self._open.append([tag, a["data-figure"], ""])
         elif self._open:
             self._open.append([tag, None, ""])
@@ -48,7 +53,8 @@ class Figures(HTMLParser):
         if self._open:
             t, path, text = self._open.pop()
             if path is not None:
-                self.found.append((path, text.strip()))
+                self.texts[path] = text.strip()
+                self.found.append((path, self._values.pop()))
             elif self._open:
                 self._open[-1][2] += text
 
@@ -115,6 +121,7 @@ def test_page_renders_in_chromium_and_shows_the_json_figures(home, monkeypatch, 
         assert must in paths, f"{must} not shown"
     for path, value in figures:
         assert value == shown(lookup(data, path)), f"{path}: page {value!r}, JSON {lookup(data, path)!r}"
+        assert parser.texts[path] == human(path, lookup(data, path))  # what a person reads
     assert data["funnel"]["landed"]["period"] == 1 and data["cost"]["usd"]
 
     shot = short_tmp / "shot.png"

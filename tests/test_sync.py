@@ -118,6 +118,11 @@ def test_landings_on_both_machines_meet(world):
     assert a.sync().last_error is None
     info = b.sync()
     assert info.last_error is None and info.took == ["alpha-skill"] and info.pushed == ["beta-skill"]
+    # who learned it, on which machine: shown on the machine that took it in
+    learned = b.infos()["alpha-skill"].learned
+    assert learned is not None and learned.here and learned.source == "sync"
+    with a.on():
+        assert learned.machine == rounds.load().machine
     a.sync()
     assert set(a.live()) == set(b.live()) == {"alpha-skill", "beta-skill"}
     assert a.live() == b.live()
@@ -595,3 +600,75 @@ def test_a_lessons_check_travels_with_its_skill(world):
         [c] = pr.write_check_table()
     assert (c["skill"], c["rule"], c["action"], c["root"]) == \
         ("run-tests-with-uv", "Bash(pytest *)", "remind", None)
+# ---- a fresh second machine: no ~/.claude yet -------------------------------------------
+
+
+def test_a_fresh_machine_without_a_claude_dir_takes_the_skills_in(world):
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    assert a.sync().last_error is None
+    shutil.rmtree(b.claude)
+    info = b.sync()
+    assert info.refused == [] and info.last_error is None
+    assert info.took == ["alpha-skill"]
+    assert (b.claude / "skills" / "alpha-skill" / "SKILL.md").read_text() == \
+        (a.claude / "skills" / "alpha-skill" / "SKILL.md").read_text()
+
+
+def test_a_user_layer_it_cannot_make_fails_the_round_and_names_the_fix(world):
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    assert a.sync().last_error is None
+    skills = b.claude / "skills"
+    skills.rmdir()
+    skills.write_text("in the way\n")
+    out = ctl("sync", env={**os.environ, **b.env})
+    assert out.returncode == 1, out.stdout
+    assert "FAILING" in out.stdout and str(skills) in out.stdout
+    assert "last good round never" in out.stdout
+    assert "git ls-remote" not in out.stdout  # the remote is fine: the fix is this machine's
+    with b.on():
+        info = rounds.load()
+        check = checks.check_sync(None, rounds.load)
+    assert info.last_good_at is None and info.failures == 1
+    assert not check.ok and str(skills) in check.fix
+    assert skills.read_text() == "in the way\n"
+    # once the path is a directory, the next round takes everything in
+    skills.unlink()
+    info = b.sync()
+    assert info.last_error is None and info.took == ["alpha-skill"]
+
+
+def test_a_take_in_that_cannot_write_is_a_failed_round_not_a_refusal(world, monkeypatch):
+    """A landing that fails on this machine's disk (its layer root moved under it mid-round)
+    fails the round: it is not a refusal of the skill, and the round is not good."""
+    from claude_autoharness.daemon.promote import recovery
+
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    assert a.sync().last_error is None
+    monkeypatch.setattr(recovery, "root_intact", lambda rec: False)
+    info = b.sync()
+    assert info.last_error and "alpha-skill" in info.last_error
+    assert info.last_good_at is None and info.failures == 1
+    assert str(b.claude / "skills") in info.last_fix
+    monkeypatch.undo()
+    info = b.sync()
+    assert info.last_error is None and info.took == ["alpha-skill"]
+
+
+def test_a_lesson_forgotten_on_one_machine_is_forgotten_on_the_other(world):
+    a, b = world["a"], world["b"]
+    a.land("create", "alpha-skill", body=BODY)
+    a.sync()
+    assert b.sync().took == ["alpha-skill"]
+    with a.on() as pr:
+        assert pr.forget("alpha-skill", None, layer="user").status == "landed"
+    a.sync()
+    b.sync()
+    assert "alpha-skill" not in b.live()
+    with b.on() as pr:
+        [row] = [i for i in pr.list_skills(None) if i.name == "alpha-skill"]
+        assert row.status == "archived" and row.reason == "forgotten"
+        again = pr.promote(intent("create", "alpha-skill", layer="user", body=BODY), WINDOW, None)
+    assert again.status == "rejected" and [f.code for f in again.findings] == ["forgotten"]

@@ -156,3 +156,31 @@ def test_a_file_where_the_state_dir_belongs_is_named_with_its_mode(home):
         assert stat.S_ISDIR(os.stat(state).st_mode)
     finally:
         d.stop()
+
+
+def test_messages_send_people_to_docs_they_have():
+    """An installed package (pipx, a wheel) has no docs/ folder: no message of the code names
+    a `docs/...` file; they give the online address, which is pyproject's Documentation."""
+    import ast
+    import re
+    import tomllib
+
+    from claude_autoharness.protocol.words import DOCS_URL, doc
+    from conftest import REPO
+
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]
+    assert DOCS_URL.replace("/blob/", "/tree/") == urls["Documentation"]
+    found = []
+    for folder in ("client", "daemon", "protocol"):
+        for path in (REPO / folder).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                          if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef)
+                          and n.body and isinstance(n.body[0], ast.Expr)}
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                        and id(node) not in docstrings
+                        and re.search(r"(?<![/\w])docs/\w+\.md", node.value)):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert found == []
+    assert doc("privacy.md") == f"{DOCS_URL}/privacy.md"

@@ -26,7 +26,7 @@ def do_capture(args) -> int:
     from claude_autoharness.daemon import offline
 
     if bool(args.session) == bool(args.transcript):
-        raise CtlError("name exactly one of --session ID or --transcript PATH")
+        raise CtlError("name exactly one of --session ID or --transcript PATH", code=2)
     try:
         packet = ask(m.Capture(session_id=args.session, start=args.start,
                                transcript_path=args.transcript), r.Packet)

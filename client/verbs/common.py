@@ -10,6 +10,7 @@ import sys
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import waiting_reason
 
 JSON_HELP = "print JSON instead of text"
 
@@ -46,15 +47,6 @@ def seconds(text: str) -> float:
     if not v > 0:
         raise argparse.ArgumentTypeError(f"--timeout wants a number of seconds > 0, not {text!r}")
     return v
-
-
-def waiting_reason(st: r.Status) -> str:
-    """Why reflection jobs cannot start ("" when they can): no backend, or the token budget."""
-    if st.jobs.waiting:
-        return st.jobs.waiting
-    if st.reflector.backend == "none":
-        return st.reflector.reason or "no reflector backend"
-    return ""
 
 
 def waiting_note(st: r.Status) -> str:

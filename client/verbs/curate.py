@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 
 from claude_autoharness.client.conn import call, typed
+from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
+from claude_autoharness.protocol.words import plural
 
 
 def add_parser(sub) -> None:
@@ -25,6 +27,9 @@ def add_parser(sub) -> None:
 
 def do_curate(args) -> int:
     project = os.path.abspath(args.project) if args.project else os.getcwd()
+    if not os.path.isdir(project):
+        raise CtlError(f"no such project directory: {project} (pass an existing one with "
+                       "--project DIR)", code=2, verb="curate")
     req = m.Curate(layer=args.layer, project=project, dry_run=args.dry_run)
     data = call(req)
     if args.json:
@@ -41,8 +46,10 @@ def do_curate(args) -> int:
             print(f"would ask the curator to repair the description of {name} (missed)")
         for name, missing in sorted(plan.stale.items()):
             print(f"would send stale {name} to the curator: names missing {', '.join(missing)}")
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(plan.curator_skills.items()))
-        print(f"a curator run would be shown: {shown or 'no skills'}; nothing was done")
+        shown = [f"{plural(n, 'skill')} of the {layer} layer"
+                 for layer, n in sorted(plan.curator_skills.items()) if n]
+        print(f"a curator run would look at {' and '.join(shown) or 'no skills'}; nothing "
+              "was done")
         return 0
     out = typed(data, r.CuratorQueued, req)
     for job in out.jobs:

@@ -23,7 +23,7 @@ def do_flush(args) -> int:
     """The named sessions' jobs are queued even when another name is unknown; the unknown
     ones are the error (exit 1), after the queued jobs are printed."""
     if not args.all and not args.session_ids:
-        raise CtlError("name one or more SESSION_IDs, or pass --all")
+        raise CtlError("name one or more SESSION_IDs, or pass --all", code=2, verb="flush")
     req = m.Flush(session_ids=args.session_ids, all=args.all)
     data = call(req)
     if args.json:
@@ -32,8 +32,13 @@ def do_flush(args) -> int:
     out = typed(data, r.Flushed, req)
     for job in out.jobs:
         print(f"queued {job.kind} job {job.id} for session {job.session_id}")
-    if not out.jobs:
-        print("nothing to flush (no named session has unreflected activity)")
+    queued = {job.session_id for job in out.jobs}
+    idle = [s for s in dict.fromkeys(args.session_ids) if s not in queued and s not in out.unknown]
+    if args.all and not out.jobs:
+        print("nothing to flush: no session has activity that was not reflected on yet")
+    elif idle:
+        print(f"nothing to flush for {', '.join(idle)}: no activity that was not reflected on "
+              "yet")
     if out.jobs:
         warn_if_waiting()
     if out.unknown:

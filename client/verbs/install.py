@@ -69,6 +69,13 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
     if not plan.changed:
         what = "nothing of autoharness's is installed" if remove else "already installed"
         print(f"no change: {what} ({plan.scope} scope)")
+    elif remove and not plan.record:
+        left = leftovers(plan)
+        print(f"autoharness's hooks and commands removed from the {plan.scope} scope. No record "
+              "of this install was found (its state dir was moved, replaced or damaged), so "
+              "what else it created cannot be told from yours and stays"
+              + (f": {'; '.join(left)}" if left else "")
+              + ". Restart open Claude Code sessions to drop the hooks.")
     elif remove:
         back = [c.path for c in plan.changes if c.action == "update" and c.mode is not None]
         print(f"autoharness removed from the {plan.scope} scope; your own hooks and settings "
@@ -83,6 +90,24 @@ def report(plan: Plan, backups: dict[str, str], *, dry_run: bool, remove: bool) 
                   "(`autoharnessctl doctor` shows it)")
         print("Claude Code reads hooks when a session starts: restart open sessions. "
               "Check everything with `autoharnessctl doctor`.")
+
+
+def leftovers(plan: Plan) -> list[str]:
+    """What a removal without a record leaves that looks like an install's: an empty settings
+    file, an empty commands directory (remove them if you did not make them)."""
+    out = []
+    try:
+        with open(plan.settings_path, "rb") as f:
+            if f.read().strip() in (b"{}", b""):
+                out.append(f"{plan.settings_path} (now empty: `{{}}`)")
+    except OSError:
+        pass
+    for c in plan.changes:
+        d = os.path.dirname(c.path)
+        if c.action == "delete" and c.path != plan.settings_path and os.path.isdir(d) \
+                and not os.listdir(d) and f"{d} (empty)" not in out:
+            out.append(f"{d} (empty)")
+    return out
 
 
 def do_install(args) -> int:

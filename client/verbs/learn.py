@@ -30,7 +30,8 @@ def do_learn(args) -> int:
     text = sys.stdin.read() if args.text == ["-"] else " ".join(args.text)
     text = text.strip()
     if not text:
-        raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"")
+        raise CtlError("say what to learn: autoharnessctl learn \"always run make check before committing\"",
+                       code=2)
     out = ask(m.Learn(text=text, session_id=args.session or None, layer=args.layer), r.LearnQueued)
     where = f"session {out.session_id}" + ("" if out.transcript_path else
                                             ", whose transcript the daemon has not seen")

@@ -63,7 +63,8 @@ def _list(args) -> int:
 
 def _ask(args):
     if not args.id:
-        raise CtlError(f"queue {args.op} needs an intent ID (see `autoharnessctl queue list`)")
+        raise CtlError(f"queue {args.op} needs an intent ID (see `autoharnessctl queue list`)",
+                       code=2)
     req = m.Queue(op=args.op, intent_id=args.id, why=args.why)
     return req, call(req)
 

@@ -42,7 +42,9 @@ def add_parser(sub) -> None:
                    help="cancel the batches in flight and drop items not yet sent")
     s.add_argument("--session", metavar="ID", help="session id to use (default: replay-<hash>)")
     s.add_argument("--dry-run", action="store_true",
-                   help="reflect offline and print the intents; nothing is queued or landed")
+                   help="reflect in this process, with the reflector backend of this shell's "
+                   "environment (not the daemon's), and print the intents; nothing is queued "
+                   "or landed")
     s.add_argument("--project", metavar="DIR",
                    help="project directory the replayed session runs in (default: cwd)")
     s.add_argument("--wait", type=float, default=None, metavar="S",
@@ -60,9 +62,9 @@ def do_replay(args) -> int:
     if args.cancel or args.batch:
         return batch_replay(args)
     if args.all or args.since:
-        raise CtlError("--all and --since go with --batch", verb="replay")
+        raise CtlError("--all and --since go with --batch", code=2, verb="replay")
     if len(args.transcripts) != 1:
-        raise CtlError("name one TRANSCRIPT (or use --batch for many)", verb="replay")
+        raise CtlError("name one TRANSCRIPT (or use --batch for many)", code=2, verb="replay")
     path = args.transcripts[0]
     args.wait = 300.0 if args.wait is None else args.wait
     if not os.path.isfile(path):

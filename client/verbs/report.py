@@ -14,7 +14,7 @@ from claude_autoharness.client.conn import call, typed
 from claude_autoharness.client.verbs.skills import check_line
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line
+from claude_autoharness.protocol.words import adherence_line, learned_words, plural
 
 HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
 DESCRIPTION = """The library's health over the last N days (and today): reflections run,
@@ -70,8 +70,11 @@ def do_report(args) -> int:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(render(rep, data))
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
+    if args.json:  # the headline first, as in the text and on the page
+        ordered = json.loads(json.dumps(data, sort_keys=True))  # keys sorted at every level
+        if isinstance(ordered, dict) and "headline" in ordered:
+            ordered = {"headline": ordered.pop("headline"), **ordered}
+        print(json.dumps(ordered, indent=2))
     elif not args.html:
         print(format_report(rep))
     return 0
@@ -97,7 +100,12 @@ def _date(ts: float | None) -> str:
 
 def format_report(rep: r.Report) -> str:
     f = rep.funnel
-    lines = [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
+    h = rep.headline
+    lines = []
+    if h.answer:  # the answer first: is it learning, and if not, why and what to do
+        lines += [h.answer, f"next: {h.next}"] + ([f"later: {h.later}"] if h.later else [])
+        lines.append("")
+    lines += [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
              "funnel:",
              f"  reflections run   {_c(f.reflections)}",
              f"  proposals made    {_c(f.proposals)}",
@@ -124,7 +132,7 @@ def format_report(rep: r.Report) -> str:
     cx = rep.context
     lines += ["", "context cost (the skill listing in every request, characters):"]
     for layer, lc in sorted(cx.layers.items()):
-        lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {lc.skills} skills "
+        lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {plural(lc.skills, 'skill')} "
                      f"(autoharness: {lc.autoharness_chars:,} chars, {lc.autoharness_skills})")
     lines.append(f"  total    {cx.total_chars:>7,} chars (autoharness {cx.total_autoharness_chars:,})")
     ss = cx.session_start
@@ -164,6 +172,8 @@ def format_report(rep: r.Report) -> str:
             lines.append(f"    check: {check_line(s.check)}")
             lines += [f"      {a.project or '(no project)'}: {adherence_line(a)}"
                       for a in s.check.adherence]
+        if s.learned is not None:
+            lines.append(f"    {learned_words(s.learned)}")
     if rep.feedback:
         lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in rep.feedback.items()))
     return "\n".join(lines)

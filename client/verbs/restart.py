@@ -4,6 +4,7 @@ one (this installation's: what an upgrade or a config change needs)."""
 from __future__ import annotations
 
 from claude_autoharness.client.errors import CtlError
+from claude_autoharness.client.preflight import start_problem
 from claude_autoharness.client.stopping import stop_daemon, wait_gone
 from claude_autoharness.client.verbs.start import READY_TIMEOUT_S, do_start
 from claude_autoharness.protocol import paths
@@ -23,6 +24,10 @@ def add_parser(sub) -> None:
 
 
 def do_restart(args) -> int:
+    why = start_problem()  # checked first: a daemon that could not start again is left running
+    if why:
+        raise CtlError(f"not restarting: {why}. The running daemon (if any) was left as it is; "
+                       "fix that, then run `autoharnessctl restart` again", verb="restart")
     out = stop_daemon()
     if out is None:
         print("autoharnessd is not running: starting it")

@@ -1,4 +1,5 @@
-"""`autoharnessctl skills list|show|history|revert|restore|publish|export`: the skill library.
+"""`autoharnessctl skills list|show|history|revert|restore|forget|publish|export`: the skill
+library.
 `publish` and `export` work on files (client/publish.py, client/export.py); the rest ask the
 daemon."""
 
@@ -12,20 +13,24 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line, findings_text, plural, when
+from claude_autoharness.protocol.words import adherence_line, findings_text, learned_words, plural, when
 
-OPS = ("list", "show", "history", "revert", "restore", "check", "publish", "export", "listing")
+OPS = ("list", "show", "history", "revert", "restore", "forget", "check", "publish", "export",
+       "listing")
 CHECK_OPS = ("approve",)
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("skills", help="the skill library: list (uses, turns, stage), show, "
-                       "history, revert, restore; publish (git mode's review branch), export "
+                       "history, revert, restore, forget; publish (git mode's review branch), "
+                       "export "
                        "(a Claude Code plugin)")
     s.add_argument("op", choices=OPS, metavar="OP",
                    help="list: every skill; show NAME: its SKILL.md and files; history NAME: its "
                    "landings; revert NAME: back to an earlier version; restore NAME: bring an "
-                   "archived one back; check approve NAME: confirm the lesson's check, so its ask or deny "
+                   "archived one back; forget NAME: take an autoharness skill out of the "
+                   "library (any version) and never learn it again until it is restored; "
+                   "check approve NAME: confirm the lesson's check, so its ask or deny "
                    "applies; publish: git mode's review branch and how to share it; "
                    "export --plugin DIR: the live skills as a Claude Code plugin; listing: the "
                    "skill listing Claude Code will send (its budget, who is listed by name only)")
@@ -62,7 +67,11 @@ def do_skills(args) -> int:
 
         return do_listing(args)
     if args.op != "list" and not args.name:
-        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)")
+        raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)",
+                       code=2)
+    if args.to is not None and not args.to.isdigit():
+        raise CtlError(f"--to wants a version number, not {args.to!r} (`autoharnessctl skills "
+                       f"history {args.name}` lists them)", code=2, verb=f"skills {args.op}")
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     req = m.Skills(op=args.op, name=args.name, to=args.to, layer=args.layer, project=project)
     data = call(req)
@@ -84,7 +93,12 @@ def do_skills(args) -> int:
         for s in skills:
             print(format_skill_line(s))
         return 0
-    out = typed(data, r.Outcome, req)  # revert, restore: a refusal is a negative answer
+    out = typed(data, r.Outcome, req)  # revert, restore, forget: a refusal is a negative answer
+    if args.op == "forget" and out.status == "landed":
+        print(f"forgot {args.name}: it is out of the live library (archived as forgotten, "
+              "version kept) and is not learned again; `autoharnessctl skills restore "
+              f"{args.name}` brings it back")
+        return 0
     why = findings_text(out.findings)
     print(f"{args.op} {args.name}: {out.status}" + (f": {why}" if why else ""))
     return 0 if out.status == "landed" else 1
@@ -115,7 +129,7 @@ def _export(args) -> int:
     from claude_autoharness.client import export
 
     if not args.plugin:
-        raise CtlError("say where: --plugin DIR", verb="skills export")
+        raise CtlError("say where: --plugin DIR", code=2, verb="skills export")
     layers = [args.layer] if args.layer else ["project", "user"]
     project = os.path.abspath(args.project or os.getcwd())
     try:
@@ -185,6 +199,8 @@ def format_skill_view(v: r.SkillView) -> str:
     who landed each version and why, every verdict with its quote, then its SKILL.md."""
     i = v.info
     lines = [format_skill_line(i).rstrip(), f"path: {i.path}"]
+    if i.learned is not None:
+        lines.append(learned_words(i.learned))
     if i.version is not None:
         lines.append(f"version: {i.version}" + (f", created {when(i.created)}" if i.created
                                                  else ""))
@@ -202,7 +218,8 @@ def format_skill_view(v: r.SkillView) -> str:
 def landing_line(land: dict) -> str:
     """One landing of a skill (provenance or history) as a line: version, action, when, from
     where, why."""
-    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "intent") if land.get(k))
+    extra = ", ".join(f"{k} {land[k]}" for k in ("source", "session", "machine", "intent")
+                      if land.get(k))
     return (f"v{land.get('version', '?')} {land.get('action', '?')} {when(land.get('at'))}"
             + (f", {extra}" if extra else "")
             + (f": {land['reason']}" if land.get("reason") else ""))

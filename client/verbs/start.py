@@ -44,6 +44,15 @@ def running() -> r.Identity | None:
         return None
 
 
+def daemon_command() -> list[str]:
+    """This installation's daemon: its `autoharnessd` entry point beside this Python (so the
+    command line says autoharnessd too: `pgrep -f autoharnessd`), else the module."""
+    script = os.path.join(os.path.dirname(sys.executable), "autoharnessd")
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        return [script]
+    return [sys.executable, "-m", "claude_autoharness.daemon"]
+
+
 def do_start(args) -> int:
     st = running()
     if st:
@@ -71,7 +80,7 @@ def do_start(args) -> int:
                        f"cannot write {e.filename or log_file}: {e.strerror}; "
                        "`autoharnessctl doctor` checks the state directory") from None
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "claude_autoharness.daemon"],
+        proc = subprocess.Popen(daemon_command(),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
     finally:

@@ -12,14 +12,13 @@ from claude_autoharness.client.verbs.common import (
     count,
     print_json,
     waiting_note,
-    waiting_reason,
 )
 from claude_autoharness.client.verbs.skills import check_line
 from claude_autoharness.client.verbs.sync import format_info
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line, plural
+from claude_autoharness.protocol.words import adherence_line, plural, waiting_reason
 
 
 def add_parser(sub) -> None:
@@ -89,6 +88,10 @@ def format_status(st: r.Status, now: float | None = None) -> str:
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(ev.by_kind.items())) or "none"
     copies = f", {ev.duplicates} repeated copies dropped" if ev.duplicates else ""
     lines.append(f"events: {ev.received} received, {ev.rejected} rejected{copies} ({kinds})")
+    if st.delivery.both:
+        lines.append(f"TWICE: {plural(st.delivery.both, 'session')} had every hook run twice, "
+                     "by the plugin and by the settings install; keep one "
+                     "(`autoharnessctl doctor` says how)")
     j = st.jobs
     lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
                  f"{j.failed} failed")

@@ -14,7 +14,7 @@ from claude_autoharness.client.errors import CtlError
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
 from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import findings_text
+from claude_autoharness.protocol.words import doc, findings_text
 
 ROUND_TIMEOUT_S = 600.0
 FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "
@@ -44,7 +44,7 @@ def format_info(info: r.SyncInfo) -> str:
              f"  last round {_ago(info.last_round_at)}, last good round {_ago(info.last_good_at)}"]
     if info.last_error:
         lines.append(f"  FAILING ({info.failures} in a row): {info.last_error}")
-        lines.append(f"  fix: {FIX_REMOTE}")
+        lines.append(f"  fix: {info.last_fix or FIX_REMOTE}")
     for label, names in (("took in", info.took), ("sent", info.pushed), ("merged", info.merged)):
         if names:
             lines.append(f"  {label}: {', '.join(names)}")
@@ -110,7 +110,7 @@ def _init(args) -> int:
         raise CtlError(f"{e}\n  fix: {FIX_REMOTE}", verb="sync init") from None
     print(f"sync set up: {info.remote} (this machine is {info.machine}). Run "
           "`autoharnessctl sync` for a round; set `sync.every_s` in the config to let the "
-          "daemon run them. What travels: docs/privacy.md")
+          f"daemon run them. What travels: {doc('privacy.md#sync-the-user-layer-across-machines')}")
     return 0
 
 

@@ -21,6 +21,7 @@ import structlog
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.final import final_answer_text
+from claude_autoharness.daemon.deliveries import Deliveries
 from claude_autoharness.daemon.handlers.session_start import (
     SessionStartContext,
     StartContext,
@@ -78,6 +79,7 @@ class Hooks:
         self.child_dir = paths.reflector_dir()
         # (session id, source) -> (event id, when) of the last start given its context
         self.context_given: dict[tuple[str, str], tuple[str, float]] = {}
+        self.deliveries = Deliveries()  # which installs deliver each session's events
 
     def rejected(self, reason: str, *, from_spool: bool = False) -> m.HookReply:
         """Count and log an event we will not act on, with why (no payload: it may hold secrets)."""
@@ -96,6 +98,8 @@ class Hooks:
             return self.rejected(f"invalid session id {clip(repr(ev.session_id), 60)} "
                                  f"({ev.hook_event_name})", from_spool=from_spool)
         name = ev.hook_event_name
+        if not from_spool and not req.replayed:
+            self.deliveries.seen(ev.session_id, req.via, self.clock())
         counting = self.counting(ev)
         if self.book.seen_before(req.id):  # a copy of an event already counted
             self.book.event_duplicate()

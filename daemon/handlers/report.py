@@ -15,7 +15,7 @@ knows) are copied on the event loop; the figures are computed from them and the 
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import msgspec
@@ -23,12 +23,14 @@ import structlog
 
 from claude_autoharness.daemon import reportdata
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.headline import headline
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.reportlog import ReportLog
 from claude_autoharness.daemon.sessions import Session
 from claude_autoharness.protocol import messages as m
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol import replies as r
 
 log = structlog.get_logger("autoharness")
 
@@ -37,7 +39,10 @@ MAX_DAYS = 3660
 
 class Report:
     def __init__(self, book: Book, live: Live, intents: IntentQueue, *,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time,
+                 status: Callable[[], Awaitable[r.Status]] | None = None):
+        """`status`: the daemon's status, for the headline (is it learning, and if not why)."""
+        self.status = status
         self.book = book
         self.live = live
         self.intents = intents
@@ -50,7 +55,12 @@ class Report:
                            message=f"--days wants a number of days from 1 to {MAX_DAYS}")
         if req.turns < 0:
             return m.Error(code="bad_request", message="--turns wants a number of turns >= 0")
-        return m.Ok(data=await anyio.to_thread.run_sync(reportdata.build, self.inputs(req)))
+        inputs = self.inputs(req)
+        st = await self.status() if self.status is not None else None
+        rep = await anyio.to_thread.run_sync(reportdata.build, inputs)
+        if st is not None:
+            rep.headline = headline(st, rep, reflect_every=self.live.cfg.reflect_every)
+        return m.Ok(data=rep)
 
     def inputs(self, req: m.Report) -> reportdata.Inputs:
         """Copies of what the loop owns, taken on the loop."""

@@ -16,7 +16,9 @@ from claude_autoharness.protocol.replies import SkillView
 
 
 def _to(req: m.Skills) -> int | None:
-    return int(req.to) if req.to else None  # ValueError: a bad request
+    if req.to and not req.to.isdigit():
+        raise ValueError(f"--to wants a version number, not {req.to!r}")  # a bad request
+    return int(req.to) if req.to else None
 
 
 # One entry per `SkillsOp` (a test holds them equal): what each sub-operation runs (blocking).
@@ -29,6 +31,7 @@ VERBS: dict[m.SkillsOp, Callable[[Promoter, m.Skills], object]] = {
     "restore": lambda pr, q: pr.restore(q.name or "", project_root=q.project, layer=q.layer),
     "approve_check": lambda pr, q: pr.approve_check(q.name or "", project_root=q.project,
                                                     layer=q.layer),
+    "forget": lambda pr, q: pr.forget(q.name or "", project_root=q.project, layer=q.layer),
 }
 CHANGES = ("revert", "restore")  # ops after which the check hook's table is compiled again
 

@@ -51,6 +51,7 @@ class StatusSources:
     batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
     sync: Callable[[], r.SyncInfo] = r.SyncInfo  # the user layer's sync rounds
     lost_events: Callable[[], int] = int  # events hooks could keep neither way, since start
+    delivery: Callable[[float], r.DeliveryInfo] = lambda now: r.DeliveryInfo()  # both installs
 
 
 class StatusReport:
@@ -131,6 +132,7 @@ class StatusReport:
             sync=self.src.sync(),
             settings=r.SettingsInfo(started_by="autostart" if autostarted() else "explicit",
                                     sources=dict(self.live.sources)),
+            delivery=self.src.delivery(self.clock()),
         )
 
     def job_counts(self) -> r.JobCounts:

@@ -16,6 +16,7 @@ from claude_autoharness.daemon.promote import (
     checks,
     checktable,
     feedback,
+    forgetting,
     gitmode,
     guard,
     layers,
@@ -80,6 +81,9 @@ class Promoter(Lander):
                 return done
             plan, findings = shape.shape(p, root, anchor, project_root, state=self.state,
                                          owned=self.owned)
+            if plan.action == "create":
+                findings += forgetting.refused(self.statedir.archives(), plan,
+                                               p.description or "", project_root)
             findings += self.check(plan)
             findings += guard.scan_fields({"evidence": p.evidence, "reason": p.reason},
                                           self.redactor)
@@ -180,6 +184,12 @@ class Promoter(Lander):
     def revert(self, name: str, to: int | None = None, project_root: str | None = None,
                layer: str | None = None) -> Outcome:
         return verbs.revert(self, name, to, project_root, layer)
+
+    def forget(self, name: str, project_root: str | None = None,
+               layer: str | None = None) -> Outcome:
+        """Take an autoharness skill out of the live library, restorably; it is not learned
+        again until restored (`forgetting`)."""
+        return forgetting.forget(self, name, project_root, layer)
 
     def restore(self, name: str, project_root: str | None = None,
                 layer: str | None = None) -> Outcome:

@@ -9,6 +9,7 @@ import shutil
 
 from claude_autoharness.daemon.promote import (
     adherence,
+    attribution,
     feedback,
     fileops,
     layers,
@@ -77,12 +78,13 @@ def show(pr: Lander, name: str, project_root: str | None = None,
         return _show_archived(pr, name, project_root, layer)
     layer, root, _ = found
     d = os.path.join(root, name)
-    prov = read_provenance(d) if pr.owned(d) else None
     data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
-    shown = info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
-                 project_root if layer == "project" else None, pr.statedir.stale())
-    adherence.attach(pr, [shown])
-    return SkillView(info=shown,
+    listed = info(pr, layer, d, pr.statedir.uses(), pr.statedir.stamps(),
+                  project_root if layer == "project" else None, pr.statedir.stale())
+    # the landings of autoharness's skills, here or in another home; none for hand-written ones
+    prov = read_provenance(d) if listed.learned is not None else None
+    adherence.attach(pr, [listed])
+    return SkillView(info=listed,
                      skill_md=data.decode("utf-8", "replace"),
                      files=sorted(scan_tree(d)[0]),
                      landings=prov["landings"] if prov else [],
@@ -130,8 +132,7 @@ def revert(pr: Lander, name: str, to: int | None = None, project_root: str | Non
         layer, root, anchor = found
         target = os.path.join(root, name)
         if not pr.owned(target):
-            return Outcome.rejected(Finding(family="owned", code="not_owned",
-                                            message=f"{name} was not created by autoharness"))
+            return Outcome.rejected(attribution.not_owned(name, target))
         versions = [e for e in pr.statedir.history(target) if e.get("files")]
         if to is None:
             chosen = versions[-2] if len(versions) >= 2 else None
@@ -227,6 +228,7 @@ def info(pr: Lander, layer: str, d: str, uses: dict[str, int], stamps: dict[str,
     """One live skill's listing. `scope`: the project root whose turns a project skill
     counts (None: user layer); `stale`: the stale marks of the last lifecycle pass."""
     prov = read_provenance(d) if pr.owned(d) else None
+    elsewhere = read_provenance(d) if prov is None else None  # landed in another home
     landings = (prov or {}).get("landings") or []
     try:
         mtime: float | None = os.stat(os.path.join(d, SKILL_MD)).st_mtime
@@ -248,8 +250,11 @@ def info(pr: Lander, layer: str, d: str, uses: dict[str, int], stamps: dict[str,
     stage = lifecycle.stage(counts, pr.library.maturity_turns)
     if stage == lifecycle.DORMANT:  # due for archive at the next pass; still graduated
         stage = lifecycle.GRADUATED
-    return SkillInfo(name=os.path.basename(d), layer=layer, path=d,
-                     owner="autoharness" if prov else "user",
+    owner = "autoharness" if prov else "user"
+    if elsewhere is not None and attribution.learned(elsewhere, here=False):
+        owner, stage = attribution.ELSEWHERE, attribution.NOT_MANAGED
+    return SkillInfo(name=os.path.basename(d), layer=layer, path=d, owner=owner,
+                     learned=attribution.learned(prov or elsewhere, here=prov is not None),
                      created=landings[0]["at"] if landings else None,
                      last_changed=landings[-1]["at"] if landings else mtime,
                      uses=used,

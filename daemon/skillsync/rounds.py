@@ -148,13 +148,22 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         try:
             base, result = _round(pr, cfg, info, counts=counts, now=now)
         except (GitError, OSError) as e:
-            reason = e.reason if isinstance(e, GitError) else f"{e.strerror or e}: {e.filename}"
-            info.last_error, info.failures = reason, info.failures + 1
-            info.last_round_at = now
-            info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
-            _save(info)
-            return info
+            if isinstance(e, GitError):  # the remote's: FIX_REMOTE says what to check
+                return _failed(info, cfg, now, e.reason)
+            fix = (f"make {e.filename} writable (or move what is in the way), then run "
+                   "`autoharnessctl sync` again") if e.filename else ""
+            return _failed(info, cfg, now, f"{e.strerror or e}: {e.filename}", fix)
         took, pushed, merged, conflicts, refused = result
+        failed = [x for x in refused if any(f.family == "landing" and f.code == "io_error"
+                                            for f in x.findings)]
+        if failed:  # this machine could not write: a failed round, its base left as it was
+            first = next(f for f in failed[0].findings if f.code == "io_error")
+            info.refused = refused
+            return _failed(info, cfg, now, f"could not take in "
+                           f"{', '.join(x.skill for x in failed)}: {first.message}",
+                           f"make {pr.layer_root('user', None)[0]} a directory you can write, "
+                           "then run `autoharnessctl sync` again")
+        info.last_fix = ""
         info.took, info.pushed, info.merged, info.refused = took, pushed, merged, refused
         info.conflicts = (info.conflicts + conflicts)[-MAX_CONFLICTS:]
         info.last_error, info.failures = None, 0
@@ -162,6 +171,16 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
         _save(info, base)
         return info
+
+
+def _failed(info: SyncInfo, cfg: SyncConfig, now: float, reason: str, fix: str = "") -> SyncInfo:
+    """Record a failed round (its reason, and its fix when it is this machine's) and return
+    the state; the last good round and the base stay as they were."""
+    info.last_error, info.last_fix = reason, fix
+    info.failures, info.last_round_at = info.failures + 1, now
+    info.next_try_at = next_try(info, cfg) if cfg.every_s > 0 else None
+    _save(info)
+    return info
 
 
 def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: float):
@@ -204,8 +223,21 @@ def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: 
                 if e.rejected:
                     continue  # another machine pushed first: decide again on its tip
                 raise
+        if any(s.kind in ("take", "conflict") for s in steps.values()):
+            _user_root_ready(pr)
         return commit or tip, _take_in(pr, steps, local, remote, sent, tree, me, now)
     raise GitError("the remote moved during each of 3 attempts; run `autoharnessctl sync` again")
+
+
+def _user_root_ready(pr: Promoter) -> None:
+    """The user layer's skills dir exists before anything is taken in: a fresh machine has no
+    `~/.claude/skills` (nor, before Claude Code's first run, `~/.claude`). Raises OSError when
+    it cannot be made, so the round fails before it takes anything in."""
+    root, _ = pr.layer_root("user", None)
+    assert root is not None
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise PermissionError(13, "cannot write the user layer's skills", root)
 
 
 def _take_in(pr, steps, local, remote, sent, tree, me, now):

@@ -4,7 +4,7 @@ import msgspec
 
 from claude_autoharness.protocol.replies.codec import Part
 from claude_autoharness.protocol.replies.listing import ListingSummary
-from claude_autoharness.protocol.replies.skills import SkillCheck
+from claude_autoharness.protocol.replies.skills import Learned, SkillCheck
 
 
 class Count(Part):
@@ -149,6 +149,7 @@ class SkillRow(Part):
     stale: list[str] = []
     check: SkillCheck | None = None  # its check and the measured adherence
     recall: SkillRecall | None = None  # autoharness skills, live
+    learned: Learned | None = None  # who learned it, when, from which session or machine
 
 
 class LibraryDay(Part):
@@ -161,12 +162,24 @@ class LibraryDay(Part):
     archived: int = 0
 
 
+class Headline(Part):
+    """The report's first line: is autoharness learning, and if not, why, and what to do.
+    `state` is one of learning | waiting | paused | nothing_yet; `answer` says it in words,
+    `next` is the step to take, `later` what will appear in the report, and when."""
+
+    state: str = "nothing_yet"
+    answer: str = ""
+    next: str = ""
+    later: str = ""
+
+
 class Report(Part):
     """`autoharnessctl report`: the period is the last `days` days (since `since`)."""
 
     generated_at: float
     days: int
     since: float
+    headline: Headline = msgspec.field(default_factory=Headline)
     funnel: Funnel = msgspec.field(default_factory=Funnel)
     recall: Recall = msgspec.field(default_factory=Recall)
     recall_split: RecallSplit = msgspec.field(default_factory=RecallSplit)

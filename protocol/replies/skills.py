@@ -69,6 +69,17 @@ class SkillCheck(msgspec.Struct, kw_only=True):
     confirmed: str | None = None  # user | repeat; None: it only reminds
     since: float = 0.0  # when this check landed
     adherence: list[CheckAdherence] = []  # a row per project
+class Learned(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Who learned a skill and when, from its provenance's first landing: the source (reflector,
+    learn, marker, curator, sync, operator), the session or the machine it came from. `here`
+    is False for a skill autoharness landed in another home (a teammate's committed skill):
+    shown as learned, never changed by this one."""
+
+    source: str = ""
+    at: float | None = None
+    session: str | None = None
+    machine: str | None = None
+    here: bool = True
 
 
 class SkillInfo(msgspec.Struct, kw_only=True):
@@ -77,7 +88,7 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     name: str
     layer: str
     path: str
-    owner: str  # autoharness | user
+    owner: str  # autoharness | user | elsewhere (landed by autoharness in another home)
     status: str = "live"  # live | archived
     created: float | None = None
     last_changed: float | None = None
@@ -89,6 +100,7 @@ class SkillInfo(msgspec.Struct, kw_only=True):
     feedback: FeedbackCounts = msgspec.field(default_factory=FeedbackCounts)
     stale: list[str] = []  # repository paths it names that are gone (project skills)
     check: SkillCheck | None = None  # the tool calls the lesson is held against
+    learned: Learned | None = None  # autoharness's skills (and those it landed elsewhere)
 
 
 class SkillView(msgspec.Struct, kw_only=True):
@@ -133,6 +145,7 @@ class SyncInfo(msgspec.Struct, kw_only=True):
     last_round_at: float | None = None
     last_good_at: float | None = None
     last_error: str | None = None  # why the last round failed (None: it completed)
+    last_fix: str = ""  # its fix when it was this machine's ("": the remote's, FIX_REMOTE)
     failures: int = 0  # rounds failed in a row
     next_try_at: float | None = None  # the daemon's next round, when it runs them
     took: list[str] = []  # skills the last completed round changed here

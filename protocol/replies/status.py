@@ -161,6 +161,16 @@ class LearningsInfo(Part):
     projects: int
 
 
+class DeliveryInfo(Part):
+    """Sessions whose hook events arrived through both installs (the plugin, from an enabled
+    plugin or `claude --plugin-dir`, and the settings hooks), in the last day: Claude Code ran
+    every hook twice for them. No settings file shows a command-line flag: this does."""
+
+    both: int = 0  # such sessions
+    last_session: str | None = None
+    last_at: float | None = None
+
+
 class Identity(Part):
     """The head of any version's status: which daemon answers, and where. What `start` and
     `service` read, so a daemon of another version is still recognised as running."""
@@ -210,3 +220,4 @@ class Status(Part):
     sessions_offset: int = 0
     # Claude Code's skill listing for a session where `status` was asked (added by the CLI)
     listing: ListingSummary | None = None
+    delivery: DeliveryInfo = msgspec.field(default_factory=DeliveryInfo)
