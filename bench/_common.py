@@ -67,3 +67,10 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed")
         buf += c
     return buf
+
+
+def timed(cmd: list[str], env: dict, data: bytes) -> float:
+    """Wall time of one run of `cmd` with `data` on stdin (its output discarded)."""
+    t = time.perf_counter()
+    subprocess.run(cmd, input=data, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t

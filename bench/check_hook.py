@@ -15,9 +15,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
-from _common import BIN, stop, summary, temp_home
+from _common import BIN, stop, summary, temp_home, timed
 
 
 def event(tool: str, command: str) -> bytes:
@@ -53,12 +52,6 @@ def write_table(env: dict, n: int) -> None:
     with open(path, "wb") as f:
         f.write(table_bytes(checks))
     os.chmod(path, 0o600)
-
-
-def timed(cmd: list[str], env: dict, data: bytes) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, input=data, env=env, stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t
 
 
 def main() -> None:

@@ -16,11 +16,9 @@ import argparse
 import json
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 
-from _common import BIN, start_daemon, stop, summary, temp_home
+from _common import BIN, start_daemon, stop, summary, temp_home, timed
 
 from claude_autoharness.client import settings
 
@@ -31,12 +29,6 @@ PAYLOAD = json.dumps({
     "tool_name": "Bash", "tool_input": {"command": "pytest -q", "description": "Run tests"},
     "tool_use_id": "toolu_01A",
 }).encode()
-
-
-def timed(cmd: list[str], env: dict, data: bytes) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, input=data, env=env, stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t
 
 
 def main() -> None:
