@@ -177,7 +177,10 @@ def test_hostile_files_in_the_skill_tree_never_make_the_views_raise(env):
     """list_skills/show/history survive what a repository can put in its skills dir:
     symlinked provenance, provenance that is a directory or a FIFO, a skill dir that is a
     symlink or a plain file, SKILL.md that is a FIFO, a huge SKILL.md, a directory name that
-    is not UTF-8, and garbage uses/archive state. None of it is owned."""
+    is not UTF-8, and garbage uses/archive state. None of it is owned: a provenance that is
+    a link, a directory or a FIFO is not read (the skill is the user's); a well-formed one
+    (the non-UTF-8 dir's) only claims another home landed it (`elsewhere`, not managed
+    here), and this home's landing records still say it is not owned."""
     pr, proj, skills = env["pr"], str(env["proj"]), env["skills"]
     hand_written(env, "linked-prov")
     (skills / "linked-prov" / ".autoharness").mkdir()
@@ -211,7 +214,9 @@ def test_hostile_files_in_the_skill_tree_never_make_the_views_raise(env):
     infos = {s.name: s for s in pr.list_skills(proj)}
     assert {n: s.owner for n, s in infos.items()} == {
         "linked-prov": "user", "dir-prov": "user", "fifo-prov": "user", "linked": "user",
-        "huge": "user", "bad-\udcff": "user"}
+        "huge": "user", "bad-\udcff": "elsewhere"}
+    assert infos["bad-\udcff"].stage == "not managed here"
+    assert not observe.is_owned(os.fsdecode(raw))
     for name in ("linked-prov", "dir-prov", "fifo-prov", "linked", "huge", "fifo-md",
                  "plain-file", "junk", "../x", "bad-\udcff"):
         view = pr.show(name, proj)
@@ -248,13 +253,16 @@ def test_repository_shipped_provenance_does_not_make_a_skill_owned(env, action, 
     """A repository can ship `.claude/skills/x/.autoharness/provenance.json` with the
     predictable target and a matching SKILL.md hash; autoharness never landed it, so its
     state dir has no landing record: the skill is not owned, every change is rejected
-    not_owned with zero writes, and it is listed as the user's."""
+    not_owned with zero writes, and revert is refused. Such a file cannot be told from a
+    teammate's committed provenance, so the skill is listed as learned in another home
+    (`elsewhere`, not managed here), never as autoharness's own."""
     d = _ship_provenance(env, "shipped")
     assert skilltree.read_provenance(d) is not None
     assert not observe.is_owned(d)
     assert_rejected_without_writes(env, intent(action, "shipped", **kw), "not_owned")
     info = {s.name: s for s in env["pr"].list_skills(str(env["proj"]))}["shipped"]
-    assert info.owner == "user"
+    assert (info.owner, info.stage) == ("elsewhere", "not managed here")
+    assert info.learned is not None and not info.learned.here
     assert env["pr"].revert("shipped", project_root=str(env["proj"])).status == "rejected"
 
 
