@@ -90,11 +90,11 @@ def hook_path() -> str:
 def backup(path: str, data: bytes) -> str:
     """Keep `data` (the file as it was) under the state dir, private: settings may hold keys."""
     bdir = os.path.join(paths.install_dir(), "backups")
-    private_dir(bdir)
-    bad = private.private_problem(bdir)
-    if bad:  # made by an older version, or by hand: never leave a copy of settings there
-        raise InstallError(f"{bad.what}; settings backups (they may hold keys) go there, so "
-                           f"nothing was changed: {bad.fix}")
+    try:
+        private_dir(bdir)
+    except private.NotPrivate as e:  # made by an older version, or by hand: no copy goes there
+        raise InstallError(f"{e.unsafe.what}; settings backups (they may hold keys) go there, "
+                           f"so nothing was changed: {e.unsafe.fix}") from None
     stem = os.path.join(bdir, f"{paths.project_slug(os.path.abspath(path)).strip('-')}."
                               f"{time.strftime('%Y%m%dT%H%M%S')}")
     out, n = stem, 0
@@ -298,8 +298,10 @@ def plan_remove(scope: str, project: str) -> Plan:
 
 def check_writable(plan: Plan) -> None:
     """Raise InstallError, before anything is written, when the plan could not finish: the
-    state dir cannot keep the record and the backups, or a file's directory cannot be written."""
-    if not plan.changed:
+    state dir, where the record and the backups go, is not a private dir of ours that can be
+    written (checked from the top down before anything is made in it), or a file's directory
+    cannot be written. A plan with no record to keep and nothing to change needs neither."""
+    if not plan.changed and not plan.record:
         return
     why = state_problem(os.path.join(paths.install_dir(), "backups"))
     for c in plan.changes:
@@ -313,9 +315,8 @@ def check_writable(plan: Plan) -> None:
 
 def apply(plan: Plan, *, remove: bool) -> dict[str, str]:
     """Write the plan; return {path: backup path} for every existing file changed. Checked
-    first: the state dir, where the record and backups go, must be private, and the plan must
-    be able to finish (`check_writable`); otherwise nothing is changed."""
-    private_dir(paths.install_dir())
+    first (`check_writable`): the state dir, where the record and backups go, must be private
+    and usable, and the plan must be able to finish; otherwise nothing is changed."""
     check_writable(plan)
     backups = {}
     for c in plan.changes:

@@ -42,12 +42,12 @@ def state_problem(sub: str) -> str:
     why = private.unusable_dir(sub)
     if not why:
         try:
-            private_dir(sub)
+            private_dir(sub)  # checks each dir from the state dir down, before making any
+            why = _probe(sub)
+        except private.NotPrivate as e:
+            why = str(e.unsafe)
         except OSError as e:
             why = f"cannot make {e.filename or sub}: {e.strerror}"
-    if not why:
-        bad = private.private_problem(sub)
-        why = f"{bad.what}: {bad.fix}" if bad else _probe(sub)
     if why:
         return (f"autoharness's state directory {state} cannot be used ({why}); "
                 "`autoharnessctl doctor` checks it")
