@@ -19,7 +19,7 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops, gitmode, records
+from claude_autoharness.daemon.promote import fileops, gitmode, records, validate
 from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
@@ -182,7 +182,11 @@ def approve(pr, name: str, project_root: str | None, layer: str | None,
     """`skills check approve NAME`: the user confirms the lesson's check, so its proposed
     action (ask, deny) applies from the next call on. None: no such skill; ValueError: the
     skill has no check, or the name is in both layers."""
-    dirs = set(pr.locate(name, project_root))
+    if not validate.name_is_contained(name):
+        return None
+    # the live skill of that name in each layer, where its landings are recorded
+    dirs = {os.path.join(root, name) for _, root, _ in pr.roots(project_root)
+            if os.path.isfile(os.path.join(root, name, SKILL_MD))}
     if not dirs:
         return None
     found = [c for c in live_checks(pr)
