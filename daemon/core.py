@@ -65,8 +65,7 @@ class Daemon:
         self.clock = clock
         self.book = Book(clock=clock, tables=self._tables,
                          retention_s=lambda: self.live.cfg.session_retention_days * 86_400)
-        self.live = Live.build(cfg, self._turns)
-        self.live.sources = dict(settings_from or {})
+        self.live = Live.build(cfg, self._turns, settings_from)
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.socket_path = paths.socket_path()
@@ -269,8 +268,7 @@ class Daemon:
         try:
             sources: dict[str, str] = {}
             fresh = Live.build(load_config(env=settings_env(), sources=sources),
-                               self._turns)  # cheap: the promoter's state is on disk
-            fresh.sources = sources
+                               self._turns, sources)  # cheap: the promoter's state is on disk
         except ConfigError as e:
             log.error("config reload failed; keeping the running config", error=str(e))
             return

@@ -34,15 +34,17 @@ class Live:
     sources: dict[str, str] = field(default_factory=dict)  # key set -> the file or variable
 
     @classmethod
-    def build(cls, cfg: Config, turns: Callable[[str, str | None], int] | None = None) -> "Live":
+    def build(cls, cfg: Config, turns: Callable[[str, str | None], int] | None = None,
+              sources: dict[str, str] | None = None) -> "Live":
         """The parts a config implies; a bad redaction rule is a ConfigError naming it.
 
         `turns(layer, project_root)` is the layer's turn count, which the promoter's library
-        lifecycle judges skills by.
+        lifecycle judges skills by; `sources` says where each key of `cfg` that is set came from.
         """
         redactor = make_redactor(cfg)
         return cls(cfg, redactor, Promoter(cfg.promoter, redactor=redactor, library=cfg.library,
-                                           listing=cfg.listing, turns=turns))
+                                           listing=cfg.listing, turns=turns),
+                   dict(sources or {}))
 
     def replace(self, other: "Live") -> None:
         self.cfg, self.redactor, self.promoter = other.cfg, other.redactor, other.promoter

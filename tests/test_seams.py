@@ -61,7 +61,7 @@ class MemoryCounters:
     def tokens_on(self, day):
         return self.tokens_today
 
-    def add_tokens(self, day, n):
+    def add_tokens(self, day, n, backend=""):
         self.tokens[day] = self.tokens.get(day, 0) + n
 
     def captured(self, packet, session_id=""):
