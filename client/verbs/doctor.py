@@ -28,7 +28,6 @@ from claude_autoharness.client.checks import (
     check_project,
     check_quarantine,
     check_reflector,
-    check_settings,
     check_socket,
     check_spool,
     check_state,
@@ -39,6 +38,7 @@ from claude_autoharness.client.checks import (
 )
 from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
 from claude_autoharness.client.files import worktree_top
+from claude_autoharness.client.settings_check import check_settings
 from claude_autoharness.client.setup_checks import check_commands, check_duplicates, check_hooks
 from claude_autoharness.client.verbs.sync import read_info as sync_info
 from claude_autoharness.protocol import messages as m
