@@ -265,7 +265,9 @@ class Sandbox:
         lines = [f"{k} = {json.dumps(v)}" for k, v in tables.pop("").items()]
         for section, keys in tables.items():
             lines += [f"[{section}]"] + [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
-        (self.ah / "config.toml").write_text("\n".join(lines) + "\n")
+        config = self.ah / "config.toml"
+        config.write_text("\n".join(lines) + "\n")
+        config.chmod(0o600)  # it holds a key: doctor fails one others can read
 
     def ctl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([str(BIN / "autoharnessctl"), *args], env=self.env, input=input,
