@@ -120,7 +120,7 @@ def _reflection_lands(box: Sandbox, model: CliModel) -> None:
                    "evidence": "The config holds an AWS key; checked.",
                    "description": "Use when a project's config.env must be checked first.",
                    "body": "1. Read config.env.\n2. Check the keys are set.",
-                   "old": None, "new": None, "path": None, "content": None})
+                   "old": None, "new": None, "path": None, "content": None, "check": None})
     # stream-json mode: the CLI stays up until the daemon has the Stop that triggers the job
     result = box.run_stream("reflect me", before_exit=lambda _: wait_for(
         lambda: box.stops() == 1, what="the Stop"))
