@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 from _common import BIN, stop, temp_home
 
@@ -115,8 +116,11 @@ def writer(env: dict, work: list[tuple[str, str]], sent: Counter, lock: threadin
 
 def run(mode: str, args) -> dict:
     d, env = temp_home()
+    # in the config file: a daemon a hook autostarts reads the file, never the session's variables
+    Path(env["AUTOHARNESS_HOME"], "config.toml").write_text(
+        f'reflect_every = {args.reflect_every}\nwatch = false\n[reflector]\nbackend = "none"\n')
     env.update(AUTOHARNESS_REFLECT_EVERY=str(args.reflect_every), AUTOHARNESS_WATCH="0",
-               AUTOHARNESS_REFLECTOR_BACKEND="none",
+               AUTOHARNESS_REFLECTOR_BACKEND="none",  # what a daemon started by hand reads
                AUTOHARNESS_AUTOSTART="1" if mode == "autostart" else "0")
     rng = random.Random(args.seed)
     killer = Killer(env, mode == "hand", args.kill_min, args.kill_max, rng)
