@@ -93,6 +93,27 @@ def test_a_failed_tools_result_keeps_the_records_bound(short_tmp):
     _kept_whole_ends(got_passed["message"]["content"][0]["content"], trace)
 
 
+def test_the_agents_words_in_a_tool_call_keep_the_records_bound(short_tmp):
+    """A plan (`ExitPlanMode`), questions for the user and a subagent's brief are the agent's
+    words: bounded like text, while a Write's content of the same length is clipped. The docs
+    name those tools."""
+    from conftest import REPO
+
+    plan = "## Plan\n" + "1. Migrate the schema, then run the integration tests.\n" * 40
+    calls = [{"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "tool_use", "id": f"t{i}", "name": name, "input": {key: plan}}]}}
+        for i, (name, key) in enumerate([("ExitPlanMode", "plan"), ("Task", "prompt"),
+                                         ("Write", "content")])]
+    path = short_tmp / "t.jsonl"
+    _write(path, *calls)
+    got = [r["message"]["content"][0]["input"] for r in _records(
+        _cut(path, max_record_bytes=4_000, max_tool_bytes=1_000).data)]
+    assert got[0] == {"plan": plan} and got[1] == {"prompt": plan}
+    _kept_whole_ends(got[2]["content"], plan)
+    privacy = (REPO / "docs" / "privacy.md").read_text()
+    assert all(f"`{name}`" in privacy for name in rmod.WORD_TOOLS)
+
+
 def test_markers_are_the_rules_and_the_answer_is_not_cut_for_the_tool(short_tmp):
     """A long answer with its marker at the end, beside a long Write whose content quotes a
     marker, in one record over its bound: the clip takes the Write's middle (the quoted marker

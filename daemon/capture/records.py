@@ -36,6 +36,11 @@ WORK_TYPES = frozenset({"user", "assistant", "system", "summary", "attachment"})
 WORK_SUBTYPES = frozenset({"compact_boundary", "local_command", "scheduled_task_fire"})
 # attachment types that carry work: a prompt the user typed while the agent worked
 WORK_ATTACHMENTS = frozenset({"queued_command"})
+# tools whose input is the agent's own words (a plan, questions for the user, a subagent's
+# brief): their calls are bounded like text, not like tool inputs
+WORD_TOOLS = frozenset({"ExitPlanMode", "AskUserQuestion", "Task", "Agent"})
+
+
 def _blocks(content: Any) -> Any:
     """Content (a string or a list of blocks) with each block reduced to `BLOCK_KEYS`."""
     if not isinstance(content, list):
@@ -94,14 +99,15 @@ def slim(record: dict) -> dict:
 
 def tool_blocks(record: dict) -> list[dict]:
     """The `tool_use` and `tool_result` blocks of a record's message, the parts bounded tighter
-    than its text; a `tool_result` that is an error is not one of them (a failure is where a
-    lesson most often starts, so it keeps the record's bound)."""
+    than its text. Not among them, so bounded like text: a call of a tool in `WORD_TOOLS` and
+    a result that is an error (a failure is where a lesson most often starts)."""
     msg = record.get("message")
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
         return []
-    return [b for b in content if isinstance(b, dict) and (b.get("type") == "tool_use" or (
-        b.get("type") == "tool_result" and b.get("is_error") is not True))]
+    return [b for b in content if isinstance(b, dict) and (
+        (b.get("type") == "tool_use" and b.get("name") not in WORD_TOOLS)
+        or (b.get("type") == "tool_result" and b.get("is_error") is not True))]
 
 
 def is_compact_summary(record: dict) -> bool:

@@ -182,12 +182,13 @@ class _Cut:
         self.skipped_bytes += e - s
         self.kept_start = s  # accounted for: left out as bookkeeping, not by the cap
 
-    def _shape(self, rec: dict) -> tuple[bytes, bool, list[str]]:
-        """A decoded record slimmed and bounded, and its markers (taken before the clip)."""
+    def _shape(self, rec: dict, slimmed: bool = False) -> tuple[bytes, bool, list[str]]:
+        """A decoded record slimmed (unless it is already) and bounded, and its markers (taken
+        before any clip)."""
         found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
         limit = self.limits.max_summary_bytes if is_compact_summary(rec) \
             else self.limits.max_record_bytes
-        rec = slim(rec)
+        rec = rec if slimmed else slim(rec)
         tools = [squeeze(block, self.limits.max_tool_bytes) for block in tool_blocks(rec)]
         out, clipped = fit(rec, limit)
         return out, clipped or any(tools), found
@@ -293,11 +294,10 @@ class _Cut:
             rec = msgspec.json.decode(line)
         except msgspec.DecodeError:
             rec = None
-        limit, found = self.limits.max_record_bytes, []
         if isinstance(rec, dict):
-            out, clipped = fit(rec, limit)
-            found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
+            out, clipped, found = self._shape(rec, slimmed=True)
         else:
+            limit, found = self.limits.max_record_bytes, []
             clipped = len(line) > limit
             out = clip_raw(line, line, len(line), limit) if clipped else line
         self.add(_Kept(out, end, clipped, None, found))
