@@ -1,7 +1,8 @@
 """A window record's tool inputs and results are bounded tighter than its text: they keep their
 beginning and end around a marker saying how much was cut, text is cut last (never more than
-under the record's bound alone), a failed tool's result keeps the record's bound, and markers
-are still the marker rule's, taken before any clip. Over real transcripts too."""
+under the record's bound alone), a failed tool's result and a call whose input is the agent's
+own words keep the record's bound, a role that repeats the type is not sent, and markers are
+still the marker rule's, taken before any clip. Over real transcripts too."""
 
 import json
 import re
