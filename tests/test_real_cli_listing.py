@@ -179,7 +179,8 @@ def test_enabled_plugins_skills_and_commands_are_predicted(sandbox, model, monke
     never enabled) list their commands, then their skills, as `plugin:NAME`, after the user's
     and the project's own, only with a description of their own, cut like any other and
     ranked in the same budget: the prediction names the same entries, with the same ones by
-    name only, and still counts only autoharness's skills as learned."""
+    name only, and still counts only autoharness's skills as learned. A skill whose
+    frontmatter `name` differs from its directory is listed as `dir (name)`."""
     box = sandbox()
     market = box.root / "market"
     fm = "---\ndescription: {}\n---\nDo it.\n"
@@ -215,6 +216,9 @@ def test_enabled_plugins_skills_and_commands_are_predicted(sandbox, model, monke
     local = box.project / ".claude" / "settings.local.json"
     local.write_text(json.dumps({"enabledPlugins": {"muted@local": False}}))
     hand_written(box.claude / "skills", "user-own", words("user-own", 300))
+    renamed = box.claude / "skills" / "own-dir"  # its frontmatter names it otherwise
+    renamed.mkdir()
+    (renamed / "SKILL.md").write_text("---\nname: own-name\ndescription: Mine.\n---\nx\n")
     (box.project / ".claude" / "commands").mkdir(parents=True)
     (box.project / ".claude" / "commands" / "ship.md").write_text(fm.format("Ship it."))
     for i in range(3):
@@ -226,6 +230,7 @@ def test_enabled_plugins_skills_and_commands_are_predicted(sandbox, model, monke
     assert ours == ["tools:ops:rollback", "tools:release", "team:standup", "tools:lint-first",
                     "tools:long", "tools:renamed-dir (tools:fmt-code)", "team:review-notes"]
     assert names.index("ship") < names.index("tools:ops:rollback")
+    assert "own-dir (own-name)" in names
     assert not any(n.startswith(("muted:", "unused:")) for n in names)
     lines = {ln["name"]: ln for ln in want["lines"]}
     assert lines["tools:long"]["full"] and lines["tools:long"]["desc_chars"] == 1536
