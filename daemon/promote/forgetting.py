@@ -24,6 +24,7 @@ FORGOTTEN = "forgotten"
 def forget(pr, name: str, project_root: str | None, layer: str | None) -> Outcome:
     """Archive the live autoharness skill `name` as forgotten (whatever its version); a
     hand-written skill is refused, never touched."""
+    attribution.adopt(pr, project_root)
     found = layers.find_one(name, pr.roots(project_root), layer,
                             lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
     if isinstance(found, Outcome):

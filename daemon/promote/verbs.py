@@ -42,6 +42,7 @@ MAX_SHOW_BYTES = 1024 * 1024
 def list_skills(pr: Lander, project_root: str | None = None) -> list[SkillInfo]:
     """Live skills of the user layer (and the project's, given its root), then archives."""
     pr.refresh_git(project_root)
+    attribution.adopt(pr, project_root)
     out = []
     uses, stamps, stale = pr.statedir.uses(), pr.statedir.stamps(), pr.statedir.stale()
     for layer, root, _ in pr.roots(project_root):
@@ -72,6 +73,7 @@ def show(pr: Lander, name: str, project_root: str | None = None,
     """One skill: its SKILL.md, files, provenance and every verdict in its history; a live
     one, else its latest archive (None when there is neither)."""
     pr.refresh_git(project_root)
+    attribution.adopt(pr, project_root)
     found = layers.find_one(name, pr.roots(project_root), layer,
                             lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
     if isinstance(found, Outcome):
@@ -123,6 +125,7 @@ def revert(pr: Lander, name: str, to: int | None = None, project_root: str | Non
            layer: str | None = None) -> Outcome:
     """Put back an earlier landed version (default: the one before the current); the
     revert is itself a recorded landing."""
+    attribution.adopt(pr, project_root)
     with pr.statedir.locked():
         pr.sync_git_roots(project_root)
         found = layers.find_one(name, pr.roots(project_root), layer,
@@ -254,7 +257,8 @@ def info(pr: Lander, layer: str, d: str, uses: dict[str, int], stamps: dict[str,
     if elsewhere is not None and attribution.learned(elsewhere, here=False):
         owner, stage = attribution.ELSEWHERE, attribution.NOT_MANAGED
     return SkillInfo(name=os.path.basename(d), layer=layer, path=d, owner=owner,
-                     learned=attribution.learned(prov or elsewhere, here=prov is not None),
+                     learned=attribution.learned(prov or elsewhere, here=prov is not None,
+                                                 history=pr.statedir.history(d)),
                      created=landings[0]["at"] if landings else None,
                      last_changed=landings[-1]["at"] if landings else mtime,
                      uses=used,
