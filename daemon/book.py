@@ -323,10 +323,16 @@ class Book(JobBook):
 
     def record_event(self, eid: str, kind: str, *, session: sm.Session | None,
                      jobs: list[sm.Job], calls: list[str], turn: bool = False,
-                     project: str | None = None) -> None:
+                     project: str | None = None, final_text: str | None = None,
+                     prompt_id: str | None = None) -> None:
         """One acknowledged hook event: its id, the session's post-state with the tool call it
-        counted, the jobs it created and, for a main session's Stop (`turn`), one turn of the
-        user layer and of `project`. One record, so they are durable together."""
+        counted, the jobs it created (each carrying the event's id; a Stop's threshold job the
+        turn's `final_text` and `prompt_id`) and, for a main session's Stop (`turn`), one turn
+        of the user layer and of `project`. One record, so they are durable together."""
+        for job in jobs:
+            job.event_id = eid
+            if job.kind == "threshold" and final_text is not None:
+                job.final_text, job.prompt_id = final_text, prompt_id
         if turn:
             self.state.turns.add(project)
         self.remember(eid)

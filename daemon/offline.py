@@ -124,7 +124,7 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     import msgspec
 
     from claude_autoharness.daemon import sessions as sm
-    from claude_autoharness.daemon.handlers.skills import Skills
+    from claude_autoharness.daemon.events import Events
     from claude_autoharness.daemon.intents import IntentQueue
     from claude_autoharness.daemon.live import Live, new_id
     from claude_autoharness.daemon.projects import ProjectSwitches
@@ -157,14 +157,9 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
         queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
         queue.load()
-        skills = Skills(live, projects)
         counters = _NoCounters()
-        reflection = Reflection(counters, queue, live, skill_index=skills.skill_index,
-                                memory_index=skills.memory_index,
-                                save_window=lambda job_id, text: None)
-        pool = ReflectorPool(book, counters, reflection,
-                             project_root=lambda cwd: projects.root(cwd) if cwd else None,
-                             queued=lambda: None)
+        reflection = Reflection(counters, queue, live, save_window=lambda job_id, text: None)
+        pool = ReflectorPool(book, counters, reflection, projects=projects, events=Events())
 
         async def run_all() -> None:
             for job in jobs:
