@@ -5,8 +5,10 @@ Handlers live with what they serve (`handlers/`): hook events, jobs, review (the
 the queue), skills, learnings, status. The state lives in `book` (its files in `persist/`),
 spool replay in `spool`, the reflection pipeline in `reflect/pipeline` (run by the reflector
 pool, `reflect/pool`, and the batch runner, `reflect/batches`). Every part is handed what it
-uses when it is built; none is wired afterwards. Everything here runs on the
-event loop and must not block: fsyncs and file reads go to threads.
+uses when it is built; none is wired afterwards. What follows a fact (a Stop, a finished job,
+queued intents) is a typed event its publisher hands to `events`, subscribed to in the
+constructors of the parts that act on it. Everything here runs on the event loop and must
+not block: fsyncs and file reads go to threads.
 """
 
 import os

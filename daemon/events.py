@@ -23,8 +23,9 @@ Invariants:
   subscribed, awaited if it is async. A subscriber that raises is logged; the others still
   get the event and delivery goes on.
 - Subscriptions are made at construction, before `run` starts: a later one is refused.
-- In memory: an event pending at a stop is lost; each is a wake-up whose state is durable
-  (a start re-judges every layer the turns name and promotes what is queued).
+- In memory, like the queues it feeds: an event pending at a stop is lost (a start re-judges
+  every layer the turns name and promotes what is queued; skill uses and calls heard were
+  never durable).
 """
 
 import inspect
@@ -98,9 +99,6 @@ class Events:
             self._outbox.append(event)
             self._ready.set()
 
-    def pending(self) -> int:
-        return len(self._outbox)
-
     async def run(self) -> None:
         self._running = True
         while True:
@@ -118,5 +116,5 @@ class Events:
                     if inspect.isawaitable(out):
                         await out
                 except Exception:
-                    log.exception("event subscriber failed", event=type(event).__name__,
+                    log.exception("event subscriber failed", kind=type(event).__name__,
                                   subscriber=getattr(subscriber, "__qualname__", "?"))

@@ -158,7 +158,8 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
         queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
         queue.load()
         counters = _NoCounters()
-        reflection = Reflection(counters, queue, live, save_window=lambda job_id, text: None)
+        reflection = Reflection(counters, queue, live, ledger=counters,
+                                save_window=lambda job_id, text: None)
         pool = ReflectorPool(book, counters, reflection, projects=projects, events=Events())
 
         async def run_all() -> None:
@@ -209,7 +210,7 @@ class _Book(JobBook):
 
 
 class _NoCounters:
-    """A dry run counts nothing."""
+    """A dry run counts nothing and records nothing in the ledger."""
 
     def job_finished(self, ok) -> None:
         pass
@@ -224,6 +225,12 @@ class _NoCounters:
         pass
 
     def refused(self, path, reason) -> None:
+        pass
+
+    def record_usage(self, **call) -> None:
+        pass
+
+    def record_calls(self, s) -> None:
         pass
 
 

@@ -83,6 +83,17 @@ class NoIntents:
         return False
 
 
+class ListLedger:
+    def __init__(self):
+        self.usage = []
+
+    def record_usage(self, **call):
+        self.usage.append(call)
+
+    def record_calls(self, s):
+        pass
+
+
 class SameDir:
     """Every cwd is its own project."""
 
@@ -92,7 +103,7 @@ class SameDir:
 
 def make_pool(book, counters, cfg: Config | None = None, events: Events | None = None):
     reflection = Reflection(counters, NoIntents(), Live.build(cfg or Config()),
-                            clock=lambda: 1_000.0)
+                            ledger=ListLedger(), clock=lambda: 1_000.0)
     return ReflectorPool(book, counters, reflection, projects=SameDir(),
                          events=events or Events(), clock=lambda: 1_000.0)
 
@@ -239,17 +250,6 @@ class KeptIntents:
         return False
 
 
-class ListLedger:
-    def __init__(self):
-        self.usage = []
-
-    def record_usage(self, **call):
-        self.usage.append(call)
-
-    def record_calls(self, s):
-        pass
-
-
 @pytest.mark.anyio
 async def test_batch_runner_runs_on_the_shared_reflection_without_a_daemon(home):
     """The batch runner sees only a `Reflection` (over in-memory counters, queue and ledger),
@@ -312,3 +312,37 @@ def test_the_daemon_wires_each_part_once_at_construction():
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)
             and isinstance(t.value.value, ast.Name) and t.value.value.id == "self"]
     assert late == []
+
+
+def test_nothing_outside_the_daemon_assigns_to_it_or_its_parts():
+    """No module of the package sets a field of a built `Daemon` or of one of its parts
+    (`daemon.part.field = ...`): what a part needs is given at construction, the connection
+    cap included, which status then shows as given."""
+    import ast
+    from pathlib import Path
+
+    import claude_autoharness.daemon as pkg
+    from claude_autoharness.daemon.core import Daemon
+    from claude_autoharness.protocol.config import Config
+
+    late = []
+    for path in sorted(Path(pkg.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                ast.AsyncFunctionDef))):
+            held = {a.arg for a in fn.args.args + fn.args.kwonlyargs
+                    if a.annotation is not None and "Daemon" in ast.unparse(a.annotation)}
+            held |= {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                     and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "Daemon"
+                     for t in n.targets if isinstance(t, ast.Name)}
+            for n in ast.walk(fn):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] \
+                    if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+                for t in targets:
+                    root = t
+                    while isinstance(root, (ast.Attribute, ast.Subscript)):
+                        root = root.value
+                    if t is not root and isinstance(root, ast.Name) and root.id in held:
+                        late.append(f"{path.name}: {ast.unparse(t)}")
+    assert late == []
+    assert Daemon(Config(), connection_cap=3).connections.stats()["cap"] == 3

@@ -1,7 +1,6 @@
-"""The report's ledger as the parts that see its facts write it: each record appended where
-the fact is seen, before it is acted on further (usage: fsynced); one that cannot be written (a
-full disk) is logged and skipped, since the figures are advisory and never fail the work. All
-blocking: worker threads only. The file and its records are `reportlog`'s."""
+"""The report's ledger, written by the part that sees each fact (blocking: worker threads).
+A record is appended before the fact is acted on further (usage: fsynced); one that cannot be
+written (a full disk) is logged and skipped: the figures are advisory and never fail the work."""
 
 import os
 import time
@@ -18,8 +17,6 @@ log = structlog.get_logger("autoharness")
 
 
 class Ledger:
-    """The recording half: what only the report needs, written by the part that sees it
-    (blocking: worker threads)."""
 
     def __init__(self, live: Live, *, clock: Callable[[], float] = time.time):
         self.live = live

@@ -16,14 +16,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from claude_autoharness.daemon.events import (
-    CallHeard,
-    Events,
-    IntentsQueued,
-    JobDone,
-    SkillUsed,
-    TurnCounted,
-)
+from claude_autoharness.daemon import events as ev
 from claude_autoharness.daemon.handlers.ledger import Ledger
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
@@ -42,7 +35,7 @@ WINDOW_KEEP_S = 7 * 86_400
 
 class Review:
     def __init__(self, live: Live, intents: IntentQueue, library: Library, *, ledger: Ledger,
-                 events: Events, clock: Callable[[], float]):
+                 events: ev.Events, clock: Callable[[], float]):
         """`library` is judged between passes; the `ledger` records each skill load, for
         recall (blocking). What wakes a pass is subscribed to here."""
         self.live = live
@@ -57,29 +50,29 @@ class Review:
         self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         self._wake = anyio.Event()
-        events.subscribe(TurnCounted, self.turn_counted)
-        events.subscribe(SkillUsed, self.skill_used)
-        events.subscribe(CallHeard, self.call_heard)
-        events.subscribe(JobDone, self.wake)  # its intents are queued
-        events.subscribe(IntentsQueued, self.wake)
+        events.subscribe(ev.TurnCounted, self.turn_counted)
+        events.subscribe(ev.SkillUsed, self.skill_used)
+        events.subscribe(ev.CallHeard, self.call_heard)
+        events.subscribe(ev.JobDone, self.wake)  # its intents are queued
+        events.subscribe(ev.IntentsQueued, self.wake)
 
     def wake(self, _event: object = None) -> None:
         self._wake.set()
 
-    def turn_counted(self, ev: TurnCounted) -> None:
+    def turn_counted(self, turn: ev.TurnCounted) -> None:
         """A main session's Stop was counted (and journaled) as one turn of the user layer and
         of its project: the library's lifecycle is re-judged."""
-        self.library.mark_due(ev.project)
+        self.library.mark_due(turn.project)
         self.wake()
 
-    def skill_used(self, ev: SkillUsed) -> None:
+    def skill_used(self, use: ev.SkillUsed) -> None:
         """Queue a skill use; the promoter loop records it off the event loop."""
-        self.use_queue.append((ev.kind, ev.value, ev.project, ev.session))
+        self.use_queue.append((use.kind, use.value, use.project, use.session))
         self.wake()
 
-    def call_heard(self, ev: CallHeard) -> None:
+    def call_heard(self, heard: ev.CallHeard) -> None:
         """Queue a tool call for the adherence counts; the promoter loop records it."""
-        self.call_queue.append((ev.call, ev.project))
+        self.call_queue.append((heard.call, heard.project))
         self.wake()
 
     def record_calls(self) -> None:

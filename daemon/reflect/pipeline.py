@@ -68,22 +68,12 @@ class Ledger(Protocol):
         """A session's tool calls counted so far."""
 
 
-class NoLedger:
-    """Nothing recorded (a dry run, a test)."""
-
-    def record_usage(self, **call) -> None:
-        pass
-
-    def record_calls(self, s: Session) -> None:
-        pass
-
-
 class Reflection:
     """The shared steps. Blocking ones say so (run them in a worker thread); the async ones
     move their own blocking work to threads."""
 
     def __init__(self, tokens: Tokens, intents: IntentSink, live: Live, *,
-                 ledger: Ledger | None = None,
+                 ledger: Ledger,
                  save_window: Callable[[str, str], None] | None = None,
                  clock: Callable[[], float] = time.time):
         """`ledger` records each call's tokens and each session's calls (the pool's);
@@ -92,7 +82,7 @@ class Reflection:
         self.tokens = tokens
         self.intents = intents
         self.live = live
-        self.ledger = ledger or NoLedger()
+        self.ledger = ledger
         self.save_window = save_window or windows.save_window
         self.clock = clock
         self.session_loads = SessionLoads()
