@@ -70,7 +70,7 @@ class Fmt:
 def _jwt(g: Gen) -> list:
     head = g.b64json({"alg": g.rng.choice(["HS256", "RS256"]), "typ": "JWT"})
     body = g.b64json({"sub": g.uuid(), "role": g.rng.choice(["service_role", "admin", "user"]),
-                      "iat": g.rng.randint(1.6e9, 1.8e9), "nonce": str(g.s(16))})
+                      "iat": g.rng.randint(1_600_000_000, 1_800_000_000), "nonce": str(g.s(16))})
     return [head, ".", body[:12], Secret(body[12:]), ".", g.s(43, B64URL)]
 
 
@@ -102,7 +102,7 @@ def _glc(g: Gen) -> list:
 
 
 def _sentry_org(g: Gen) -> list:
-    body = g.b64json({"iat": g.rng.randint(1.6e9, 1.8e9), "url": "https://sentry.io",
+    body = g.b64json({"iat": g.rng.randint(1_600_000_000, 1_800_000_000), "url": "https://sentry.io",
                       "region_url": "https://us.sentry.io", "org": g.pub(8, LOWD)})
     return ["sntrys_", body[:12], Secret(body[12:]), "_", g.s(43, B64URL)]
 
