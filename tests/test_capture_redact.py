@@ -50,12 +50,11 @@ _LITERAL = {  # formats the corpus does not generate
     "prefect_key": "pnu_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6",
     "onepassword_token": "ops_eyJ" + "hbGciOiJFUzI1NiIsImtpZCI6" * 5,
 }
-_BY_BLIND = {  # rule kind -> a format of the blind set (tests/redact_blind_formats.py)
-    "firebase_key": "firebase-fcm-server-key", "artifactory_token": "artifactory",
-    "adafruit_key": "adafruit-io", "flutterwave_key": "flutterwave", "alibaba_key": "alibaba",
-    "twitter_token": "twitter-bearer", "braintree_token": "braintree", "clojars_token": "clojars",
-    "dropbox_token": "dropbox", "typeform_token": "typeform", "api_key": "resend",
-    "hubspot_token": "hubspot-private-app", "bitbucket_token": "bitbucket-app-password",
+_BY_BLIND = {  # rule kind -> formats of the blind set (tests/redact_blind_formats.py)
+    "firebase_key": ["firebase-fcm-server-key"], "artifactory_token": ["artifactory"],
+    "twitter_token": ["twitter-bearer"], "dropbox_token": ["dropbox"],
+    "api_token": ["adafruit-io", "alibaba", "typeform", "bitbucket-app-password", "resend",
+                  "elevenlabs", "clojars", "flutterwave", "hubspot-private-app", "braintree"],
 }
 
 
@@ -66,7 +65,8 @@ def _provider_rows() -> dict:
     rows = {kind: ([by_name[name].make(rng)], []) for kind, name in _BY_FORMAT.items()}
     rows.update({kind: ([tok], []) for kind, tok in _LITERAL.items()})
     blind, g = {f.name: f for f in BLIND_FORMATS}, Gen(random.Random(3))
-    rows.update({kind: (["".join(blind[name].make(g))], []) for kind, name in _BY_BLIND.items()})
+    rows.update({kind: (["".join(blind[n].make(g)) for n in names], [])
+                 for kind, names in _BY_BLIND.items()})
     for kind, (pos, _neg) in rows.items():
         pos.append(f"export X={pos[0]}")
         if kind == "mailchimp_key":

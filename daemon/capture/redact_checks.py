@@ -226,5 +226,4 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "pem_lines": pem_lines,
     "not_placeholder": not_placeholder,
     "named_value": named_value,
-    "random_not_placeholder": lambda s: looks_random(s) and not_placeholder(s),
 }

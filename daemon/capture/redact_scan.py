@@ -95,8 +95,8 @@ class NeedleScan:
                     piece = data[p:p + longest]
                 seg = _norm(hay, piece)
                 for size, table in by_first[(hay, key)]:
-                    if (idxs := table.get(seg[:size])) is not None:
-                        yield p, size, idxs
+                    if (found := table.get(seg[:size])) is not None:
+                        yield p, size, found
             pos = p + 1
 
     def run_starts(self, runs_hay: bytes, base: int = 0):
