@@ -9,6 +9,9 @@ Quality, on the corpus written apart from the rules (tests/redact_corpus.py):
 * false positives: the share of ordinary artifacts (lockfiles, go.sum, certificates, PGP
   and SSH public keys, type annotations, `__all__`, URL-safe ids, placeholders, look-alikes,
   the repository's own source) that redaction changes at all;
+* the blind set (tests/redact_blind_set.py, written before the rules were read: 129 formats
+  in up to 18 contexts, as written and inside a record; 518 ordinary artifacts): its recall
+  and false positives the same way, beside the figure it had at its one blind measure;
 * findings on the real sessions (tests/corpus: public transcripts, published without
   secrets): every secret-class finding there is one that is not a secret; the share of those
   among all findings is printed (goal <= 5 %).

@@ -28,7 +28,8 @@ _TOKEN = rb"A-Za-z0-9_.+/=~%$-"
 _TOKEN_SET = frozenset(c for c in range(256) if re.match(rb"[" + _TOKEN + rb"]", bytes([c])))
 _BREAK_START = re.compile(rb"[\\\r\n]")
 _NEXT_RUN = re.compile(rb"[" + _TOKEN + rb"]{1,400}")
-_ASSIGNMENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_.-]{0,80}=[^=]")
+# a name written by a person (one case, short), then `=` and a value (not `=` padding)
+_ASSIGNMENT = re.compile(rb"(?:[A-Z_][A-Z0-9_]{0,40}|[a-z_][a-z0-9_.-]{0,40})=[^=]")
 
 
 def continues_after_break(data: bytes, at: int, *, generated: bool = False) -> bool:
