@@ -5,7 +5,8 @@
    start before its needle walks back over `back_chars`, or matches once after a bounded lazy
    prefix), never a search running on to the end of its span;
 2. a `wrap` rule whose token runs into a line break is matched again on a copy with the breaks
-   inside tokens taken out (`redact_views.joined`), and its span mapped back;
+   inside tokens taken out (`redact_views.joined`: from the needle, or from the start of the
+   value a match stopped at the break), and its span mapped back;
 3. URL-encoded runs and base64 blobs that encode text are decoded and the rules run on what
    they say (one level deep); a finding there replaces the encoded run it came from;
 4. matches are validated (`check`), filtered by the allow list, moved off the inside of JSON
