@@ -12,6 +12,7 @@ loop and hands it to its worker thread, so nothing the thread reads is changed m
 Promotion reads and writes files, so it runs in worker threads, one intent at a time.
 """
 
+import contextlib
 import math
 import os
 from collections.abc import Awaitable, Callable
@@ -62,13 +63,11 @@ class Review:
         self._send.send_nowait(("wake", None))
 
     def mark_due(self, project_root: str | None) -> None:
-        """This project's skills (and the user layer's) are judged at the next pass."""
+        """This project's skills (and the user layer's) are judged at the next pass: a main
+        session's Stop counted (and journaled) a turn of both, a verdict was accepted."""
         self._send.send_nowait(("due", project_root))
 
-    def turn_counted(self, project_root: str | None) -> None:
-        """A main session's Stop was counted (and journaled) as one turn of the user layer and
-        of its project: the library's lifecycle is re-judged."""
-        self.mark_due(project_root)
+    turn_counted = mark_due
 
     def skill_used(self, use: SkillUse) -> None:
         """Queue a skill use; the promoter loop records it off the event loop."""
@@ -78,19 +77,14 @@ class Review:
         """Queue a tool call for the adherence counts; the promoter loop records it."""
         self._send.send_nowait(("call", call))
 
-    async def _take(self, *, wait: bool) -> tuple[list[SkillUse], list[CallHeard],
-                                                  list[str | None]]:
-        """All the inbox holds (waiting for a first word when `wait`): the uses, the calls and
-        the layers due (each once), each in the order sent. Taken on the loop."""
+    async def _take(self, *, wait: bool) -> tuple[list, ...]:
+        """All the inbox holds (waiting for a first word when `wait`), taken on the loop: the
+        uses, the calls and the layers due, each in the order sent."""
         got = [await self._inbox.receive()] if wait else []
-        while True:
-            try:
+        with contextlib.suppress(anyio.WouldBlock):
+            while True:
                 got.append(self._inbox.receive_nowait())
-            except anyio.WouldBlock:
-                break
-        due = dict.fromkeys(v for k, v in got if k == "due")
-        return ([v for k, v in got if k == "use"], [v for k, v in got if k == "call"],
-                list(due))
+        return tuple([v for k, v in got if k == kind] for kind in ("use", "call", "due"))
 
     def record_calls(self, calls: list[CallHeard]) -> None:
         """Count the calls taken against the checks in force when they were made (the
@@ -153,7 +147,7 @@ class Review:
     def lifecycle_pass(self, due: list[str | None]) -> None:
         """Judge the layers whose turns moved (blocking). The uses taken with them were
         recorded first: a use sent before the Stop counts in this pass."""
-        for root in due:
+        for root in dict.fromkeys(due):  # each once
             self.library.judge(root)
 
     async def _promote_guarded(self, intent: Intent) -> None:

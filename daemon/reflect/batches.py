@@ -116,8 +116,7 @@ class BatchRunner:
         self.j = Journal()
         self.changed = anyio.Event()
         self.waiting_reason = ""
-        self._lock = anyio.Lock()
-        self._saving = anyio.Lock()
+        self._lock = anyio.Lock()  # a command or a pass at a time: saves go out in order
 
     # ---- journal -------------------------------------------------------------------------
 
@@ -125,11 +124,10 @@ class BatchRunner:
         self.j = batchstore.load()
 
     async def save(self) -> None:
-        """Journal the changes made so far: encoded on the loop (the journal is the loop's),
-        written and fsynced in a worker thread, one save at a time, in order."""
-        async with self._saving:
-            data = msgspec.Raw(msgspec.json.encode(self.j))
-            await anyio.to_thread.run_sync(batchstore.save, data)
+        """Journal the changes made so far (under `_lock`): encoded on the loop (the journal
+        is the loop's), written and fsynced in a worker thread."""
+        data = msgspec.Raw(msgspec.json.encode(self.j))
+        await anyio.to_thread.run_sync(batchstore.save, data)
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -372,7 +370,8 @@ class BatchRunner:
         for cid in b.items:  # in the batch but absent from its results: send again
             item = self.j.items.get(cid)
             if item is not None and item.status == "submitted" and item.batch == b.id:
-                self._retry(item, "missing from the batch results")
+                self.j.retry(item, "missing from the batch results",
+                             max_attempts=self.live.cfg.reflector.max_attempts)
         self.j.ended(b)
         await self.save()
         self.changed.set()
@@ -384,10 +383,11 @@ class BatchRunner:
             self.j.canceled(item, "the batch was canceled")
             return
         if kind != "succeeded":
-            self._retry(item, f"batch item {kind}: {payload}")
+            self.j.retry(item, f"batch item {kind}: {payload}",
+                         max_attempts=self.live.cfg.reflector.max_attempts)
             return
         usage = usage_of(payload)
-        self.j.charged(sum(usage.values()))
+        self.j.counted(tokens=sum(usage.values()))
         # keyed by item and attempt: results read again after a restart count once
         model = getattr(payload, "model", "") or self.live.cfg.reflector.model
         await self.reflection.charge(usage, job=item.id, attempt=item.attempts, kind="batch",
@@ -420,14 +420,11 @@ class BatchRunner:
         except OSError as e:  # kept in memory; at worst re-judged after a restart
             log.warning("reflected records not saved", item=item.id, error=e.strerror)
 
-    def _retry(self, item: Item, reason: str) -> None:
-        self.j.retry(item, reason, max_attempts=self.live.cfg.reflector.max_attempts)
-
     async def _api(self, fn, *args, requests: int = 1):
         """`fn(client, *args)`, one Batches API call (`requests` of them), in a worker thread;
         counted here, on the loop, where status reads the count."""
         from claude_autoharness.daemon.reflect.backends import anthropic as sdk
 
-        self.j.requested(requests)
-        cfg = self.live.cfg.reflector
-        return await anyio.to_thread.run_sync(sdk.call, cfg, lambda c: fn(c, *args))
+        self.j.counted(requests=requests)
+        return await anyio.to_thread.run_sync(sdk.call, self.live.cfg.reflector,
+                                              lambda c: fn(c, *args))

@@ -61,9 +61,8 @@ class Journal(msgspec.Struct, kw_only=True):
         self.items.update((i.id, i) for i in items)
 
     def cancel_waiting(self) -> int:
-        """Every item not sent yet is dropped; how many were."""
-        waiting = self.waiting()
-        for i in waiting:
+        """Drop every item not sent yet; how many there were."""
+        for i in (waiting := self.waiting()):
             self.canceled(i, "canceled before it was sent")
         return len(waiting)
 
@@ -94,15 +93,11 @@ class Journal(msgspec.Struct, kw_only=True):
     def poll_later(self, b: Batch, *, interval: float, at: float) -> None:
         b.interval, b.next_poll_at = interval, at
 
-    def ended(self, b: Batch) -> None:
-        """Its results are taken in."""
+    def ended(self, b: Batch) -> None:  # its results are taken in
         b.status = "ended"
 
-    def charged(self, tokens: int) -> None:
-        self.tokens += tokens
-
-    def requested(self, n: int) -> None:
-        self.requests += n
+    def counted(self, *, tokens: int = 0, requests: int = 0) -> None:
+        self.tokens, self.requests = self.tokens + tokens, self.requests + requests
 
     def done(self, item: Item, intents: list[str]) -> None:
         item.status, item.intents, item.error = "done", intents, None

@@ -378,10 +378,10 @@ class ReflectorPool:
     def cut(self, job: Job, final_text: str | None,
             resume_at: tuple[int, int | None, int | None]
             ) -> tuple[Packet | None, str | None, list[str]]:
-        """The job's packet, from `resume_at` (`_resume_at`: where the session's previous job
-        stopped), without the records a reflector already had, ending with `final_text` when
-        given (blocking I/O); with the text its verdicts may quote (None: the whole window) and
-        the session's skill loads up to the window's end.
+        """The job's packet, from where the session's previous job stopped (`_resume_at`),
+        without the records a reflector already had, ending with `final_text` when given
+        (blocking I/O); with the text its verdicts may quote (None: the whole window) and the
+        session's skill loads up to the window's end.
 
         `/learn` with nothing new re-reads the recent past on purpose (the user asks about
         it), but its verdicts may quote only records no reflector had: each is judged once."""
