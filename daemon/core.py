@@ -170,7 +170,7 @@ class Daemon:
         self.batches.load()
         self.sync.load()
         for root in self.book.state.turns.projects:  # counts for status from the start
-            self.library.mark_due(root)
+            self.review.mark_due(root)
 
     def _tables(self) -> dict[str, dict]:
         # The watcher's tables change in worker threads; copy them only between scans (if a
@@ -275,7 +275,7 @@ class Daemon:
             return
         waiting = fixed_changes(self.live.cfg, fresh.cfg)
         self.live.replace(fresh)
-        self.library.reloaded()
+        self.review.mark_due(None)  # new limits apply now
         log.info("config reloaded")
         if waiting:
             log.warning("config reloaded; these settings apply at the next start "

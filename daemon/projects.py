@@ -6,6 +6,7 @@ worktree's `.git` file points into the main repository's `.git/worktrees/<name>`
 """
 
 import os
+import threading
 import time
 import tomllib
 
@@ -121,16 +122,20 @@ class ProjectSwitches:
     def __init__(self, *, recheck_s: float = 2.0, clock=time.monotonic) -> None:
         # root -> (when last checked, (mtime, size) of the file or None, enabled)
         self._cache: dict[str, tuple[float, tuple[float, int] | None, bool]] = {}
-        self._roots: dict[str, str] = {}
+        self._roots: dict[str, str] = {}  # cwd -> root; asked on the loop and in threads
+        self._roots_lock = threading.Lock()
         self.recheck_s = recheck_s
         self.clock = clock
 
     def root(self, cwd: str) -> str:
-        r = self._roots.get(cwd)
+        with self._roots_lock:
+            r = self._roots.get(cwd)
         if r is None:
-            if len(self._roots) > 4096:
-                self._roots.clear()
-            r = self._roots[cwd] = project_root(cwd)
+            r = project_root(cwd)
+            with self._roots_lock:
+                if len(self._roots) > 4096:
+                    self._roots.clear()
+                self._roots[cwd] = r
         return r
 
     def root_of(self, cwd: str | None) -> str | None:

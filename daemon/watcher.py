@@ -434,7 +434,7 @@ class TranscriptWatcher:
 
         lock = anyio.Lock()  # one scan at a time: the tails are not thread-safe
         while not stop_event.is_set():
-            if not os.path.isdir(self.projects_dir):
+            if not await anyio.to_thread.run_sync(os.path.isdir, self.projects_dir):
                 await self._wait(stop_event, self.dir_poll_s)
                 continue
             try:
@@ -459,7 +459,7 @@ class TranscriptWatcher:
                 rust_timeout=self.rust_timeout_ms, yield_on_timeout=True,
                 force_polling=self.force_polling,
             ):
-                if not os.path.isdir(self.projects_dir):
+                if not await anyio.to_thread.run_sync(os.path.isdir, self.projects_dir):
                     break  # the directory went away: wait for it again
                 if changes:
                     await self._handle(changes, lock)
@@ -476,10 +476,8 @@ class TranscriptWatcher:
             async with lock:
                 await anyio.to_thread.run_sync(self.scan_until_done, p)
 
-    async def _handle(self, changes: set, lock) -> None:
-        import anyio
-
-        self.last_event_at = self.clock()
+    def _changed(self, changes: set) -> list[str]:
+        """The transcripts a batch of changes names (blocking: a new directory is walked)."""
         paths: list[str] = []
         for change, path in changes:
             if not self._inside(path):
@@ -489,6 +487,13 @@ class TranscriptWatcher:
             elif int(change) == 1 and os.path.isdir(path):
                 # a new directory: its files may predate the watch on it
                 paths += walk_transcripts(path, self.roots)
+        return paths
+
+    async def _handle(self, changes: set, lock) -> None:
+        import anyio
+
+        self.last_event_at = self.clock()
+        paths = await anyio.to_thread.run_sync(self._changed, changes)
         for p in dict.fromkeys(paths):
             async with lock:
                 await anyio.to_thread.run_sync(self.scan_until_done, p)

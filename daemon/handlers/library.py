@@ -1,5 +1,4 @@
-"""The skill library's lifecycle: the layers due to be judged (turns counted from main
-sessions' Stops, verdicts accepted), the judging that archives what the counts and the
+"""The skill library's lifecycle: the judging that archives what the counts and the
 evidence call for (driven by the promoter loop, `Review`, in its thread; this module knows
 nothing of it), the curator's jobs (merges; description repairs of skills missed twice;
 stale skills with their missing paths), and the per-stage and feedback counts `status`
@@ -7,6 +6,7 @@ shows."""
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 
 import anyio
@@ -38,18 +38,17 @@ class Library:
         self.live = live
         self.projects = projects
         self.clock = clock
-        self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
+        # What status shows, written by the promoter loop's thread: read and written under
+        # `_shown` (the loop reads them while a pass runs)
+        self._shown = threading.Lock()
         self.counts: dict[str | None, dict[str, int]] = {}
         self.checks: list[r.LessonCheck] = []  # the live checks and their figures (the review)
         self.intents = intents
         events.subscribe(JobDone, self.count_reflection)
 
-    def mark_due(self, project_root: str | None) -> None:
-        """This project's skills (and the user layer's) are judged at the next pass."""
-        self.due.add(project_root)
-
-    def reloaded(self) -> None:
-        self.due.add(None)  # new limits apply now
+    def show_checks(self, checks: list[r.LessonCheck]) -> None:
+        with self._shown:
+            self.checks = checks
 
     def judge(self, root: str | None) -> None:
         """Judge one project's layer and the user layer (blocking; the promoter loop's thread):
@@ -66,9 +65,10 @@ class Library:
         except Exception:
             log.exception("library lifecycle pass failed")
             return
-        self.counts[None] = stage_counts(i for i in infos if i.layer == "user")
-        if root:
-            self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
+        with self._shown:
+            self.counts[None] = stage_counts(i for i in infos if i.layer == "user")
+            if root:
+                self.counts[root] = stage_counts(i for i in infos if i.layer == "project")
         wanted = {layer for layer, _ in done.repairs}
         if done.newly_stale:
             wanted.add("project")
@@ -110,7 +110,9 @@ class Library:
             config={"maturity_turns": lib.maturity_turns, "capacity_project": lib.capacity_project,
                     "capacity_user": lib.capacity_user, "curate_every": lib.curate_every})
         by_stage: dict[str, int] = {}
-        for counts in list(self.counts.values()):
+        with self._shown:
+            layers, out.checks = list(self.counts.values()), list(self.checks)
+        for counts in layers:
             for k, v in counts.items():
                 if k.startswith("archived:"):
                     out.archived_by_reason[k[9:]] = out.archived_by_reason.get(k[9:], 0) + v
@@ -124,7 +126,6 @@ class Library:
         out.graduated = by_stage.get(lifecycle.GRADUATED, 0)
         out.hand_written = by_stage.get(lifecycle.HAND_WRITTEN, 0)
         out.archived = by_stage.get(lifecycle.ARCHIVED, 0)
-        out.checks = list(self.checks)
         return out
 
     def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:

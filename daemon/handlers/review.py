@@ -5,13 +5,18 @@ history, and the stored job windows evidence is checked against.
 The loop is the one promotion loop: each pass records the skill uses queued, runs the
 library's lifecycle over the layers whose turns moved (`Library`, which it is handed and which
 knows nothing of it), promotes the queued intents and grounds the queued verdicts. Whatever
-calls for a pass (a turn counted, intents queued, a verdict accepted) wakes it.
+calls for a pass (a turn counted, intents queued, a verdict accepted) sends it word through
+one memory stream, its inbox, on the event loop; a pass takes what the inbox holds on the
+loop and hands it to its worker thread, so nothing the thread reads is changed meanwhile.
 
 Promotion reads and writes files, so it runs in worker threads, one intent at a time.
 """
 
+import contextlib
+import math
 import os
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import structlog
@@ -44,12 +49,14 @@ class Review:
         self.ledger = ledger
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
-        self.use_queue: list[tuple[str, str, str | None, str]] = []
-        self.call_queue: list[tuple[dict, str | None]] = []
+        # what the next pass takes, in the order it was sent: ("use", SkillUsed),
+        # ("call", CallHeard), ("due", project root) or ("wake", None); the user layer is due
+        # at start
+        self._send, self._inbox = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+        self.mark_due(None)
         self.adherence = adherence.Recorder(live.promoter.statedir)
         self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
-        self._wake = anyio.Event()
         events.subscribe(ev.TurnCounted, self.turn_counted)
         events.subscribe(ev.SkillUsed, self.skill_used)
         events.subscribe(ev.CallHeard, self.call_heard)
@@ -57,34 +64,46 @@ class Review:
         events.subscribe(ev.IntentsQueued, self.wake)
 
     def wake(self, _event: object = None) -> None:
-        self._wake.set()
+        """Intents were queued (or marker intents saved): a pass promotes them (on the loop)."""
+        self._send.send_nowait(("wake", None))
+
+    def mark_due(self, project_root: str | None) -> None:
+        """This project's skills (and the user layer's) are judged at the next pass: a main
+        session's Stop counted (and journaled) a turn of both, a verdict was accepted."""
+        self._send.send_nowait(("due", project_root))
 
     def turn_counted(self, turn: ev.TurnCounted) -> None:
         """A main session's Stop was counted (and journaled) as one turn of the user layer and
         of its project: the library's lifecycle is re-judged."""
-        self.library.mark_due(turn.project)
-        self.wake()
+        self.mark_due(turn.project)
 
     def skill_used(self, use: ev.SkillUsed) -> None:
         """Queue a skill use; the promoter loop records it off the event loop."""
-        self.use_queue.append((use.kind, use.value, use.project, use.session))
-        self.wake()
+        self._send.send_nowait(("use", use))
 
     def call_heard(self, heard: ev.CallHeard) -> None:
         """Queue a tool call for the adherence counts; the promoter loop records it."""
-        self.call_queue.append((heard.call, heard.project))
-        self.wake()
+        self._send.send_nowait(("call", heard))
 
-    def record_calls(self) -> None:
-        """Count the queued calls against the checks in force when they were made (the
+    async def _take(self, *, wait: bool) -> tuple[list, ...]:
+        """All the inbox holds (waiting for a first word when `wait`), taken on the loop: the
+        uses, the calls and the layers due, each in the order sent."""
+        got = [await self._inbox.receive()] if wait else []
+        with contextlib.suppress(anyio.WouldBlock):
+            while True:
+                got.append(self._inbox.receive_nowait())
+        return tuple([v for k, v in got if k == kind] for kind in ("use", "call", "due"))
+
+    def record_calls(self, calls: list[ev.CallHeard]) -> None:
+        """Count the calls taken against the checks in force when they were made (the
         table the hook read: the last compiled), before this pass changes it (blocking)."""
-        calls, self.call_queue = self.call_queue, []
         if self.live.promoter.checks_seen is None:  # the first pass: the table on disk
             self.compile_checks()
         try:
-            self.adherence.record(calls, self.live.promoter.compiled_checks, self.clock())
+            self.adherence.record([(c.call, c.project) for c in calls],
+                                  self.live.promoter.compiled_checks, self.clock())
             if calls:
-                self.library.checks = adherence.lessons(self.live.promoter)
+                self.library.show_checks(adherence.lessons(self.live.promoter))
         except Exception:
             log.exception("adherence not recorded")
 
@@ -96,31 +115,34 @@ class Review:
         if pr.compiled_checks is not self.lessons_of:  # compiled here, or by an approval
             self.lessons_of = pr.compiled_checks
             adherence.fill_baselines(pr.statedir, pr.compiled_checks)
-            self.library.checks = adherence.lessons(pr)
+            self.library.show_checks(adherence.lessons(pr))
 
     async def loop(self) -> None:
+        """One pass per batch of the inbox; after a failed pass, one more a second later
+        without waiting for word (what it took was handed to it, and is not taken again)."""
+        failed = False
         while True:
-            event = self._wake = anyio.Event()
+            uses, calls, due = await self._take(wait=not failed)
             try:
-                await anyio.to_thread.run_sync(self.record_uses)
-                await anyio.to_thread.run_sync(self.record_calls)
-                await anyio.to_thread.run_sync(self.lifecycle_pass)
+                await anyio.to_thread.run_sync(self.record_uses, uses)
+                await anyio.to_thread.run_sync(self.record_calls, calls)
+                await anyio.to_thread.run_sync(self.lifecycle_pass, due)
                 for intent in self.intents.list("queued"):
                     await self._promote_guarded(intent)
                 for rec in self.intents.verdicts("queued"):
                     await self._ground_guarded(rec)
                 await anyio.to_thread.run_sync(self.compile_checks)
+                failed = False
             except Exception:
                 log.exception("promoter pass failed")
                 await anyio.sleep(1.0)
-                continue
-            await event.wait()
+                failed = True
 
-    def record_uses(self) -> None:
-        """Record the queued skill uses (blocking)."""
+    def record_uses(self, uses: list[ev.SkillUsed]) -> None:
+        """Record the skill uses taken from the inbox (blocking)."""
         promoter = self.live.promoter
-        while self.use_queue:
-            kind, value, root, session = self.use_queue.pop(0)
+        for use in uses:
+            kind, value, root, session = use.kind, use.value, use.project, use.session
             try:
                 # the skill Claude Code loaded: by name the user's first, by path its own layer's
                 layers = loads.Layers.of(root)
@@ -132,12 +154,11 @@ class Review:
             except Exception:
                 log.exception("skill use not recorded")
 
-    def lifecycle_pass(self) -> None:
-        """Judge the layers whose turns moved (blocking), each after recording the uses queued
-        so far: a use queued before the Stop counts in this pass."""
-        while self.library.due:
-            self.record_uses()
-            self.library.judge(self.library.due.pop())
+    def lifecycle_pass(self, due: list[str | None]) -> None:
+        """Judge the layers whose turns moved (blocking). The uses taken with them were
+        recorded first: a use sent before the Stop counts in this pass."""
+        for root in dict.fromkeys(due):  # each once
+            self.library.judge(root)
 
     async def _promote_guarded(self, intent: Intent) -> None:
         """An intent that makes the promoter raise is rejected, not retried at every start."""
@@ -168,8 +189,7 @@ class Review:
                  kind=v.verdict if v else None, findings=sorted({f"{f.family}/{f.code}"
                                                                   for f in findings}))
         if status == "accepted":  # new evidence for this project's skills: judge them again
-            self.library.mark_due(rec.project_root)
-            self.wake()
+            self.mark_due(rec.project_root)
 
     def over_share(self, intent: Intent) -> Finding | None:
         """A curator archive past the share of its layer one run may archive (blocking)."""

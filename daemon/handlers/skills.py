@@ -54,6 +54,6 @@ class Skills:
         if data is None:
             return m.Error(code="not_found", message=f"no skill named {req.name!r}")
         if isinstance(data, SkillView) and data.info.layer == "user":
-            data.sync_conflicts = [c for c in sync_rounds.load().conflicts
-                                   if c.skill == data.info.name]
+            rounds = await anyio.to_thread.run_sync(sync_rounds.load)  # a file: not on the loop
+            data.sync_conflicts = [c for c in rounds.conflicts if c.skill == data.info.name]
         return m.Ok(data=data)

@@ -10,19 +10,20 @@ results are taken in and charged by that same `Reflection` (the same dedup of sa
 the same validation and promoter as pool jobs). The journal's records and their file are
 `batchstore`'s; the API requests are `backends.anthropic_batches`.
 
-Durable: `<state>/batches.json` (atomically replaced on every change) holds every item and
-every batch id. A restart resumes polling; a result already taken in is not taken in again
-(the journal says so, and intake itself is idempotent per job id), so nothing is reflected
-twice. Nothing is sent twice either: the create request is journaled (its custom ids and the
-time) before it goes out, and until its answer is journaled nothing else is sent. A create
-whose answer never came back (the daemon died, the connection broke) is looked up in the
-API's list of batches (one we do not know yet, of that many requests, created nearest that
-time) and adopted; only when there is none are its items sent again. (The API does not say
-which custom ids a batch holds before it ends: should the batch adopted be another client's,
-its results carry none of ours, and our items are sent again once it ends.) An errored or
-expired item is retried alone, in a later batch, up to `reflector.max_attempts`.
-`replay --cancel` cancels the batches in flight and drops waiting items; what had succeeded
-before the cancel is still taken in.
+Durable: `<state>/batches.json` (atomically replaced on every change, written in a worker
+thread: no fsync on the event loop) holds every item and every batch id; an item changes only
+through the journal's named changes (`batchstore.Journal`). A restart resumes polling; a result
+already taken in is not taken in again (the journal says so, and intake itself is idempotent
+per job id), so nothing is reflected twice. Nothing is sent twice either: the create request is
+journaled (its custom ids and the time) before it goes out, and until its answer is journaled
+nothing else is sent. A create whose answer never came back (the daemon died, the connection
+broke) is looked up in the API's list of batches (one we do not know yet, of that many
+requests, created nearest that time) and adopted; only when there is none are its items sent
+again. (The API does not say which custom ids a batch holds before it ends: should the batch
+adopted be another client's, its results carry none of ours, and our items are sent again once
+it ends.) An errored or expired item is retried alone, in a later batch, up to
+`reflector.max_attempts`. `replay --cancel` cancels the batches in flight and drops waiting
+items; what had succeeded before the cancel is still taken in.
 
 Tokens are charged against the daily budget as the pool charges them; status also shows them
 at the batch price (half the standard price). No batch is sent while the budget is spent, and
@@ -36,6 +37,7 @@ import uuid
 from collections.abc import Callable
 
 import anyio
+import msgspec
 import structlog
 
 from claude_autoharness.daemon.capture.source import open_transcript
@@ -43,7 +45,7 @@ from claude_autoharness.daemon.events import Events, IntentsQueued
 from claude_autoharness.daemon.reflect import backends, batchstore, windows
 from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
-from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
+from claude_autoharness.daemon.reflect.batchstore import Batch, Item, Journal
 from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
 from claude_autoharness.daemon.reflect.pool import Projects, SeenRecords
 from claude_autoharness.protocol import replies as r
@@ -102,7 +104,7 @@ class BatchRunner:
                  seen: SeenRecords | None = None, clock: Callable[[], float] = time.time):
         """`reflection` cuts, prompts, takes in and charges as it does for the pool's jobs;
         `projects` maps a transcript's cwd to its project; `events` hears `IntentsQueued`
-        once a batch's results are taken in (the promoter's turn); `seen`: the records
+        once an item's results are taken in (the promoter's turn); `seen`: the records
         already reflected (the pool's)."""
         self.reflection = reflection
         self.seen = seen
@@ -113,15 +115,18 @@ class BatchRunner:
         self.j = Journal()
         self.changed = anyio.Event()
         self.waiting_reason = ""
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock()  # a command or a pass at a time: saves go out in order
 
     # ---- journal -------------------------------------------------------------------------
 
     def load(self) -> None:
         self.j = batchstore.load()
 
-    def save(self) -> None:
-        batchstore.save(self.j)
+    async def save(self) -> None:
+        """Journal the changes made so far (under `_lock`): encoded on the loop (the journal
+        is the loop's), written and fsynced in a worker thread."""
+        data = msgspec.Raw(msgspec.json.encode(self.j))
+        await anyio.to_thread.run_sync(batchstore.save, data)
 
     # ---- commands ------------------------------------------------------------------------
 
@@ -134,16 +139,20 @@ class BatchRunner:
             if op == "cancel":
                 out = await self._cancel()
             else:
-                out = await anyio.to_thread.run_sync(self._add, transcripts, project)
-            self.save()
+                known = {(i.transcript, i.start) for i in self.j.items.values()
+                         if i.status != "canceled"}
+                out, items = await anyio.to_thread.run_sync(self._cut, transcripts, project,
+                                                            known)
+                self.j.add(items)
+            await self.save()
         self.changed.set()
         return out
 
-    def _add(self, transcripts: list[str], project: str | None) -> r.BatchSubmitted:
-        """Cut every transcript into windows and queue one item per window not seen before."""
-        known = {(i.transcript, i.start) for i in self.j.items.values()
-                 if i.status != "canceled"}
-        added = skipped = reflected = 0
+    def _cut(self, transcripts: list[str], project: str | None, known: set[tuple[str, int]]
+             ) -> tuple[r.BatchSubmitted, list[Item]]:
+        """Cut every transcript into windows: one new item per window not `known` (blocking)."""
+        items: list[Item] = []
+        skipped = reflected = 0
         missing = []
         for path in transcripts:
             path = os.path.abspath(path)
@@ -162,27 +171,20 @@ class BatchRunner:
                 elif not packet.kept_records and packet.reflected_records:
                     reflected += 1
                 elif packet.window.strip():
-                    item = Item(id="b" + uuid.uuid4().hex[:15], transcript=path, start=start,
-                                end=packet.watermark_to, session_id=session_for(path),
-                                project=root)
-                    self.j.items[item.id] = item
-                    added += 1
+                    items.append(Item(id="b" + uuid.uuid4().hex[:15], transcript=path,
+                                      start=start, end=packet.watermark_to,
+                                      session_id=session_for(path), project=root))
                 start = packet.watermark_to
-        return r.BatchSubmitted(items=added, skipped=skipped, missing=missing,
-                                reflected=reflected)
+        return r.BatchSubmitted(items=len(items), skipped=skipped, missing=missing,
+                                reflected=reflected), items
 
     async def _cancel(self) -> r.BatchCanceled:
-        canceled = 0
-        for i in self.j.items.values():
-            if i.status == "waiting":
-                i.status, i.error = "canceled", "canceled before it was sent"
-                canceled += 1
+        canceled = self.j.cancel_waiting()
         batches = [b for b in self.j.batches.values() if b.status == "in_progress"]
         for b in batches:
             try:
-                await anyio.to_thread.run_sync(self._api_cancel, b.id)
-                b.status = "canceling"
-                b.next_poll_at = 0.0
+                await self._api(api.cancel, b.id)
+                self.j.canceling(b.id)
             except backends.BackendError as e:
                 log.warning("batch cancel failed", batch=b.id, reason=e.reason)
         return r.BatchCanceled(batches=len(batches), waiting_dropped=canceled)
@@ -212,7 +214,7 @@ class BatchRunner:
             now = self.clock()
             polls = [b.next_poll_at for b in self.j.batches.values() if b.status != "ended"]
             timeout = max(0.01, min(polls) - now) if polls else 3600.0
-            if self.waiting_reason and any(i.status == "waiting" for i in self.j.items.values()):
+            if self.waiting_reason and self.j.waiting():
                 timeout = min(timeout, 60.0)
             if self.j.creating is not None:  # a create with no answer: look it up like a poll
                 timeout = min(timeout, self.live.cfg.reflector.batch_poll_s)
@@ -234,17 +236,18 @@ class BatchRunner:
         return self.reflection.budget_spent("batch items", "anthropic")
 
     async def _submit_waiting(self) -> None:
-        waiting = [i for i in self.j.items.values() if i.status == "waiting"]
+        waiting = self.j.waiting()
         self.waiting_reason = self._blocked() if waiting else ""
         if not waiting or self.waiting_reason:
             return
         cfg = self.live.cfg.reflector
-        built = await anyio.to_thread.run_sync(self._build, waiting)
-        for item, reason in built["failed"]:
-            item.status, item.error = "failed", reason
-        reqs = built["requests"]
+        reqs, uuids, failed, empty = await anyio.to_thread.run_sync(self._build, waiting)
+        for item, reason in failed:
+            self.j.failed(item, reason)
+        for item in empty:  # reflected since it was queued: nothing to send
+            self.j.done(item, [])
         if not reqs:  # all failed or had nothing new
-            self.save()
+            await self.save()
             return
         sizes = [len(json.dumps(r)) for r in reqs]
         left = self.reflection.tokens_left("anthropic")
@@ -262,30 +265,23 @@ class BatchRunner:
         for a, b in chunk(sizes, cfg.batch_max_requests, cfg.batch_max_bytes):
             part = reqs[a:b]
             ids = [r["custom_id"] for r in part]
-            self.j.creating = Creating(items=ids, at=self.clock())
-            self.save()  # on disk before the request leaves: a lost answer is looked up
+            self.j.sending(ids, uuids, self.clock())
+            await self.save()  # on disk before the request leaves: a lost answer is looked up
             try:
-                batch_id = await anyio.to_thread.run_sync(self._api_create, part)
+                batch_id = await self._api(api.create, part)
             except backends.BackendError as e:
                 # the batch may exist all the same: the next pass looks for it first
                 self.waiting_reason = f"batch create failed: {e.reason}"
                 log.warning("batch create failed", reason=e.reason, items=len(part))
                 break
-            self._submitted(batch_id, ids)
+            await self._submitted(batch_id, ids)
             log.info("batch submitted", batch=batch_id, items=len(ids))
 
-    def _submitted(self, batch_id: str, ids: list[str]) -> None:
+    async def _submitted(self, batch_id: str, ids: list[str]) -> None:
         """Journal `batch_id` as carrying the items `ids` (and no create as pending)."""
-        cfg = self.live.cfg.reflector
-        now = self.clock()
-        for cid in ids:
-            it = self.j.items[cid]
-            it.status, it.batch, it.attempts = "submitted", batch_id, it.attempts + 1
-        self.j.batches[batch_id] = Batch(id=batch_id, items=ids, created_at=now,
-                                         interval=cfg.batch_poll_s,
-                                         next_poll_at=now + cfg.batch_poll_s)
-        self.j.creating = None
-        self.save()  # the batch id is on disk before anything else happens
+        self.j.submitted(batch_id, ids, now=self.clock(),
+                         interval=self.live.cfg.reflector.batch_poll_s)
+        await self.save()  # the batch id is on disk before anything else happens
 
     async def _settle_create(self) -> bool:
         """Resolve a create whose answer was never journaled: adopt the batch it made, or
@@ -295,119 +291,123 @@ class BatchRunner:
         if c is None:
             return True
         try:
-            found = await anyio.to_thread.run_sync(self._api_find, len(c.items), c.at,
-                                                   set(self.j.batches))
+            found = await self._api(api.find, len(c.items), c.at, set(self.j.batches))
         except backends.BackendError as e:
             self.waiting_reason = ("cannot tell whether the last batch create reached the API "
                                    f"(listing batches failed: {e.reason}); retrying")
             return False
         if found is None:
             log.info("batch create never arrived: its items go out again", items=len(c.items))
-            self.j.creating = None
-            self.save()
+            self.j.create_lost()
+            await self.save()
             return True
         waiting = [cid for cid in c.items
                    if cid in self.j.items and self.j.items[cid].status == "waiting"]
-        self._submitted(found, waiting)
+        await self._submitted(found, waiting)
         log.info("batch create adopted after a lost answer", batch=found, items=len(waiting))
         if len(waiting) < len(c.items):  # canceled meanwhile: cancel the batch that carries them
             try:
-                await anyio.to_thread.run_sync(self._api_cancel, found)
-                self.j.batches[found].status = "canceling"
-                self.save()
+                await self._api(api.cancel, found)
+                self.j.canceling(found)
+                await self.save()
             except backends.BackendError as e:
                 log.warning("batch cancel failed", batch=found, reason=e.reason)
         return True
 
-    def _build(self, items: list[Item]) -> dict:
-        """The request of every item (blocking: reads transcripts, saves windows)."""
+    def _build(self, items: list[Item]) -> tuple[list[dict], dict[str, list[str]],
+                                                 list[tuple[Item, str]], list[Item]]:
+        """The request of every item, the uuids of the records each window carries, the items
+        that failed (with why) and those with nothing left to send (blocking: reads
+        transcripts, saves windows; changes nothing: the loop applies what it returns)."""
         from claude_autoharness.daemon.reflect.backends.anthropic import request_params
 
         rf = self.reflection
-        out: dict[str, list] = {"requests": [], "failed": []}
+        reqs, uuids, failed, empty = [], {}, [], []
         indexes: dict[str | None, list[dict]] = {}  # one listing per project, not per item
         for item in items:
             try:
                 packet = rf.cut(item.transcript, item.start, reflected=self.seen)
             except OSError as e:
-                out["failed"].append((item, f"cannot read transcript: {e.strerror}"))
+                failed.append((item, f"cannot read transcript: {e.strerror}"))
                 continue
-            if not packet.kept_records:  # reflected since it was queued: nothing to send
-                item.status, item.error = "done", None
+            if not packet.kept_records:
+                empty.append(item)
                 continue
-            item.uuids = list(packet.uuids)
+            uuids[item.id] = list(packet.uuids)
             if item.project not in indexes:
                 indexes[item.project] = rf.skill_index(item.project)
             prompt = rf.prompt(packet, None, item.project, skills=indexes[item.project])
             rf.save_window(item.id, evidence_of(packet))
-            out["requests"].append({"custom_id": item.id,
-                                    "params": request_params(prompt, self.live.cfg.reflector)})
-        return out
+            reqs.append({"custom_id": item.id,
+                         "params": request_params(prompt, self.live.cfg.reflector)})
+        return reqs, uuids, failed, empty
 
     async def _poll(self, b: Batch) -> None:
         cfg = self.live.cfg.reflector
         try:
-            status = await anyio.to_thread.run_sync(self._api_status, b.id)
+            status = await self._api(api.status, b.id)
         except backends.BackendError as e:
             log.info("batch poll failed", batch=b.id, reason=e.reason)
             status = None
         if status != "ended":
-            b.interval = min(cfg.batch_poll_max_s, max(b.interval, cfg.batch_poll_s) * 2)
-            b.next_poll_at = self.clock() + b.interval
-            self.save()
+            interval = min(cfg.batch_poll_max_s, max(b.interval, cfg.batch_poll_s) * 2)
+            self.j.poll_later(b, interval=interval, at=self.clock() + interval)
+            await self.save()
             return
         try:
-            results = await anyio.to_thread.run_sync(self._api_results, b.id)
+            results = await self._api(api.results, b.id, requests=2)  # it retrieves first
         except backends.BackendError as e:
             log.info("batch results failed", batch=b.id, reason=e.reason)
-            b.next_poll_at = self.clock() + b.interval
+            self.j.poll_later(b, interval=b.interval, at=self.clock() + b.interval)
             return
         for cid, kind, payload in results:
             item = self.j.items.get(cid)
             if item is None or item.status != "submitted" or item.batch != b.id:
                 continue  # not ours, or taken in already (a restart re-reads results)
             await self._take(item, kind, payload)
-            self.save()
+            await self.save()
         for cid in b.items:  # in the batch but absent from its results: send again
             item = self.j.items.get(cid)
             if item is not None and item.status == "submitted" and item.batch == b.id:
-                self._retry(item, "missing from the batch results")
-        b.status = "ended"
-        self.save()
-        self.events.publish(IntentsQueued(source="batch"))  # taken in, and saved
+                self.j.retry(item, "missing from the batch results",
+                             max_attempts=self.live.cfg.reflector.max_attempts)
+        self.j.ended(b)
+        await self.save()
         self.changed.set()
 
     async def _take(self, item: Item, kind: str, payload) -> None:
         from claude_autoharness.daemon.reflect.backends.anthropic import reply_result, usage_of
 
         if kind == "canceled":
-            item.status, item.error = "canceled", "the batch was canceled"
+            self.j.canceled(item, "the batch was canceled")
             return
         if kind != "succeeded":
-            self._retry(item, f"batch item {kind}: {payload}")
+            self.j.retry(item, f"batch item {kind}: {payload}",
+                         max_attempts=self.live.cfg.reflector.max_attempts)
             return
         usage = usage_of(payload)
-        self.j.tokens += sum(usage.values())
+        self.j.counted(tokens=sum(usage.values()))
         # keyed by item and attempt: results read again after a restart count once
         model = getattr(payload, "model", "") or self.live.cfg.reflector.model
         await self.reflection.charge(usage, job=item.id, attempt=item.attempts, kind="batch",
                                      backend="anthropic", model=model, batch=True)
         result, problem = reply_result(payload, model)
         if result is None:
-            item.status, item.error = "failed", f"unusable reply: {problem}"
+            self.j.failed(item, f"unusable reply: {problem}")
             return
         window = await anyio.to_thread.run_sync(windows.read_window, item.id)
-        try:
-            before = await anyio.to_thread.run_sync(self.reflection.loads_before,
-                                                    item.transcript, item.end)
-            ended = os.path.getmtime(item.transcript)  # its last window ended by then
+        try:  # its last window ended by the transcript's mtime
+            before, ended = await anyio.to_thread.run_sync(lambda: (
+                self.reflection.loads_before(item.transcript, item.end),
+                os.path.getmtime(item.transcript)))
         except OSError:  # gone since: a `missed` cannot be told from an earlier load
             before, ended = [], 0.0
         intents, _ = await self.reflection.take_in(item.id, item.session_id, "reflector", result,
                                                    window or "", item.project,
                                                    keep_window=False, loaded_before=before,
                                                    window_at=ended)
-        item.status, item.intents, item.error = "done", [i.id for i in intents], None
+        self.j.done(item, [i.id for i in intents])
+        self.events.publish(IntentsQueued(source="batch"))  # its intents are the promoter's now
         await self._remember(item)
 
     async def _remember(self, item: Item) -> None:
@@ -419,34 +419,11 @@ class BatchRunner:
         except OSError as e:  # kept in memory; at worst re-judged after a restart
             log.warning("reflected records not saved", item=item.id, error=e.strerror)
 
-    def _retry(self, item: Item, reason: str) -> None:
-        """Errored, expired or lost: alone into a later batch, until max_attempts."""
-        item.error = reason
-        if item.attempts >= self.live.cfg.reflector.max_attempts:
-            item.status = "failed"
-        else:
-            item.status, item.batch = "waiting", None
-
-    # ---- the API (blocking: worker threads) ----------------------------------------------
-
-    def _call(self, fn, *args):
+    async def _api(self, fn, *args, requests: int = 1):
+        """`fn(client, *args)`, one Batches API call (`requests` of them), in a worker thread;
+        counted here, on the loop, where status reads the count."""
         from claude_autoharness.daemon.reflect.backends import anthropic as sdk
 
-        self.j.requests += 1
-        return sdk.call(self.live.cfg.reflector, lambda c: fn(c, *args))
-
-    def _api_create(self, requests: list[dict]) -> str:
-        return self._call(api.create, requests)
-
-    def _api_find(self, n: int, at: float, known: set[str]) -> str | None:
-        return self._call(api.find, n, at, known)
-
-    def _api_status(self, batch_id: str) -> str:
-        return self._call(api.status, batch_id)
-
-    def _api_cancel(self, batch_id: str) -> None:
-        self._call(api.cancel, batch_id)
-
-    def _api_results(self, batch_id: str) -> list[tuple[str, str, object]]:
-        self.j.requests += 1  # results() retrieves the batch first
-        return self._call(api.results, batch_id)
+        self.j.counted(requests=requests)
+        return await anyio.to_thread.run_sync(sdk.call, self.live.cfg.reflector,
+                                              lambda c: fn(c, *args))

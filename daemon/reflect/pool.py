@@ -13,6 +13,7 @@ the `Reflection`), the `SeenRecords`, the `Projects` and the `Curator`'s skills;
 finished job is its `JobDone` event. It is unit-testable with in-memory stand-ins.
 """
 
+import copy
 import os
 import random
 import time
@@ -221,7 +222,7 @@ class ReflectorPool:
             await self.wait_settled(job.transcript_path)
         try:
             packet, fresh, before = await self.step("reading the transcript", self.cut, job,
-                                                    stand_in)
+                                                    stand_in, self._resume_at(job))
         except FileNotFoundError:
             await self._fail(job, "transcript not found")
             return
@@ -370,12 +371,21 @@ class ReflectorPool:
             await anyio.sleep(step)
             waited += step
 
-    def cut(self, job: Job, final_text: str | None = None
+    def _resume_at(self, job: Job) -> tuple[int, int | None, int | None]:
+        """Where the job's window starts, and the transcript's inode and size there (None: not
+        known), from the session's watermark: read on the loop, which moves it."""
+        s = self.book.session(job.session_id)
+        if s is None:
+            return job.window_start, None, None
+        return max(job.window_start, s.watermark), s.wm_inode or None, s.wm_size or None
+
+    def cut(self, job: Job, final_text: str | None,
+            resume_at: tuple[int, int | None, int | None]
             ) -> tuple[Packet | None, str | None, list[str]]:
-        """The job's packet, from where the session's previous job stopped, without the records
-        a reflector already had, ending with `final_text` when given (blocking I/O); with the
-        text its verdicts may quote (None: the whole window) and the session's skill loads up
-        to the window's end.
+        """The job's packet, from where the session's previous job stopped (`_resume_at`),
+        without the records a reflector already had, ending with `final_text` when given
+        (blocking I/O); with the text its verdicts may quote (None: the whole window) and the
+        session's skill loads up to the window's end.
 
         `/learn` with nothing new re-reads the recent past on purpose (the user asks about
         it), but its verdicts may quote only records no reflector had: each is judged once."""
@@ -384,10 +394,7 @@ class ReflectorPool:
         capture = self.live.cfg.capture
         roots = transcript_roots(capture.transcript_roots)
         path = resolve(job.transcript_path, roots)
-        s = self.book.session(job.session_id)
-        start = max(job.window_start, s.watermark) if s else job.window_start
-        inode = s.wm_inode if s and s.wm_inode else None
-        size = s.wm_size if s and s.wm_size else None
+        start, inode, size = resume_at
         seen: SeenRecords | tuple[()] | None = self.seen
         fresh = None
         if job.kind == "learn":
@@ -410,7 +417,8 @@ class ReflectorPool:
         s = self.book.session(job.session_id)
         if s is not None and job.kind != "curate":
             # the session's calls so far: the book forgets sessions, the report needs them
-            await anyio.to_thread.run_sync(self.reflection.ledger.record_calls, s)
+            await anyio.to_thread.run_sync(self.reflection.ledger.record_calls,
+                                           copy.copy(s))  # as it is now
         self.counters.job_finished(ok=True)
         await self.book.job_done(job, intent_ids, packet, now=self.clock(), duplicates=duplicates)
         self.events.publish(JobDone(job_id=job.id, kind=job.kind, cwd=job.cwd))  # journaled
