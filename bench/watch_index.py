@@ -160,7 +160,7 @@ def end_to_end(root: Path, lines: list[bytes], files: int, mb_total: int, writer
     total = sum(written)
     print(f"end to end: {files} files, {writers} writer threads, {total / 1e6:.1f} MB appended")
     print(f"  indexed all of it in {elapsed:.2f} s: {total / elapsed / 1e6:.1f} MB/s "
-          f"(bytes read {w.bytes_read:,}, passes {w.passes})")
+          f"(bytes read {w.bytes_read:,})")
 
 
 def main() -> None:

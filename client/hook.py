@@ -19,6 +19,10 @@ import os
 import sys
 
 CHILD_DENIED_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+# What a reflector child's file write gets, here and from the installed guard (client/settings.py
+# prints it from the shell): one line of JSON, no quote the shell would need escaped.
+CHILD_DENY = ('{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
+              '"permissionDecisionReason":"autoharness reflector sessions may not modify files"}}')
 SHORT_WAIT = 0.25  # PreToolUse, Stop, SessionEnd: never hold Claude Code up
 LONG_WAIT = 2.0  # SessionStart: its output is the context
 CONNECT_WAIT = 0.25
@@ -51,14 +55,7 @@ def child_guard(raw: bytes) -> None:
     if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse":
         return
     if ev.get("tool_name") in CHILD_DENIED_TOOLS:
-        out = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": "autoharness reflector sessions may not modify files",
-            }
-        }
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(CHILD_DENY + "\n")
 
 
 def event_name(raw: bytes) -> bytes:

@@ -12,7 +12,7 @@ The first indexer is `TranscriptIndex` (path → session id, project slug, subag
 inode, mtime, last growth time). Offsets and the index persist through `to_state()` /
 `from_state()` (plain dicts for the daemon's snapshot), so a restart reads only what is new.
 
-`scan_path` / `initial_scan` are plain blocking functions (tests and benchmarks call them
+`scan_path` / `scan_until_done` are plain blocking functions (tests and benchmarks call them
 directly); `run()` drives them from `watchfiles.awatch` with every read in a worker thread.
 anyio and watchfiles are imported inside `run()` only.
 """
@@ -230,7 +230,6 @@ class TranscriptWatcher:
         self.bytes_read = 0
         self.bytes_fed = 0
         self.bytes_skipped = 0
-        self.passes = 0
         self.resets = 0
         self.indexer_errors = 0
         self.last_event_at: float | None = None
@@ -284,7 +283,6 @@ class TranscriptWatcher:
             self._each("observe", path, st)
             if st.st_size <= tail.offset:
                 return False
-            self.passes += 1
             start = tail.offset
             stop = min(st.st_size, start + self.max_bytes_per_pass)
             bounded = stop - start == self.max_bytes_per_pass
@@ -355,13 +353,10 @@ class TranscriptWatcher:
         partial = start > 0 and os.pread(fd, 1, start - 1) != b"\n"
         tail.offset, tail.inode, tail.skipping = start, st.st_ino, partial
 
-    def scan_until_done(self, path: str | os.PathLike, max_passes: int | None = None) -> None:
-        """`scan_path` until the file is caught up (or `max_passes` passes were made)."""
-        n = 0
+    def scan_until_done(self, path: str | os.PathLike) -> None:
+        """`scan_path` until the file is caught up."""
         while self.scan_path(path):
-            n += 1
-            if max_passes is not None and n >= max_passes:
-                break
+            pass
 
     def forget(self, path: str | os.PathLike) -> None:
         path = os.fspath(path)
@@ -384,14 +379,6 @@ class TranscriptWatcher:
                 found.append((mtime, p))
         found.sort(reverse=True)
         return [p for _, p in found]
-
-    def initial_scan(self, lookback_s: float = DEFAULT_LOOKBACK_S) -> int:
-        """Catch up on the transcripts touched within `lookback_s`, newest first. Files known
-        from the state are read from their offsets. Returns how many files were scanned."""
-        paths = self.transcripts(lookback_s)
-        for p in paths:
-            self.scan_until_done(p)
-        return len(paths)
 
     # -- persistence --
 
@@ -428,7 +415,8 @@ class TranscriptWatcher:
 
     async def run(self, stop_event, *, lookback_s: float = DEFAULT_LOOKBACK_S) -> None:
         """Watch until `stop_event` is set. Waits for the projects dir to exist (polling every
-        `dir_poll_s`), catches up with `initial_scan` in the background, then follows changes.
+        `dir_poll_s`), catches up on the `transcripts` touched within `lookback_s` (newest first,
+        files known from the state from their offsets) in the background, then follows changes.
         If the directory disappears, goes back to waiting for it."""
         import anyio
 

@@ -101,7 +101,8 @@ def test_watcher_skips_fifos_sockets_devices_and_escaping_symlinks(home):
     index = TranscriptIndex(home["claude"] / "projects")
     w = TranscriptWatcher(home["claude"] / "projects", [index], roots=transcript_roots())
     done = threading.Event()
-    t = threading.Thread(target=lambda: (w.initial_scan(), done.set()), daemon=True)
+    t = threading.Thread(target=lambda: ([w.scan_until_done(p) for p in w.transcripts()],
+                                         done.set()), daemon=True)
     t.start()
     assert done.wait(60), "the watcher's scan hung on a hostile file"
     assert list(index.entries) == [str(files["real"])]

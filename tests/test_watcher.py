@@ -186,7 +186,8 @@ def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     w2.from_state(wstate)
     tail = b"".join(lines[20:])
     _append(path, tail)
-    w2.initial_scan()
+    for p in w2.transcripts():
+        w2.scan_until_done(p)
     assert w2.bytes_read == len(tail)
     assert rec2.fed[str(path)] == [(len(b"".join(lines[:20])), tail)]
     assert index2.get(str(path)).bytes_indexed == path.stat().st_size
@@ -194,9 +195,9 @@ def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     index2.from_state({"entries": {"y": [1]}, "bytes_indexed": "no"})
 
 
-def test_initial_scan_is_newest_first_within_the_lookback(short_tmp):
-    """The first-start scan indexes transcripts modified within the look-back, newest first,
-    and leaves older ones alone."""
+def test_catch_up_lists_newest_first_within_the_lookback(short_tmp):
+    """The catch-up's list of transcripts holds those modified within the look-back, newest
+    first, and leaves older ones alone."""
     clock = Clock(2_000_000.0)
     projects, _, rec, w = _setup(short_tmp, clock=clock)
     ages = {"old.jsonl": 10 * 86400, "mid.jsonl": 3600, "new.jsonl": 60}
@@ -204,7 +205,8 @@ def test_initial_scan_is_newest_first_within_the_lookback(short_tmp):
         p = projects / "-home-u-proj" / name
         p.write_bytes(b'{"a":1}\n')
         os.utime(p, (clock.t - age, clock.t - age))
-    assert w.initial_scan(lookback_s=7 * 86400) == 2
+    for p in w.transcripts(lookback_s=7 * 86400):
+        w.scan_until_done(p)
     assert [os.path.basename(p) for p in rec.order] == ["new.jsonl", "mid.jsonl"]
 
 

@@ -268,9 +268,7 @@ class MarkerIndexer:
 
         The offset is not needed: ids are content hashes, so re-fed bytes add nothing.
         """
-        return self._add(path, extract_markers(data, source=path))
-
-    def _add(self, path: str, found: list[Marker]) -> int:
+        found = extract_markers(data, source=path)
         if not found:
             return 0
         slug = slug_for(path)
@@ -286,13 +284,6 @@ class MarkerIndexer:
                 for mid in list(known)[:excess]:
                     del known[mid]
         return added
-
-    def feed_file(self, path: str, start: int = 0) -> int:
-        """Index a transcript on disk from `start` (first-start backfill); return the offset
-        after its last complete line, where the next feed starts."""
-        found, end = scan_range(path, start)
-        self._add(path, found)
-        return end
 
     def reset(self, path: str) -> None:
         """The file was rewritten (shrank or new inode): forget what came from it.
