@@ -64,8 +64,8 @@ def test_line_without_prefix_is_never_json_decoded(monkeypatch):
     """The byte prefilter runs before any JSON parsing: only lines holding `<!-- learning` are
     decoded, each once even with several markers in it."""
     calls = []
-    real = mk._decode_rec
-    monkeypatch.setattr(mk, "_decode_rec", lambda b: calls.append(b) or real(b))
+    real = mk.main_assistant
+    monkeypatch.setattr(mk, "main_assistant", lambda b: calls.append(b) or real(b))
     data = SHORT.read_bytes() + fixture_bytes() + SHORT.read_bytes()
     mk.extract_markers(data)
     assert len(calls) == sum(1 for line in data.split(b"\n") if mk.PREFIX in line)
