@@ -43,10 +43,11 @@ def tool_uses(data: bytes, *, default_time: float) -> list[tuple[str, float]]:
     return out
 
 
-def _epoch(stamp: str, default: float) -> float:
+def _epoch(stamp: object, default: float) -> float:
     try:
-        return datetime.datetime.fromisoformat(stamp).timestamp()
-    except (ValueError, TypeError):
+        return datetime.datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) \
+            else default
+    except ValueError:
         return default
 
 
