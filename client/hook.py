@@ -415,6 +415,11 @@ def main() -> None:
     if env.get("AUTOHARNESS_CHILD_SESSION") == "1":
         child_guard(raw)
         return
+    report(raw, env)
+
+
+def report(raw: bytes, env) -> None:
+    """Hand the event to the daemon (starting it if it may) and print its output, or spool it."""
     import time
 
     from claude_autoharness.protocol import paths
@@ -447,6 +452,11 @@ def main() -> None:
         if autostart and not session_start:
             start_daemon(paths, sock_path)
         return
+    print_output(reply)
+
+
+def print_output(reply: bytes) -> None:
+    """The hook output in the daemon's reply, if any, on stdout (for Claude Code)."""
     if b'"output"' in reply:
         import json
 
