@@ -28,7 +28,6 @@ LONG_WAIT = 2.0  # SessionStart: its output is the context
 CONNECT_WAIT = 0.25
 READY_WAIT = 1.5  # a SessionStart that autostarted the daemon waits this long for its context
 READY_POLL = 0.02
-SPOOL = "spool"  # under the state dir; must match claude_autoharness.protocol.paths.spool_dir
 
 
 def read_stdin() -> bytes:
@@ -170,7 +169,7 @@ def spool(state_dir: str, name: str, record: bytes) -> bool:
     through a symlink (each directory is checked through the descriptor it is written by).
     When the record cannot be written (a full disk), an empty `lost-event.` marker is left in
     the state dir, which needs no data block, so the daemon counts and reports the loss."""
-    from claude_autoharness.protocol.paths import make_private_dirs
+    from claude_autoharness.protocol.paths import SPOOL, make_private_dirs
     from claude_autoharness.protocol.private import open_private_dir
 
     try:
@@ -219,16 +218,14 @@ def _write_record(dfd: int, name: str, record: bytes) -> bool:
         return False
 
 
-LOST = "lost-event."  # must match claude_autoharness.protocol.spool.LOST_PREFIX
-
-
 def _note_lost(sfd: int, name: str) -> bool:
     """The event could not be kept: say so where the daemon looks (an empty file needs no
     data block, so it is made on a full disk too) and on stderr (Claude Code's debug output)."""
     from claude_autoharness.protocol.private import open_in
+    from claude_autoharness.protocol.spool import LOST_PREFIX  # already loaded: its caller's
 
     try:
-        os.close(open_in(sfd, LOST + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.close(open_in(sfd, LOST_PREFIX + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except OSError:
         pass
     sys.stderr.write("autoharness: this hook event could not be kept (is the disk full?); "
