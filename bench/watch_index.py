@@ -77,7 +77,7 @@ def baseline_read(paths: list[Path], offsets: dict) -> int:
 
 def scan_bench(root: Path, lines: list[bytes], files: int, rounds: int, kb: int) -> None:
     a, b = make_tree(root / "a", files), make_tree(root / "b", files)
-    index = TranscriptIndex(root / "a" / "projects")
+    index = TranscriptIndex()
     w = TranscriptWatcher(root / "a" / "projects", [index])
     offsets = {p: 0 for p in b}
     feeder = Feeder(lines)
@@ -118,7 +118,7 @@ def scan_bench(root: Path, lines: list[bytes], files: int, rounds: int, kb: int)
 def end_to_end(root: Path, lines: list[bytes], files: int, mb_total: int, writers: int) -> None:
     paths = make_tree(root / "e2e", files)
     projects = root / "e2e" / "projects"
-    index = TranscriptIndex(projects)
+    index = TranscriptIndex()
     w = TranscriptWatcher(projects, [index], debounce_ms=50, step_ms=10)
     target = mb_total * 1024 * 1024
     written = [0] * writers
@@ -160,7 +160,7 @@ def end_to_end(root: Path, lines: list[bytes], files: int, mb_total: int, writer
     total = sum(written)
     print(f"end to end: {files} files, {writers} writer threads, {total / 1e6:.1f} MB appended")
     print(f"  indexed all of it in {elapsed:.2f} s: {total / elapsed / 1e6:.1f} MB/s "
-          f"(bytes read {w.bytes_read:,}, passes {w.passes})")
+          f"(bytes read {w.bytes_read:,})")
 
 
 def main() -> None:

@@ -19,12 +19,15 @@ import os
 import sys
 
 CHILD_DENIED_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+# What a reflector child's file write gets, here and from the installed guard (client/settings.py
+# prints it from the shell): one line of JSON, no quote the shell would need escaped.
+CHILD_DENY = ('{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny",'
+              '"permissionDecisionReason":"autoharness reflector sessions may not modify files"}}')
 SHORT_WAIT = 0.25  # PreToolUse, Stop, SessionEnd: never hold Claude Code up
 LONG_WAIT = 2.0  # SessionStart: its output is the context
 CONNECT_WAIT = 0.25
 READY_WAIT = 1.5  # a SessionStart that autostarted the daemon waits this long for its context
 READY_POLL = 0.02
-SPOOL = "spool"  # under the state dir; must match claude_autoharness.protocol.paths.spool_dir
 
 
 def read_stdin() -> bytes:
@@ -51,14 +54,7 @@ def child_guard(raw: bytes) -> None:
     if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse":
         return
     if ev.get("tool_name") in CHILD_DENIED_TOOLS:
-        out = {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": "autoharness reflector sessions may not modify files",
-            }
-        }
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(CHILD_DENY + "\n")
 
 
 def event_name(raw: bytes) -> bytes:
@@ -173,7 +169,7 @@ def spool(state_dir: str, name: str, record: bytes) -> bool:
     through a symlink (each directory is checked through the descriptor it is written by).
     When the record cannot be written (a full disk), an empty `lost-event.` marker is left in
     the state dir, which needs no data block, so the daemon counts and reports the loss."""
-    from claude_autoharness.protocol.paths import make_private_dirs
+    from claude_autoharness.protocol.paths import SPOOL, make_private_dirs
     from claude_autoharness.protocol.private import open_private_dir
 
     try:
@@ -222,16 +218,14 @@ def _write_record(dfd: int, name: str, record: bytes) -> bool:
         return False
 
 
-LOST = "lost-event."  # must match claude_autoharness.protocol.spool.LOST_PREFIX
-
-
 def _note_lost(sfd: int, name: str) -> bool:
     """The event could not be kept: say so where the daemon looks (an empty file needs no
     data block, so it is made on a full disk too) and on stderr (Claude Code's debug output)."""
     from claude_autoharness.protocol.private import open_in
+    from claude_autoharness.protocol.spool import LOST_PREFIX  # already loaded: its caller's
 
     try:
-        os.close(open_in(sfd, LOST + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        os.close(open_in(sfd, LOST_PREFIX + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     except OSError:
         pass
     sys.stderr.write("autoharness: this hook event could not be kept (is the disk full?); "
@@ -418,6 +412,11 @@ def main() -> None:
     if env.get("AUTOHARNESS_CHILD_SESSION") == "1":
         child_guard(raw)
         return
+    report(raw, env)
+
+
+def report(raw: bytes, env) -> None:
+    """Hand the event to the daemon (starting it if it may) and print its output, or spool it."""
     import time
 
     from claude_autoharness.protocol import paths
@@ -450,6 +449,11 @@ def main() -> None:
         if autostart and not session_start:
             start_daemon(paths, sock_path)
         return
+    print_output(reply)
+
+
+def print_output(reply: bytes) -> None:
+    """The hook output in the daemon's reply, if any, on stdout (for Claude Code)."""
     if b'"output"' in reply:
         import json
 

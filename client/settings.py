@@ -17,12 +17,13 @@ import shlex
 from dataclasses import dataclass
 
 from claude_autoharness.client.errors import CtlError
+from claude_autoharness.client.hook import CHILD_DENIED_TOOLS, CHILD_DENY
 from claude_autoharness.protocol import paths
 
 HOOK = "autoharness-hook"
 PLUGIN = "autoharness"
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop", "SessionEnd")
-CHILD_MATCHER = "Write|Edit|MultiEdit|NotebookEdit"
+CHILD_MATCHER = "|".join(CHILD_DENIED_TOOLS)
 GUARD_MARK = "autoharness-child-guard"
 # The check hook's entry runs the same program in check mode (client/checkhook.py), only for
 # the tools a check can name: a call of any other tool starts no process for it.
@@ -45,35 +46,16 @@ PROMPT_TIMEOUT = 5
 ASYNC_TIMEOUT = 5
 GUARD_TIMEOUT = 5
 
-_DENY = json.dumps(
-    {"hookSpecificOutput": {
-        "hookEventName": "PreToolUse",
-        "permissionDecision": "deny",
-        "permissionDecisionReason": "autoharness reflector sessions may not modify files",
-    }},
-    separators=(",", ":"),
-)
 # Reflector children must not write files. This decides from the environment alone, inside the
 # shell Claude Code starts anyway: no Python, no daemon round trip, and it never counts.
 CHILD_GUARD = (f': {GUARD_MARK}; [ "$AUTOHARNESS_CHILD_SESSION" = 1 ] && '
-               f"printf '%s\\n' '{_DENY}'; exit 0")
+               f"printf '%s\\n' '{CHILD_DENY}'; exit 0")
 # The plugin cannot know where autoharness was pip-installed, so its hooks run a shim shipped in
 # the plugin (`hooks/run-hook`) that runs the hook from PATH and does nothing when it is missing:
-# a hook must never fail a tool call. Claude Code sets CLAUDE_PLUGIN_ROOT for plugin hooks.
+# a hook must never fail a tool call. Claude Code sets CLAUDE_PLUGIN_ROOT for plugin hooks. The
+# plugin's `hooks/hooks.json` holds `hook_groups(PLUGIN_HOOK)` (a test holds them equal).
 PLUGIN_SHIM = "hooks/run-hook"
 PLUGIN_HOOK = f'"${{CLAUDE_PLUGIN_ROOT}}/{PLUGIN_SHIM}"'
-# AUTOHARNESS_VIA tells the daemon which install ran the hook, so that what it tells the model
-# names the slash commands as they exist there (the plugin's are `/autoharness:learn`).
-PLUGIN_SHIM_TEXT = f"""#!/bin/sh
-# autoharness Claude Code plugin: run the installed `{HOOK}` (pip install claude-autoharness)
-# with the hook event on stdin. Without it, succeed at once and print nothing: a hook must
-# never fail or slow a tool call. (Generated: claude_autoharness.client.settings.PLUGIN_SHIM_TEXT.)
-if command -v {HOOK} >/dev/null 2>&1; then
-    export AUTOHARNESS_VIA=plugin
-    exec {HOOK}
-fi
-exit 0
-"""
 
 
 class SettingsError(CtlError):
@@ -114,15 +96,6 @@ def check_command(hook_cmd: str) -> str:
     if via in hook_cmd:
         return hook_cmd.replace(via, via + CHECK_MARK + " ", 1)
     return f"{CHECK_MARK} {hook_cmd}"
-
-
-def plugin_hooks() -> dict:
-    """The Claude Code plugin's `hooks/hooks.json` (the top-level copy must equal this)."""
-    return {
-        "description": "autoharness: report hook events to the local autoharness daemon "
-                       "(needs `autoharness-hook` on PATH: pip install claude-autoharness)",
-        "hooks": hook_groups(PLUGIN_HOOK),
-    }
 
 
 def dumps(data) -> str:

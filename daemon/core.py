@@ -80,7 +80,7 @@ class Daemon:
         self.windows_pruned_at = 0.0
         self.projects = ProjectSwitches()
         self.intents = IntentQueue()
-        self.transcripts = TranscriptIndex(paths.claude_projects_dir(), clock=clock)
+        self.transcripts = TranscriptIndex(clock=clock)
         self.markers = MarkerIndexer()
         self.witness = ToolUseWitness(clock=clock)
         self.watcher = TranscriptWatcher(paths.claude_projects_dir(),

@@ -8,11 +8,11 @@ to new bytes, not file size. Only regular files resolving inside the transcript 
 that shrank or changed inode was rewritten: its indexers are reset and it is re-read from a
 bounded tail.
 
-The first indexer is `TranscriptIndex` (path → session id, project slug, subagent or not, size,
-inode, mtime, last growth time). Offsets and the index persist through `to_state()` /
-`from_state()` (plain dicts for the daemon's snapshot), so a restart reads only what is new.
+The first indexer is `TranscriptIndex` (path → size, inode, mtime, last growth time). Offsets
+and the index persist through `to_state()` / `from_state()` (plain dicts for the daemon's
+snapshot), so a restart reads only what is new.
 
-`scan_path` / `initial_scan` are plain blocking functions (tests and benchmarks call them
+`scan_path` / `scan_until_done` are plain blocking functions (tests and benchmarks call them
 directly); `run()` drives them from `watchfiles.awatch` with every read in a worker thread.
 anyio and watchfiles are imported inside `run()` only.
 """
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import structlog
 
@@ -41,7 +41,6 @@ DEFAULT_LOOKBACK_S = 7 * 86_400
 SUFFIX = ".jsonl"
 
 
-@runtime_checkable
 class Indexer(Protocol):
     """What the watcher feeds. Implementations must be quick and must not block on I/O.
 
@@ -64,50 +63,24 @@ class Indexer(Protocol):
 
 @dataclass
 class TranscriptEntry:
-    path: str
-    session_id: str
-    project: str  # the project directory's name (Claude Code's slug of the project path)
-    is_subagent: bool
-    agent_id: str = ""
     size: int = 0
     inode: int = 0
     mtime: float = 0.0
     last_growth_at: float = 0.0  # when the file was last seen growing (clock time)
     bytes_indexed: int = 0
-    resets: int = 0
-
-
-def describe(projects_dir: str, path: str) -> tuple[str, str, bool, str]:
-    """(project, session_id, is_subagent, agent_id) from a transcript's place in the tree.
-
-    `<projects>/<slug>/<session>.jsonl` is a main transcript; new Claude Code versions put
-    subagents under `<projects>/<slug>/<session>/subagents/agent-<id>.jsonl`.
-    """
-    rel = os.path.relpath(path, projects_dir).split(os.sep)
-    project = rel[0] if len(rel) > 1 else ""
-    stem = rel[-1][: -len(SUFFIX)] if rel[-1].endswith(SUFFIX) else rel[-1]
-    if len(rel) >= 4 and rel[-2] == "subagents":
-        agent = stem[len("agent-"):] if stem.startswith("agent-") else stem
-        return project, rel[-3], True, agent
-    return project, stem, False, ""
 
 
 class TranscriptIndex:
     """Every transcript the watcher has seen, with the facts the daemon needs about it."""
 
-    def __init__(self, projects_dir: str | os.PathLike, *, clock: Callable[[], float] = time.time):
-        self.projects_dir = os.fspath(projects_dir)
+    def __init__(self, *, clock: Callable[[], float] = time.time):
         self.clock = clock
         self.entries: dict[str, TranscriptEntry] = {}
         self.bytes_indexed = 0
         self.last_event_at: float | None = None
 
     def _entry(self, path: str) -> TranscriptEntry:
-        e = self.entries.get(path)
-        if e is None:
-            project, session, sub, agent = describe(self.projects_dir, path)
-            e = self.entries[path] = TranscriptEntry(path, session, project, sub, agent)
-        return e
+        return self.entries.setdefault(path, TranscriptEntry())
 
     # -- Indexer --
 
@@ -122,7 +95,6 @@ class TranscriptIndex:
 
     def reset(self, path: str) -> None:
         e = self._entry(path)
-        e.resets += 1
         e.bytes_indexed = 0
         e.last_growth_at = self.last_event_at = self.clock()
 
@@ -230,7 +202,6 @@ class TranscriptWatcher:
         self.bytes_read = 0
         self.bytes_fed = 0
         self.bytes_skipped = 0
-        self.passes = 0
         self.resets = 0
         self.indexer_errors = 0
         self.last_event_at: float | None = None
@@ -284,7 +255,6 @@ class TranscriptWatcher:
             self._each("observe", path, st)
             if st.st_size <= tail.offset:
                 return False
-            self.passes += 1
             start = tail.offset
             stop = min(st.st_size, start + self.max_bytes_per_pass)
             bounded = stop - start == self.max_bytes_per_pass
@@ -355,13 +325,10 @@ class TranscriptWatcher:
         partial = start > 0 and os.pread(fd, 1, start - 1) != b"\n"
         tail.offset, tail.inode, tail.skipping = start, st.st_ino, partial
 
-    def scan_until_done(self, path: str | os.PathLike, max_passes: int | None = None) -> None:
-        """`scan_path` until the file is caught up (or `max_passes` passes were made)."""
-        n = 0
+    def scan_until_done(self, path: str | os.PathLike) -> None:
+        """`scan_path` until the file is caught up."""
         while self.scan_path(path):
-            n += 1
-            if max_passes is not None and n >= max_passes:
-                break
+            pass
 
     def forget(self, path: str | os.PathLike) -> None:
         path = os.fspath(path)
@@ -384,14 +351,6 @@ class TranscriptWatcher:
                 found.append((mtime, p))
         found.sort(reverse=True)
         return [p for _, p in found]
-
-    def initial_scan(self, lookback_s: float = DEFAULT_LOOKBACK_S) -> int:
-        """Catch up on the transcripts touched within `lookback_s`, newest first. Files known
-        from the state are read from their offsets. Returns how many files were scanned."""
-        paths = self.transcripts(lookback_s)
-        for p in paths:
-            self.scan_until_done(p)
-        return len(paths)
 
     # -- persistence --
 
@@ -428,7 +387,8 @@ class TranscriptWatcher:
 
     async def run(self, stop_event, *, lookback_s: float = DEFAULT_LOOKBACK_S) -> None:
         """Watch until `stop_event` is set. Waits for the projects dir to exist (polling every
-        `dir_poll_s`), catches up with `initial_scan` in the background, then follows changes.
+        `dir_poll_s`), catches up on the `transcripts` touched within `lookback_s` (newest first,
+        files known from the state from their offsets) in the background, then follows changes.
         If the directory disappears, goes back to waiting for it."""
         import anyio
 

@@ -17,32 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 
-import msgspec
-
+from claude_autoharness.daemon.capture.records import main_assistant
 from claude_autoharness.daemon.sessions import is_learn_call
 
 MAX_PENDING = 100_000  # calls held for the daemon; beyond this (no one takes them) drop oldest
 
 
-class _Block(msgspec.Struct):
-    type: str = ""
-    id: str = ""
-    name: str = ""
-    input: msgspec.Raw = msgspec.Raw(b"null")  # read only for a Bash call's command
-
-
-class _Message(msgspec.Struct):
-    content: list[_Block] | str = ""
-
-
-class _Record(msgspec.Struct):
-    type: str = ""
-    isSidechain: bool = False
-    message: _Message | None = None
-    timestamp: str = ""
-
-
-_decoder = msgspec.json.Decoder(_Record)
 _SUBAGENTS = os.sep + "subagents" + os.sep
 
 
@@ -54,12 +34,8 @@ def tool_uses(data: bytes, *, default_time: float) -> list[tuple[str, float]]:
     for line in data.split(b"\n"):
         if b'"tool_use"' not in line or b'"assistant"' not in line:
             continue
-        try:
-            rec = _decoder.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        if rec.type != "assistant" or rec.isSidechain or rec.message is None \
-                or isinstance(rec.message.content, str):
+        rec = main_assistant(line)
+        if rec is None or rec.message is None or not isinstance(rec.message.content, list):
             continue
         at = _epoch(rec.timestamp, default_time)
         out += [(b.id, at) for b in rec.message.content if b.type == "tool_use" and b.id
@@ -67,10 +43,11 @@ def tool_uses(data: bytes, *, default_time: float) -> list[tuple[str, float]]:
     return out
 
 
-def _epoch(stamp: str, default: float) -> float:
+def _epoch(stamp: object, default: float) -> float:
     try:
-        return datetime.datetime.fromisoformat(stamp).timestamp()
-    except (ValueError, TypeError):
+        return datetime.datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) \
+            else default
+    except ValueError:
         return default
 
 

@@ -10,6 +10,7 @@ import sys
 
 APP = "autoharness"
 SOCKET_NAME = "autoharness.sock"
+SPOOL = "spool"  # under the state dir: the hook writes into it by this name
 # sun_path is 108 bytes on Linux and 104 on macOS, including the terminating NUL.
 MAX_SOCKET_PATH = 103 if sys.platform == "darwin" else 107
 
@@ -87,8 +88,8 @@ def socket_path() -> str:
 
 
 def spool_dir() -> str:
-    """Events no daemon acknowledged: one file each (the hook's SPOOL names the same place)."""
-    return os.path.join(state_dir(), "spool")
+    """Events no daemon acknowledged: one file each."""
+    return os.path.join(state_dir(), SPOOL)
 
 
 def lock_file() -> str:

@@ -98,10 +98,11 @@ def test_watcher_skips_fifos_sockets_devices_and_escaping_symlinks(home):
     """The watcher's catch-up over a tree holding hostile files finishes, reads only the real
     transcript, and records why each other file was skipped."""
     files = _hostile_tree(home)
-    index = TranscriptIndex(home["claude"] / "projects")
+    index = TranscriptIndex()
     w = TranscriptWatcher(home["claude"] / "projects", [index], roots=transcript_roots())
     done = threading.Event()
-    t = threading.Thread(target=lambda: (w.initial_scan(), done.set()), daemon=True)
+    t = threading.Thread(target=lambda: ([w.scan_until_done(p) for p in w.transcripts()],
+                                         done.set()), daemon=True)
     t.start()
     assert done.wait(60), "the watcher's scan hung on a hostile file"
     assert list(index.entries) == [str(files["real"])]

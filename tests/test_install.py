@@ -6,6 +6,7 @@ import os
 import re
 import stat
 import subprocess
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from claude_autoharness.protocol import VERSION
 from conftest import REPO
 from harness import CTL, HOOK, Daemon, pre_tool, wait_for
 
-PKG_COMMANDS = REPO / "client" / "commands"
+# the slash commands as installed (package data mapped from the repository's commands/)
+PKG_COMMANDS = resources.files("claude_autoharness.client") / "commands"
 # what install writes: the hook's own interpreter with -I -S, guarded against a vanished install
 HOOK_PYTHON = settings_mod.script_python(HOOK)
 HOOK_CMD = settings_mod.settings_command(HOOK, HOOK_PYTHON)
@@ -375,22 +377,21 @@ def test_plugin_layout_matches_package_data():
     PATH), and plugin.json names autoharness at this version."""
     for name in settings_mod.COMMANDS:
         assert (REPO / "commands" / name).read_bytes() == (PKG_COMMANDS / name).read_bytes()
-    assert (REPO / "hooks" / "hooks.json").read_text() == settings_mod.dumps(settings_mod.plugin_hooks())
+    hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
+    assert hooks == settings_mod.hook_groups(settings_mod.PLUGIN_HOOK)
     manifest = json.loads((REPO / ".claude-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "autoharness" and manifest["version"] == VERSION
-    hooks = settings_mod.plugin_hooks()["hooks"]
     assert all(settings_mod.is_ours(h["command"]) for groups in hooks.values() for g in groups
                for h in g["hooks"])
 
 
 def test_plugin_hooks_run_the_shim_shipped_in_the_plugin():
     """The plugin's counting hooks run `${CLAUDE_PLUGIN_ROOT}/hooks/run-hook`;
-    the shim is in the repository, executable, and is exactly what install.py generates; the
-    child write guard stays inline as the installer writes it."""
+    the shim is in the repository and executable; the child write guard stays inline as the
+    installer writes it."""
     shim = REPO / settings_mod.PLUGIN_SHIM
-    assert shim.read_text() == settings_mod.PLUGIN_SHIM_TEXT
     assert os.access(shim, os.X_OK) and shim.stat().st_mode & 0o111 == 0o111
-    hooks = settings_mod.plugin_hooks()["hooks"]
+    hooks = json.loads((REPO / "hooks" / "hooks.json").read_text())["hooks"]
     cmds = [h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]]
     assert sum(c == '"${CLAUDE_PLUGIN_ROOT}/hooks/run-hook"' for c in cmds) == 5
     assert [c for c in cmds if "CLAUDE_PLUGIN_ROOT" not in c] == [settings_mod.CHILD_GUARD]
@@ -420,16 +421,16 @@ def test_plugin_shim_is_silent_without_autoharness(short_tmp):
 
 
 def test_plugin_shim_runs_autoharness_hook_from_path(short_tmp):
-    """With an `autoharness-hook` on PATH the shim execs it: the event reaches its stdin and
-    its output and exit status pass straight through."""
+    """With an `autoharness-hook` on PATH the shim execs it with AUTOHARNESS_VIA=plugin: the
+    event reaches its stdin and its output and exit status pass straight through."""
     bindir = short_tmp / "fake-bin"
     bindir.mkdir()
     fake = bindir / "autoharness-hook"
-    fake.write_text("#!/bin/sh\nprintf 'fake-hook saw: '\ncat\nprintf '\\nto-stderr' >&2\n"
-                    "exit 3\n")
+    fake.write_text("#!/bin/sh\nprintf 'fake-hook (%s) saw: ' \"$AUTOHARNESS_VIA\"\ncat\n"
+                    "printf '\\nto-stderr' >&2\nexit 3\n")
     fake.chmod(0o755)
     r = run_plugin_hook([bindir, "/usr/bin", "/bin"], stdin=b'{"x":1}')
-    assert r.stdout == b'fake-hook saw: {"x":1}' and r.stderr == b"\nto-stderr"
+    assert r.stdout == b'fake-hook (plugin) saw: {"x":1}' and r.stderr == b"\nto-stderr"
     assert r.returncode == 3  # exec'd: the shim adds nothing of its own
 
 

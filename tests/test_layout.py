@@ -1,5 +1,6 @@
-"""The checkout reads on its own: sources cite only what is in the repository, and test
-modules share helpers through conftest.py or support modules, never through each other."""
+"""The checkout reads on its own: sources cite only what is in the repository, test modules
+share helpers through conftest.py or support modules, never through each other, and no
+function of the package is too branched to read."""
 
 import ast
 import re
@@ -56,3 +57,20 @@ def test_ruff_is_clean():
     r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+MAX_COMPLEXITY = 25  # radon's cyclomatic complexity: past this a function is read in parts
+
+
+def test_no_function_is_too_complex():
+    """Every function and method in daemon/, client/ and protocol/ has a cyclomatic complexity
+    (as radon counts it) of at most MAX_COMPLEXITY."""
+    from radon.visitors import ComplexityVisitor, Function
+
+    over = []
+    for d in ("daemon", "client", "protocol"):
+        for p in sorted((REPO / d).rglob("*.py")):
+            blocks = ComplexityVisitor.from_code(p.read_text(encoding="utf-8")).blocks
+            over += [f"{p.relative_to(REPO)}:{b.lineno} {b.fullname} {b.complexity}"
+                     for b in blocks if isinstance(b, Function) and b.complexity > MAX_COMPLEXITY]
+    assert over == []

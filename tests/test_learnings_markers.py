@@ -64,8 +64,8 @@ def test_line_without_prefix_is_never_json_decoded(monkeypatch):
     """The byte prefilter runs before any JSON parsing: only lines holding `<!-- learning` are
     decoded, each once even with several markers in it."""
     calls = []
-    real = mk._decode_rec
-    monkeypatch.setattr(mk, "_decode_rec", lambda b: calls.append(b) or real(b))
+    real = mk.main_assistant
+    monkeypatch.setattr(mk, "main_assistant", lambda b: calls.append(b) or real(b))
     data = SHORT.read_bytes() + fixture_bytes() + SHORT.read_bytes()
     mk.extract_markers(data)
     assert len(calls) == sum(1 for line in data.split(b"\n") if mk.PREFIX in line)
@@ -180,8 +180,8 @@ def test_copy_corpus_transcript_with_appended_marker(short_tmp):
     assert [m.topic for m in mk.scan_file(str(p))] == ["auth-refresh"]
 
 
-def test_feed_file_backfills_and_resumes_at_complete_lines(home):
-    """`feed_file` indexes a transcript on disk up to its last complete line and returns that
+def test_scan_range_resumes_at_complete_lines(home):
+    """`scan_range` reads a transcript on disk up to its last complete line and returns that
     offset; resuming there after the file grew finds only the new marker."""
     proj = home["claude"] / "projects" / "-p"
     proj.mkdir()
@@ -189,15 +189,15 @@ def test_feed_file_backfills_and_resumes_at_complete_lines(home):
     lines = fixture_lines()
     with open(p, "a") as f:
         f.write(lines[0] + "\n" + lines[-1][:40])
-    ix = mk.MarkerIndexer()
-    end = ix.feed_file(str(p))
+    found, end = mk.scan_range(str(p))
     assert end == p.stat().st_size - 40
-    assert [m.topic for m in ix.markers("-p")] == ["auth-refresh"]
+    assert [m.topic for m in found] == ["auth-refresh"]
     with open(p, "a") as f:
         f.write(lines[-1][40:] + "\n")
-    assert ix.feed_file(str(p), end) == p.stat().st_size
-    assert [m.topic for m in ix.markers("-p")] == ["auth-refresh", "v1.2-config"]
-    assert ix.feed_file(str(p), p.stat().st_size) == p.stat().st_size
+    found, end = mk.scan_range(str(p), end)
+    assert end == p.stat().st_size
+    assert [m.topic for m in found] == ["v1.2-config"]
+    assert mk.scan_range(str(p), end) == ([], p.stat().st_size)
 
 
 @pytest.mark.parametrize("chunk", [7, 64, 1000, 1 << 20])

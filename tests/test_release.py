@@ -73,7 +73,7 @@ def test_the_sdist_builds_the_same_release(dist):
         meta = _metadata(pkg_info.read().decode())
     assert meta["Name"] == "claude-autoharness" and meta["Version"] == VERSION
     for need in ("README.md", "LICENSE", "pyproject.toml", "client/autoharness-hook",
-                 "systemd/autoharness.service", "client/commands/learn.md",
+                 "systemd/autoharness.service", "commands/learn.md",
                  "daemon/capture/redact_rules.toml", "client/toplevel/__main__.py"):
         assert need in names, need
 

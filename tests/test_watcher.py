@@ -5,7 +5,7 @@ import os
 import anyio
 import pytest
 
-from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher, describe
+from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from conftest import REAL
 
 BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -55,7 +55,7 @@ def _append(path, data):
 def _setup(short_tmp, **kw):
     projects = short_tmp / "projects"
     (projects / "-home-u-proj").mkdir(parents=True)
-    index, rec = TranscriptIndex(projects, clock=kw.pop("clock", Clock())), Recorder()
+    index, rec = TranscriptIndex(clock=kw.pop("clock", Clock())), Recorder()
     w = TranscriptWatcher(projects, [index, rec], clock=index.clock, **kw)
     return projects, index, rec, w
 
@@ -79,8 +79,6 @@ def test_appends_are_indexed_incrementally(short_tmp):
     assert w.bytes_read == appended == path.stat().st_size
     assert rec.data(str(path)) == path.read_bytes()
     e = index.get(str(path))
-    assert (e.session_id, e.project, e.is_subagent) == (
-        "55604662-cf2a-4331-851a-ec234028f8ca", "-home-u-proj", False)
     assert e.size == appended and e.inode == path.stat().st_ino
     assert index.stats()["transcripts"] == 1 and index.stats()["bytes_indexed"] == appended
 
@@ -130,7 +128,7 @@ def test_rewritten_files_reset_their_offsets(short_tmp):
     small = b"".join(lines[:3])
     path.write_bytes(small)  # compaction-style rewrite, shorter
     w.scan_until_done(path)
-    assert rec.resets == [str(path)] and index.get(str(path)).resets == 1
+    assert rec.resets == [str(path)] and index.get(str(path)).bytes_indexed == len(small)
     assert rec.data(str(path)) == small
     new = short_tmp / "new.jsonl"
     new.write_bytes(b"".join(lines))
@@ -155,22 +153,6 @@ def test_a_line_longer_than_a_pass_is_skipped(short_tmp):
     assert w.bytes_skipped == len(huge)
 
 
-def test_subagent_transcripts_are_known_by_their_parent_session(short_tmp):
-    """`<slug>/<session>/subagents/agent-<id>.jsonl` is a subagent of <session>."""
-    projects = str(short_tmp / "projects")
-    sub = os.path.join(projects, "-p", "abc-123", "subagents", "agent-a2898e3.jsonl")
-    assert describe(projects, sub) == ("-p", "abc-123", True, "a2898e3")
-    assert describe(projects, os.path.join(projects, "-p", "abc-123.jsonl")) == (
-        "-p", "abc-123", False, "")
-    index = TranscriptIndex(projects)
-    main = os.path.join(projects, "-p", "abc-123.jsonl")
-    index.feed(main, 0, b"{}\n")
-    index.feed(sub, 0, b"{}\n")
-    entries = [index.get(main), index.get(sub)]
-    assert [(e.session_id, e.is_subagent) for e in entries] == [("abc-123", False),
-                                                                 ("abc-123", True)]
-
-
 def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     """Offsets and the index survive to_state/from_state (plain dicts): after a restart only
     bytes appended since are read."""
@@ -180,13 +162,14 @@ def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     path.write_bytes(b"".join(lines[:20]))
     w.scan_until_done(path)
     wstate, istate = w.to_state(), index.to_state()
-    index2, rec2 = TranscriptIndex(projects), Recorder()
+    index2, rec2 = TranscriptIndex(), Recorder()
     index2.from_state(istate)
     w2 = TranscriptWatcher(projects, [index2, rec2])
     w2.from_state(wstate)
     tail = b"".join(lines[20:])
     _append(path, tail)
-    w2.initial_scan()
+    for p in w2.transcripts():
+        w2.scan_until_done(p)
     assert w2.bytes_read == len(tail)
     assert rec2.fed[str(path)] == [(len(b"".join(lines[:20])), tail)]
     assert index2.get(str(path)).bytes_indexed == path.stat().st_size
@@ -194,9 +177,9 @@ def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     index2.from_state({"entries": {"y": [1]}, "bytes_indexed": "no"})
 
 
-def test_initial_scan_is_newest_first_within_the_lookback(short_tmp):
-    """The first-start scan indexes transcripts modified within the look-back, newest first,
-    and leaves older ones alone."""
+def test_catch_up_lists_newest_first_within_the_lookback(short_tmp):
+    """The catch-up's list of transcripts holds those modified within the look-back, newest
+    first, and leaves older ones alone."""
     clock = Clock(2_000_000.0)
     projects, _, rec, w = _setup(short_tmp, clock=clock)
     ages = {"old.jsonl": 10 * 86400, "mid.jsonl": 3600, "new.jsonl": 60}
@@ -204,7 +187,8 @@ def test_initial_scan_is_newest_first_within_the_lookback(short_tmp):
         p = projects / "-home-u-proj" / name
         p.write_bytes(b'{"a":1}\n')
         os.utime(p, (clock.t - age, clock.t - age))
-    assert w.initial_scan(lookback_s=7 * 86400) == 2
+    for p in w.transcripts(lookback_s=7 * 86400):
+        w.scan_until_done(p)
     assert [os.path.basename(p) for p in rec.order] == ["new.jsonl", "mid.jsonl"]
 
 
@@ -264,7 +248,7 @@ def test_the_daemons_indexers_take_a_forgotten_transcript_without_error(short_tm
 
     projects = short_tmp / "projects"
     (projects / "-home-u-proj").mkdir(parents=True)
-    index = TranscriptIndex(projects, clock=Clock())
+    index = TranscriptIndex(clock=Clock())
     w = TranscriptWatcher(projects, [index, MarkerIndexer(), ToolUseWitness()], clock=index.clock)
     path = projects / "-home-u-proj" / "s.jsonl"
     path.write_bytes(b'{"type":"user","message":{"role":"user","content":"hi"}}\n')
@@ -296,7 +280,7 @@ async def test_new_project_dir_after_start_is_picked_up(short_tmp):
     it) is indexed, and later appends to it are indexed too."""
     projects = short_tmp / "projects"
     projects.mkdir()
-    index, rec = TranscriptIndex(projects), Recorder()
+    index, rec = TranscriptIndex(), Recorder()
     w = _fast(projects, [index, rec])
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
@@ -309,7 +293,6 @@ async def test_new_project_dir_after_start_is_picked_up(short_tmp):
         for i in range(1, 4):
             _append(path, b'{"n":%d}\n' % i)
         await _until(lambda: rec.data(str(path)).count(b"\n") == 4)
-        assert index.get(str(path)).project == "-home-u-new"
         stop.set()
     assert not w.watching
 
@@ -319,7 +302,7 @@ async def test_projects_dir_created_late_is_watched(short_tmp):
     """If the projects directory does not exist yet, the watcher waits for it (polling with an
     injectable sleep) and starts watching once it appears."""
     projects = short_tmp / "claude" / "projects"
-    index = TranscriptIndex(projects)
+    index = TranscriptIndex()
     sleeps = []
 
     async def sleep(s):

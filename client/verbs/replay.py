@@ -61,18 +61,7 @@ def do_replay(args) -> int:
 
     if args.cancel or args.batch:
         return batch_replay(args)
-    if args.all or args.since:
-        raise CtlError("--all and --since go with --batch", code=2, verb="replay")
-    if len(args.transcripts) != 1:
-        raise CtlError("name one TRANSCRIPT (or use --batch for many)", code=2, verb="replay")
-    path = args.transcripts[0]
-    args.wait = 300.0 if args.wait is None else args.wait
-    if not os.path.isfile(path):
-        raise CtlError(f"no such transcript: {path}", verb="replay")
-    try:
-        sid = session_id_for(path, args.session)
-    except ValueError as e:
-        raise CtlError(str(e), verb="replay") from None
+    path, sid = _one_transcript(args)
     cwd = os.path.abspath(args.project or os.getcwd())
     if not args.dry_run:
         try:
@@ -91,23 +80,42 @@ def do_replay(args) -> int:
         except offline.OfflineError as e:
             raise CtlError(str(e), verb="replay") from None
     else:
-        intents, waiting = through_daemon(events, sid, args.wait)
-    if args.json:
-        print(json.dumps(msgspec.to_builtins(intents), indent=2))
-    elif not intents:
-        print("no intents yet: the jobs have not run" if waiting
-              else "no intents (the reflector proposed nothing)")
-    else:
-        for i in intents:
-            p = i.proposal
-            why = findings_text(i.findings)
-            what = f"{p.action} {p.skill} [{p.layer}]" if p else "? ? [?]"
-            print(f"{i.status:<9} {what}" + (f": {why}" if why else ""))
-            if p and p.reason:
-                print(f"          why: {p.reason}")
+        intents, waiting = through_daemon(events, sid, 300.0 if args.wait is None else args.wait)
+    print_intents(intents, waiting, args.json)
     if waiting:
         raise CtlError(waiting, verb="replay")
     return 0
+
+
+def _one_transcript(args) -> tuple[str, str]:
+    """The one transcript a replay (not `--batch`) names, and the session id to replay it as."""
+    if args.all or args.since:
+        raise CtlError("--all and --since go with --batch", code=2, verb="replay")
+    if len(args.transcripts) != 1:
+        raise CtlError("name one TRANSCRIPT (or use --batch for many)", code=2, verb="replay")
+    path = args.transcripts[0]
+    if not os.path.isfile(path):
+        raise CtlError(f"no such transcript: {path}", verb="replay")
+    try:
+        return path, session_id_for(path, args.session)
+    except ValueError as e:
+        raise CtlError(str(e), verb="replay") from None
+
+
+def print_intents(intents: list[r.Intent], waiting: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(msgspec.to_builtins(intents), indent=2))
+        return
+    if not intents:
+        print("no intents yet: the jobs have not run" if waiting
+              else "no intents (the reflector proposed nothing)")
+    for i in intents:
+        p = i.proposal
+        why = findings_text(i.findings)
+        what = f"{p.action} {p.skill} [{p.layer}]" if p else "? ? [?]"
+        print(f"{i.status:<9} {what}" + (f": {why}" if why else ""))
+        if p and p.reason:
+            print(f"          why: {p.reason}")
 
 
 def session_id_for(path: str, given: str | None) -> str:

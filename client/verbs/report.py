@@ -99,24 +99,35 @@ def _date(ts: float | None) -> str:
 
 
 def format_report(rep: r.Report) -> str:
-    f = rep.funnel
+    parts = (_answer, _funnel, _recall, _context, _cost, _skills)
+    return "\n".join(line for part in parts for line in part(rep))
+
+
+def _answer(rep: r.Report) -> list[str]:
+    """The answer first: is it learning, and if not, why and what to do."""
     h = rep.headline
-    lines = []
-    if h.answer:  # the answer first: is it learning, and if not, why and what to do
-        lines += [h.answer, f"next: {h.next}"] + ([f"later: {h.later}"] if h.later else [])
-        lines.append("")
-    lines += [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
-             "funnel:",
-             f"  reflections run   {_c(f.reflections)}",
-             f"  proposals made    {_c(f.proposals)}",
-             f"  landed            {_c(f.landed)}",
-             f"  rejected          {_c(f.rejected)}"]
-    lines += [f"    {code:<16}{_c(c)}" for code, c in f.rejected_by_reason.items()]
-    lines += [f"  held for review   {_c(f.held)}",
-              f"  archived          {_c(f.archived)}"]
-    lines += [f"    {cause:<16}{_c(c)}" for cause, c in f.archived_by_cause.items()]
-    lines += [f"  restored          {_c(f.restored)}", "",
-              f"recall (loaded in the last {rep.recall.turns} turns of the layer):"]
+    if not h.answer:
+        return []
+    return [h.answer, f"next: {h.next}", *([f"later: {h.later}"] if h.later else []), ""]
+
+
+def _funnel(rep: r.Report) -> list[str]:
+    f = rep.funnel
+    return [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
+            "funnel:",
+            f"  reflections run   {_c(f.reflections)}",
+            f"  proposals made    {_c(f.proposals)}",
+            f"  landed            {_c(f.landed)}",
+            f"  rejected          {_c(f.rejected)}",
+            *(f"    {code:<16}{_c(c)}" for code, c in f.rejected_by_reason.items()),
+            f"  held for review   {_c(f.held)}",
+            f"  archived          {_c(f.archived)}",
+            *(f"    {cause:<16}{_c(c)}" for cause, c in f.archived_by_cause.items()),
+            f"  restored          {_c(f.restored)}", ""]
+
+
+def _recall(rep: r.Report) -> list[str]:
+    lines = [f"recall (loaded in the last {rep.recall.turns} turns of the layer):"]
     for layer, lr in sorted(rep.recall.layers.items()):
         share = "n/a" if lr.share is None else f"{lr.share:.0%}"
         lines.append(f"  {layer:<8} {lr.loaded} of {lr.live} live autoharness skills ({share})")
@@ -129,8 +140,12 @@ def format_report(rep: r.Report) -> str:
                      ("listed by name only", sp.name_only)):
         share = "-" if p.share is None else f"{p.share:.0%}"
         lines.append(f"    {label:<24} {p.loaded} of {p.situations} ({share})")
+    return lines
+
+
+def _context(rep: r.Report) -> list[str]:
     cx = rep.context
-    lines += ["", "context cost (the skill listing in every request, characters):"]
+    lines = ["", "context cost (the skill listing in every request, characters):"]
     for layer, lc in sorted(cx.layers.items()):
         lines.append(f"  {layer:<8} {lc.chars:>7,} chars, {plural(lc.skills, 'skill')} "
                      f"(autoharness: {lc.autoharness_chars:,} chars, {lc.autoharness_skills})")
@@ -142,28 +157,32 @@ def format_report(rep: r.Report) -> str:
         lines.append(f"  Claude Code's listing here: {rep.listing.text}")
         if rep.listing.fix:
             lines.append(f"    fix: {rep.listing.fix}")
+    return lines
+
+
+def _cost(rep: r.Report) -> list[str]:
     c = rep.cost
     t = c.tokens
-    lines += ["", f"reflection cost ({c.model}, list price; batch items at the batch price):",
-              f"  {c.calls} model calls for {c.jobs} jobs ({c.batch_items} batch items); "
-              f"{c.tool_calls:,} main-session tool calls",
-              f"  tokens: input {t.input_uncached:,.0f} uncached, {t.cache_write:,.0f} cache "
-              f"write, {t.cache_read:,.0f} cache read; output {t.output:,.0f}",
-              f"  money: {_usd(c.usd)} in all, {_usd(c.usd_per_job)} per job, "
-              f"{_usd(c.usd_per_100_tool_calls)} per 100 tool calls"]
+    lines = ["", f"reflection cost ({c.model}, list price; batch items at the batch price):",
+             f"  {c.calls} model calls for {c.jobs} jobs ({c.batch_items} batch items); "
+             f"{c.tool_calls:,} main-session tool calls",
+             f"  tokens: input {t.input_uncached:,.0f} uncached, {t.cache_write:,.0f} cache "
+             f"write, {t.cache_read:,.0f} cache read; output {t.output:,.0f}",
+             f"  money: {_usd(c.usd)} in all, {_usd(c.usd_per_job)} per job, "
+             f"{_usd(c.usd_per_100_tool_calls)} per 100 tool calls"]
     if c.per_job is not None:
         pj = c.per_job
         lines.append(f"  per job: input {pj.input_uncached:,.0f} + cache write "
                      f"{pj.cache_write:,.0f} + cache read {pj.cache_read:,.0f}, output "
                      f"{pj.output:,.0f}")
-    lines += ["", "skills:"]
-    if not rep.skills:
-        lines.append("  none")
+    return lines
+
+
+def _skills(rep: r.Report) -> list[str]:
+    lines = ["", "skills:"] + ([] if rep.skills else ["  none"])
     for s in rep.skills:
         stage = f"archived ({s.reason})" if s.status == "archived" else s.stage
-        fb = ""
-        if s.feedback:
-            fb = "  " + " ".join(f"{k} {v}" for k, v in s.feedback.items() if v)
+        fb = "  " + " ".join(f"{k} {v}" for k, v in s.feedback.items() if v) if s.feedback else ""
         stale = f"  stale: {', '.join(s.stale)}" if s.stale else ""
         lines.append(f"  {s.name:<28} {s.layer:<8} {s.owner:<11} {stage:<20} uses {s.uses:<4} "
                      f"turns {s.turns:<4} landed {_date(s.landed_at)} updated "
@@ -176,4 +195,4 @@ def format_report(rep: r.Report) -> str:
             lines.append(f"    {learned_words(s.learned)}")
     if rep.feedback:
         lines.append("verdicts: " + ", ".join(f"{k} {v}" for k, v in rep.feedback.items()))
-    return "\n".join(lines)
+    return lines

@@ -75,6 +75,11 @@ def this_listing():
 
 def format_status(st: r.Status, now: float | None = None) -> str:
     now = time.time() if now is None else now
+    parts = (_head, _jobs, _reflector, _stores, _library, _sessions)
+    return "\n".join(line for part in parts for line in part(st, now))
+
+
+def _head(st: r.Status, now: float) -> list[str]:
     lines = [
         f"autoharnessd {st.version} (protocol {st.protocol}), pid {st.pid}, "
         f"up {st.uptime_s:.0f}s, socket {st.socket}"
@@ -92,9 +97,12 @@ def format_status(st: r.Status, now: float | None = None) -> str:
         lines.append(f"TWICE: {plural(st.delivery.both, 'session')} had every hook run twice, "
                      "by the plugin and by the settings install; keep one "
                      "(`autoharnessctl doctor` says how)")
+    return lines
+
+
+def _jobs(st: r.Status, now: float) -> list[str]:
     j = st.jobs
-    lines.append(f"jobs: {j.pending} pending, {j.running} running, {j.done} done, "
-                 f"{j.failed} failed")
+    lines = [f"jobs: {j.pending} pending, {j.running} running, {j.done} done, {j.failed} failed"]
     for f in j.recent_failures:
         where = f", session {f.session_id}" if f.session_id else ""
         lines.append(f"  failed {f.kind or 'job'} job {f.job}{where} "
@@ -108,13 +116,17 @@ def format_status(st: r.Status, now: float | None = None) -> str:
             lines.append(f"WAITING: {note}")
     elif waiting_reason(st):  # nothing queued yet: say what will happen to the first job
         lines.append(f"reflector: {waiting_reason(st)}; jobs will wait until there is one")
+    return lines
+
+
+def _reflector(st: r.Status, now: float) -> list[str]:
     rf = st.reflector
+    lines = []
     if rf.backend != "none":
         how = {"tools": " (tool calls)", "json_schema": " (JSON-schema output)",
                "auto": " (output mode found at the first reply)"}.get(rf.output or "", "")
         lines.append(f"reflector: {rf.backend} {rf.model}{how}; windows go to {rf.destination}")
-    for work, where in sorted(rf.routes.items()):
-        lines.append(f"  {work} runs on {where}")
+    lines += [f"  {work} runs on {where}" for work, where in sorted(rf.routes.items())]
     b = st.batches
     items = b.items
     if b.in_flight or items.get("waiting"):
@@ -123,21 +135,29 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                      f"{items.get('done', 0)} done, {items.get('failed', 0)} failed; "
                      f"{plural(b.tokens, 'token')} (at the batch price: {b.tokens_at_batch_price} "
                      "standard-token equivalents)" + (f" — {b.waiting}" if b.waiting else ""))
+    return lines
+
+
+def _stores(st: r.Status, now: float) -> list[str]:
     sp = st.spool
     lost = (f"; LOST: {plural(sp.lost, 'event')} the hooks could neither deliver nor spool "
             "(a full disk?)" if sp.lost else "")
-    lines.append(f"spool: {sp.pending} pending, {sp.replayed} replayed{lost}")
     p = st.persistence
     q = ", ".join(p.quarantined) or "none"
-    lines.append(f"persistence: last snapshot {ago(p.last_snapshot_at, now)}; quarantined: {q}")
+    lines = [f"spool: {sp.pending} pending, {sp.replayed} replayed{lost}",
+             f"persistence: last snapshot {ago(p.last_snapshot_at, now)}; quarantined: {q}"]
     if p.failing:
         lines.append(f"PERSISTENCE FAILING since {ago(p.failing.since, now)}: "
                      f"{p.failing.reason}")
+    return lines
+
+
+def _library(st: r.Status, now: float) -> list[str]:
     lib = st.library
     by = ", ".join(f"{k} {v}" for k, v in sorted(lib.archived_by_reason.items()))
-    lines.append(f"library: {lib.probation} on probation, {lib.graduated} graduated, "
-                 f"{lib.hand_written} hand-written, {lib.archived} archived"
-                 + (f" ({by})" if by else "") + f"; {plural(lib.turns.user, 'turn')}")
+    lines = [f"library: {lib.probation} on probation, {lib.graduated} graduated, "
+             f"{lib.hand_written} hand-written, {lib.archived} archived"
+             + (f" ({by})" if by else "") + f"; {plural(lib.turns.user, 'turn')}"]
     if st.sync.configured:
         lines.append(format_info(st.sync))
     for lc in lib.checks:
@@ -149,25 +169,28 @@ def format_status(st: r.Status, now: float | None = None) -> str:
                  f"current version): {fb.helped} helped, {fb.ignored} ignored, {fb.harmful} "
                  f"harmful, {fb.missed} missed; {lib.verdicts_refused} verdicts refused; "
                  f"{lib.stale} live skills stale")
-    if st.sessions:
-        shown = len(st.sessions)
-        total = max(st.sessions_total, st.sessions_offset + shown)
-        more = "" if shown == total else (
-            f" ({shown} of {total} shown, newest first from {st.sessions_offset + 1}; "
-            "`autoharnessctl status --all` lists every one)")
-        lines.append(f"sessions:{more}")
-        # CALLS: tool calls counted from hook events / from the transcript (none reported);
-        # SUBAGENT: its subagents' calls, which are not activity
-        # SEEN: of the bytes its windows spanned, the share sent as records (or a compaction
-        # summary standing for them) / the share that reached the reflector only as the digest
-        lines.append(f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
-                     f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8} {'SEEN WINDOW/DIGEST':>18}"
-                     "  LAST EVENT")
-        for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
-            calls = f"{s.calls.hook}/{s.calls.transcript}"
-            lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21} "
-                         f"{s.subagent_calls:>8} {seen_share(s.seen):>18}  "
-                         f"{ago(s.last_event_at, now)}")
-    else:
-        lines.append("sessions: none active")
-    return "\n".join(lines)
+    return lines
+
+
+def _sessions(st: r.Status, now: float) -> list[str]:
+    if not st.sessions:
+        return ["sessions: none active"]
+    shown = len(st.sessions)
+    total = max(st.sessions_total, st.sessions_offset + shown)
+    more = "" if shown == total else (
+        f" ({shown} of {total} shown, newest first from {st.sessions_offset + 1}; "
+        "`autoharnessctl status --all` lists every one)")
+    # CALLS: tool calls counted from hook events / from the transcript (none reported);
+    # SUBAGENT: its subagents' calls, which are not activity
+    # SEEN: of the bytes its windows spanned, the share sent as records (or a compaction
+    # summary standing for them) / the share that reached the reflector only as the digest
+    lines = [f"sessions:{more}",
+             f"  {'SESSION':<38} {'ACTIVITY':>8} {'WATERMARK':>10} "
+             f"{'CALLS HOOK/TRANSCRIPT':>21} {'SUBAGENT':>8} {'SEEN WINDOW/DIGEST':>18}"
+             "  LAST EVENT"]
+    for s in sorted(st.sessions, key=lambda s: -s.last_event_at):
+        calls = f"{s.calls.hook}/{s.calls.transcript}"
+        lines.append(f"  {s.session_id:<38} {s.activity:>8} {s.watermark:>10} {calls:>21} "
+                     f"{s.subagent_calls:>8} {seen_share(s.seen):>18}  "
+                     f"{ago(s.last_event_at, now)}")
+    return lines

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import msgspec
 
 from claude_autoharness.daemon.capture.lines import BackwardLines, find_end
+from claude_autoharness.daemon.capture.records import main_assistant
 from claude_autoharness.daemon.capture.sniff import SNIFF_BYTES, record_type, record_type_from_tail
 from claude_autoharness.daemon.capture.source import open_transcript
 
@@ -30,24 +31,6 @@ MAX_RECORD_BYTES = 2 * 1024 * 1024  # an assistant record longer than this is no
 MIN_PART = 32  # a partial match (suffix, prefix) needs this many characters
 STAND_IN_NOTE = ("the turn's final answer, from Claude Code's Stop event: the transcript did not "
                  "hold it when this window was cut")
-
-
-class _Block(msgspec.Struct):
-    type: str = ""
-    text: str = ""
-
-
-class _Message(msgspec.Struct):
-    content: list[_Block] | str = ""
-
-
-class _Record(msgspec.Struct):
-    type: str = ""
-    isSidechain: bool = False
-    message: _Message | None = None
-
-
-_decoder = msgspec.json.Decoder(_Record)
 
 
 def final_answer_text(text: str, redactor) -> str:
@@ -71,16 +54,13 @@ def matches(record_text: str, final_text: str) -> bool:
 
 def _text_of(line: bytes) -> str | None:
     """The joined text blocks of a main-chain assistant record (None for anything else)."""
-    try:
-        rec = _decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    if rec.type != "assistant" or rec.isSidechain or rec.message is None:
+    rec = main_assistant(line)
+    if rec is None or rec.message is None:
         return None
     content = rec.message.content
-    if isinstance(content, str):
+    if isinstance(content, str) or content is None:
         return content
-    return "".join(b.text for b in content if b.type == "text")
+    return "".join(b.text for b in content if b.type == "text" and isinstance(b.text, str))
 
 
 def final_answer_written(path: str | os.PathLike, final_text: str, prompt_id: str | None,

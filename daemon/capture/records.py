@@ -179,3 +179,44 @@ def conversation_bytes(record: dict) -> int:
     if record.get("type") == "system":
         n += _content_bytes(record.get("content"))
     return n
+
+
+# ---- typed decoding: the few fields readers of assistant records use ------------------------
+# msgspec skips every field not declared (tool inputs and results are often huge) without
+# building Python objects for them. Fields a transcript might hold in any shape are `object`:
+# each reader checks the type of what it uses, so an odd field never loses the record.
+
+
+class Block(msgspec.Struct):
+    type: str = ""
+    text: object = None
+    id: str = ""
+    name: str = ""
+    input: msgspec.Raw = msgspec.Raw(b"null")  # read only for a Bash call's command
+
+
+class Message(msgspec.Struct):
+    role: str = ""
+    content: str | list[Block] | None = None
+
+
+class Record(msgspec.Struct):
+    type: str = ""
+    isSidechain: object = None
+    timestamp: object = ""
+    sessionId: object = ""
+    message: Message | None = None
+
+
+decode_record = msgspec.json.Decoder(Record).decode
+
+
+def main_assistant(line: bytes) -> Record | None:
+    """The record of a JSONL line if it is a main-chain assistant record with a message (a
+    malformed or half-written line is none)."""
+    try:
+        rec = decode_record(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    ok = rec.type == "assistant" and rec.isSidechain is not True and rec.message is not None
+    return rec if ok else None

@@ -78,25 +78,37 @@ def _beneath(path: str | os.PathLike, roots: Sequence[str] | None) -> tuple[str,
                                   "`capture.transcript_roots` to allow it")
 
 
-def _walk(path: str, root: str, dirs: list[str]) -> int:
-    """A descriptor of `root`/`dirs`, each directory opened beneath the one before without
-    following a link."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+def open_dir_beneath(base: str, names: Sequence[str], *, make: int | None = None) -> int:
+    """A descriptor of `base`/`names`..., each directory opened beneath the one before with
+    `O_NOFOLLOW | O_DIRECTORY` (the one such walk: transcripts and the skill tree take it), so
+    a directory swapped for a link fails the open instead of leading elsewhere. With `make`, a
+    missing directory is created with that mode (its parent fsynced). The caller closes it."""
+    fd = os.open(base, _DIR_FLAGS)
     try:
-        for name in dirs:
-            try:
-                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as e:
-                if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise TranscriptRefused(path, f"{name!r} on the way is a link or not a "
-                                                  "directory (not followed)") from None
-                raise
+        for name in names:
+            if make is not None:
+                try:
+                    os.mkdir(name, make, dir_fd=fd)
+                    os.fsync(fd)
+                except FileExistsError:
+                    pass
+            nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = nfd
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _walk(path: str, root: str, dirs: list[str]) -> int:
+    try:
+        return open_dir_beneath(root, dirs)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise TranscriptRefused(path, f"{e.filename!r} on the way is a link or not a "
+                                          "directory (not followed)") from None
+        raise
 
 
 def _check(path: str, st: os.stat_result) -> None:

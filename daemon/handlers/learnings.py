@@ -1,6 +1,8 @@
 """Marker reports and saves for a project. The daemon owns marker state: saves go through here
 so nothing is reported again."""
 
+from typing import assert_never
+
 import anyio
 
 from claude_autoharness.daemon.book import Book
@@ -30,17 +32,23 @@ class Learnings:
         project = req.project
         lookback = self.live.cfg.learnings.lookback_days
         roots = transcript_roots(self.live.cfg.capture.transcript_roots)
-        if req.op == "report":
-            ms = await anyio.to_thread.run_sync(
-                lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
-                                                 lookback_days=lookback,
-                                                 transcripts=req.transcripts, roots=roots))
-            return m.Ok(data=lreport.report(ms))
-        redactor = self.live.redactor  # op "save": the only other value the decoder lets in
-        res = await anyio.to_thread.run_sync(
-            lambda: lservice.save_project(project, self.markers, self.intents,
-                                          lookback_days=lookback, transcripts=req.transcripts,
-                                          dry_run=req.dry_run, redactor=redactor, roots=roots))
-        self.book.tables_changed()  # the marker index forgot what was saved
-        self.events.publish(IntentsQueued(source="markers"))
-        return m.Ok(data=res)
+        match req.op:
+            case "report":
+                ms = await anyio.to_thread.run_sync(
+                    lambda: lservice.project_markers(lservice.slug_of(project), self.markers,
+                                                     lookback_days=lookback,
+                                                     transcripts=req.transcripts, roots=roots))
+                return m.Ok(data=lreport.report(ms))
+            case "save":
+                redactor = self.live.redactor
+                res = await anyio.to_thread.run_sync(
+                    lambda: lservice.save_project(project, self.markers, self.intents,
+                                                  lookback_days=lookback,
+                                                  transcripts=req.transcripts,
+                                                  dry_run=req.dry_run, redactor=redactor,
+                                                  roots=roots))
+                self.book.tables_changed()  # the marker index forgot what was saved
+                self.events.publish(IntentsQueued(source="markers"))
+                return m.Ok(data=res)
+            case _:
+                assert_never(req.op)

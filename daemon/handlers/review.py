@@ -16,7 +16,7 @@ import contextlib
 import math
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, assert_never
 
 import anyio
 import structlog
@@ -230,7 +230,40 @@ class Review:
         return out
 
     async def cmd_queue(self, req: m.Queue) -> m.Reply:
-        return await QUEUE_OPS[req.op](self, req)
+        match req.op:
+            case "list":
+                return m.Ok(data=self.intents.list())
+            case "feedback":
+                return m.Ok(data=self.intents.verdicts())
+            case "show":
+                found = self.find(req)
+                return found if isinstance(found, m.Error) else m.Ok(data=found)
+            case "approve":
+                return await self.decide(req, lambda i: self.promote_one(i, approve=True))
+            case "reject":
+                return await self.decide(req, lambda i: self.reject(i, req.why or ""))
+            case _:
+                assert_never(req.op)
+
+    async def decide(self, req: m.Queue, decision: Callable[[Intent], Awaitable[Outcome]]
+                     ) -> m.Reply:
+        """An operator's decision on a held intent: taken once, by one request at a time."""
+        intent = self.find(req)
+        if isinstance(intent, m.Error):
+            return intent
+        if intent.status != "held" or intent.id in self.in_review:
+            return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
+                           "only held intents can be approved or rejected, once")
+        self.in_review.add(intent.id)  # claimed before any await: one decision per intent
+        try:
+            return m.Ok(data=await decision(intent))
+        finally:
+            self.in_review.discard(intent.id)
+
+    async def reject(self, intent: Intent, why: str) -> Outcome:
+        finding = Finding(family="review", code="rejected_by_operator", message=why)
+        await anyio.to_thread.run_sync(self.intents.update, intent.id, "rejected", [finding])
+        return Outcome.rejected(finding)
 
     def find(self, req: m.Queue) -> Intent | m.Error:
         """The intent the request names, or the error that says how to find one."""
@@ -262,60 +295,6 @@ class Review:
             except OSError:
                 continue
         return removed
-
-
-QueueHandler = Callable[[Review, m.Queue], Awaitable[m.Reply]]
-Decision = Callable[[Review, Intent, m.Queue], Awaitable[Outcome]]
-
-
-async def _list(rv: Review, req: m.Queue) -> m.Reply:
-    return m.Ok(data=rv.intents.list())
-
-
-async def _feedback(rv: Review, req: m.Queue) -> m.Reply:
-    return m.Ok(data=rv.intents.verdicts())
-
-
-async def _show(rv: Review, req: m.Queue) -> m.Reply:
-    found = rv.find(req)
-    return found if isinstance(found, m.Error) else m.Ok(data=found)
-
-
-def _deciding(decide: Decision) -> QueueHandler:
-    """An operator's decision on a held intent: taken once, by one request at a time."""
-    async def op(rv: Review, req: m.Queue) -> m.Reply:
-        intent = rv.find(req)
-        if isinstance(intent, m.Error):
-            return intent
-        if intent.status != "held" or intent.id in rv.in_review:
-            return m.Error(code="bad_state", message=f"intent {intent.id} is {intent.status}, "
-                           "only held intents can be approved or rejected, once")
-        rv.in_review.add(intent.id)  # claimed before any await: one decision per intent
-        try:
-            return m.Ok(data=await decide(rv, intent, req))
-        finally:
-            rv.in_review.discard(intent.id)
-    return op
-
-
-async def _approve(rv: Review, intent: Intent, req: m.Queue) -> Outcome:
-    return await rv.promote_one(intent, approve=True)
-
-
-async def _reject(rv: Review, intent: Intent, req: m.Queue) -> Outcome:
-    finding = Finding(family="review", code="rejected_by_operator", message=req.why or "")
-    await anyio.to_thread.run_sync(rv.intents.update, intent.id, "rejected", [finding])
-    return Outcome.rejected(finding)
-
-
-# One entry per `QueueOp` (a test holds them equal).
-QUEUE_OPS: dict[m.QueueOp, QueueHandler] = {
-    "list": _list,
-    "show": _show,
-    "approve": _deciding(_approve),
-    "reject": _deciding(_reject),
-    "feedback": _feedback,
-}
 
 
 def window_for(intent: Intent | VerdictRecord) -> str | None:

@@ -21,8 +21,9 @@ from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
 from claude_autoharness.daemon.learnings.service import slug_of
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.proposals import ACTIONS, LAYERS
+from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Intent, Proposal
 from claude_autoharness.daemon.skillsync import rounds as sync_rounds
+from claude_autoharness.protocol.replies import SyncConflict
 from claude_autoharness.protocol.words import plural
 
 PROMOTER_SUMMARY_CHARS = 1_000
@@ -115,39 +116,49 @@ class SessionStartContext:
         retired = self.live.promoter.archived_since(root, since)
         conflicts = [c for c in sync_rounds.load().conflicts if c.at > since]
         stale = self.live.promoter.stale_skills(root)
-        if not done and not retired and not conflicts and not stale:
+        lines = [*map(_conflict_line, conflicts[-3:]), *map(_archived_line, retired[-4:]),
+                 *(_stale_line(name, missing) for name, missing in stale[:4]),
+                 *(_decided_line(i, i.proposal) for i in done[-8:] if i.proposal)]
+        if not lines:
             return ""
-        lines = ["🛠 autoharness skills since your last session:"]
-        for c in conflicts[-3:]:  # names were checked when the round read them
-            lines.append(f"  sync conflict on {c.skill} [user]: machine {c.kept}'s version is "
-                         f"live, machine {c.other}'s is in its history "
-                         f"(autoharnessctl skills history {c.skill})")
-        for meta in retired[-4:]:  # archive names were checked when they landed
-            why = (meta["why"] if meta.get("reason") in ("harmful", "stale")
-                   and isinstance(meta.get("why"), str) else
-                   f"{meta['reason']}: {plural(meta.get('uses', 0), 'use')} in "
-                   f"{plural(meta.get('turns', 0), 'turn')}")
-            lines.append(f"  archived {meta['name']} [{meta['layer']}] ({why}); "
-                         f"undo: autoharnessctl skills restore {meta['name']}")
-        for name, missing in stale[:4]:  # names of skill dirs; paths matched a strict pattern
-            lines.append(f"  stale {name} [project]: names missing "
-                         + ", ".join(missing[:3]) + (" …" if len(missing) > 3 else ""))
-        for i in done[-8:]:
-            p = i.proposal
-            if p is None:
-                continue
-            why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
-            # a model chose these words: only well-formed names reach the main session's context
-            name = p.skill if SKILL_NAME_RE.match(p.skill or "") else "(invalid name)"
-            action = p.action if p.action in ACTIONS else "(invalid action)"
-            layer = p.layer if p.layer in LAYERS else "?"
-            lines.append(f"  {i.status} {action} {name} [{layer}]{why}")
         if len(done) > 8:
             lines.append(f"  … and {len(done) - 8} more: autoharnessctl queue list")
         if len(retired) > 4:
             lines.append(f"  … and {len(retired) - 4} more archived: autoharnessctl skills list")
+        lines.insert(0, "🛠 autoharness skills since your last session:")
         text = "\n".join(lines)
         while len(text) > PROMOTER_SUMMARY_CHARS and len(lines) > 2:
             lines.pop(-1)
             text = "\n".join(lines)
         return text
+
+
+# The lines of a promoter summary. Every name in them was checked before it got here (sync
+# names when the round read them, archive names when they landed, stale skills' paths matched
+# a strict pattern); a proposal's words were a model's, so only well-formed ones are shown.
+
+def _conflict_line(c: SyncConflict) -> str:
+    return (f"  sync conflict on {c.skill} [user]: machine {c.kept}'s version is live, machine "
+            f"{c.other}'s is in its history (autoharnessctl skills history {c.skill})")
+
+
+def _archived_line(meta: dict) -> str:
+    why = (meta["why"] if meta.get("reason") in ("harmful", "stale")
+           and isinstance(meta.get("why"), str) else
+           f"{meta['reason']}: {plural(meta.get('uses', 0), 'use')} in "
+           f"{plural(meta.get('turns', 0), 'turn')}")
+    return (f"  archived {meta['name']} [{meta['layer']}] ({why}); "
+            f"undo: autoharnessctl skills restore {meta['name']}")
+
+
+def _stale_line(name: str, missing: list[str]) -> str:
+    return (f"  stale {name} [project]: names missing "
+            + ", ".join(missing[:3]) + (" …" if len(missing) > 3 else ""))
+
+
+def _decided_line(i: Intent, p: Proposal) -> str:
+    why = f" ({', '.join(f.code for f in i.findings[:2])})" if i.status == "rejected" else ""
+    name = p.skill if SKILL_NAME_RE.match(p.skill or "") else "(invalid name)"
+    action = p.action if p.action in ACTIONS else "(invalid action)"
+    layer = p.layer if p.layer in LAYERS else "?"
+    return f"  {i.status} {action} {name} [{layer}]{why}"

@@ -1,7 +1,7 @@
 """The skill library as the operator sees it: the `skills` verbs (they read files: worker
 threads only). The index of live skills each reflection prompt carries is `Reflection`'s."""
 
-from collections.abc import Callable
+from typing import assert_never
 
 import anyio
 
@@ -19,18 +19,28 @@ def _to(req: m.Skills) -> int | None:
     return int(req.to) if req.to else None
 
 
-# One entry per `SkillsOp` (a test holds them equal): what each sub-operation runs (blocking).
-VERBS: dict[m.SkillsOp, Callable[[Promoter, m.Skills], object]] = {
-    "list": lambda pr, q: pr.list_skills(q.project),
-    "show": lambda pr, q: pr.show(q.name or "", project_root=q.project, layer=q.layer),
-    "history": lambda pr, q: pr.history(q.name or "", project_root=q.project, layer=q.layer),
-    "revert": lambda pr, q: pr.revert(q.name or "", to=_to(q), project_root=q.project,
-                                      layer=q.layer),
-    "restore": lambda pr, q: pr.restore(q.name or "", project_root=q.project, layer=q.layer),
-    "approve_check": lambda pr, q: pr.approve_check(q.name or "", project_root=q.project,
-                                                    layer=q.layer),
-    "forget": lambda pr, q: pr.forget(q.name or "", project_root=q.project, layer=q.layer),
-}
+def _run(pr: Promoter, q: m.Skills) -> object:
+    """What each sub-operation runs (blocking)."""
+    name, where = q.name or "", {"project_root": q.project, "layer": q.layer}
+    match q.op:
+        case "list":
+            return pr.list_skills(q.project)
+        case "show":
+            return pr.show(name, **where)
+        case "history":
+            return pr.history(name, **where)
+        case "revert":
+            return pr.revert(name, to=_to(q), **where)
+        case "restore":
+            return pr.restore(name, **where)
+        case "approve_check":
+            return pr.approve_check(name, **where)
+        case "forget":
+            return pr.forget(name, **where)
+        case _:
+            assert_never(q.op)
+
+
 CHANGES = ("revert", "restore")  # ops after which the check hook's table is compiled again
 
 
@@ -46,7 +56,7 @@ class Skills:
         if req.op != "list" and not req.name:
             return m.Error(code="bad_request", message="name a skill")
         try:
-            data = await anyio.to_thread.run_sync(VERBS[req.op], pr, req)
+            data = await anyio.to_thread.run_sync(_run, pr, req)
             if req.op in CHANGES:
                 await anyio.to_thread.run_sync(pr.write_check_table)
         except ValueError as e:

@@ -3,6 +3,7 @@ the user's git remote. A round runs in a worker thread, never on the hook's path
 overlap (the round's own flock), and one that fails backs off until the next try."""
 
 from collections.abc import Callable
+from typing import assert_never
 
 import anyio
 import structlog
@@ -41,15 +42,18 @@ class SyncRounds:
         return info
 
     async def cmd_sync(self, req: m.Sync) -> m.Reply:
-        if req.op == "status":
-            self.last = await anyio.to_thread.run_sync(rounds.load)
-            return m.Ok(data=self.info())
-        try:
-            self.last = await anyio.to_thread.run_sync(self._round)
-        except rounds.NotSetUp as e:
-            return m.Error(code="not_set_up", message=str(e))
-        except rounds.Busy as e:
-            return m.Error(code="busy", message=f"{e}; try again in a moment")
+        match req.op:
+            case "status":
+                self.last = await anyio.to_thread.run_sync(rounds.load)
+            case "round":
+                try:
+                    self.last = await anyio.to_thread.run_sync(self._round)
+                except rounds.NotSetUp as e:
+                    return m.Error(code="not_set_up", message=str(e))
+                except rounds.Busy as e:
+                    return m.Error(code="busy", message=f"{e}; try again in a moment")
+            case _:
+                assert_never(req.op)
         return m.Ok(data=self.info())
 
     async def loop(self) -> None:

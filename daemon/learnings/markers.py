@@ -18,8 +18,10 @@ from collections.abc import Container, Iterable, Sequence
 
 import msgspec
 
+from claude_autoharness.daemon.capture.records import Record, main_assistant
 from claude_autoharness.daemon.capture.source import open_transcript
 from claude_autoharness.protocol import paths
+from claude_autoharness.protocol.replies import MarkerInfo
 
 PREFIX = b"<!-- learning"
 _PREFIX_STR = PREFIX.decode()
@@ -39,17 +41,10 @@ _KEYS = {"topic": "topic", "kind": "kind", "doc-impact": "doc_impact", "doc_impa
          "body": "body"}
 
 
-class Marker(msgspec.Struct, frozen=True, kw_only=True):
-    """One valid marker, where it was found, and when the agent wrote it."""
+class Marker(MarkerInfo, frozen=True, kw_only=True):
+    """One valid marker, where it was found, and when the agent wrote it (what a report
+    lists of it, `MarkerInfo`, and the two fields it leaves out)."""
 
-    id: str
-    topic: str
-    kind: str
-    doc_impact: str = "none"
-    body: str
-    timestamp: str = ""  # the transcript record's ISO timestamp
-    transcript: str = ""
-    session_id: str = ""
     raw: str = ""  # the marker text as written: the evidence of a marker intent
     # atl hashed only the first line of a body; for multi-line bodies this is that id, so an
     # atl user's processed ids still match (empty when equal to `id`).
@@ -118,37 +113,11 @@ def markers_in_text(text: str, **where: str) -> list[Marker]:
     return out
 
 
-# Typed decoding: msgspec skips the (often huge) fields we do not declare, such as tool inputs
-# and results, without building Python objects for them.
-class _Block(msgspec.Struct):
-    type: str = ""
-    text: object = None
-
-
-class _Msg(msgspec.Struct):
-    role: str = ""
-    content: str | list[_Block] | None = None
-
-
-class _Rec(msgspec.Struct):
-    type: str = ""
-    isSidechain: object = None
-    timestamp: object = ""
-    sessionId: object = ""
-    message: _Msg | None = None
-
-
-_decode_rec = msgspec.json.Decoder(_Rec).decode
-
-
-def _assistant_texts(line: bytes) -> tuple[list[str], _Rec | None]:
+def _assistant_texts(line: bytes) -> tuple[list[str], Record | None]:
     """The assistant text pieces of one JSONL record (each block separately), or nothing."""
-    try:
-        rec = _decode_rec(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return [], None  # malformed or half-written line: nothing the agent said, for us
-    msg = rec.message
-    if msg is None or msg.role != "assistant" or rec.isSidechain is True or rec.type == "summary":
+    rec = main_assistant(line)
+    msg = rec.message if rec is not None else None
+    if msg is None or msg.role != "assistant":
         return [], None
     content = msg.content
     if isinstance(content, str):
@@ -268,9 +237,7 @@ class MarkerIndexer:
 
         The offset is not needed: ids are content hashes, so re-fed bytes add nothing.
         """
-        return self._add(path, extract_markers(data, source=path))
-
-    def _add(self, path: str, found: list[Marker]) -> int:
+        found = extract_markers(data, source=path)
         if not found:
             return 0
         slug = slug_for(path)
@@ -286,13 +253,6 @@ class MarkerIndexer:
                 for mid in list(known)[:excess]:
                     del known[mid]
         return added
-
-    def feed_file(self, path: str, start: int = 0) -> int:
-        """Index a transcript on disk from `start` (first-start backfill); return the offset
-        after its last complete line, where the next feed starts."""
-        found, end = scan_range(path, start)
-        self._add(path, found)
-        return end
 
     def reset(self, path: str) -> None:
         """The file was rewritten (shrank or new inode): forget what came from it.

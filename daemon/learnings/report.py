@@ -66,8 +66,7 @@ def transcript_listing(markers: list[Marker], *, plugin: bool = False) -> str:
 def marker_info(m: Marker) -> MarkerInfo:
     """The marker as a report lists it: its raw text (evidence for intents) and atl id are
     noise in a listing."""
-    return MarkerInfo(id=m.id, topic=m.topic, kind=m.kind, doc_impact=m.doc_impact, body=m.body,
-                      timestamp=m.timestamp, transcript=m.transcript, session_id=m.session_id)
+    return MarkerInfo(**{f: getattr(m, f) for f in MarkerInfo.__struct_fields__})
 
 
 def report(markers: list[Marker]) -> LearningsReport:

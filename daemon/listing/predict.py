@@ -27,7 +27,6 @@ from claude_autoharness.daemon.listing.width import width
 CHARS_PER_TOKEN = 4
 DEFAULT_FRACTION = 0.01
 DEFAULT_MAX_DESC = 1536
-DEFAULT_CONTEXT_TOKENS = 200_000
 ELLIPSIS = "\u2026"
 
 

@@ -7,6 +7,7 @@ Never writes; `fileops` writes through the same `open_dir`.
 import os
 import stat
 
+from claude_autoharness.daemon.capture.source import open_dir_beneath
 from claude_autoharness.daemon.promote import records
 from claude_autoharness.daemon.promote.plan import (
     MAX_PROVENANCE_BYTES,
@@ -15,30 +16,11 @@ from claude_autoharness.daemon.promote.plan import (
     TMP_PREFIX,
 )
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
 
 def open_dir(base: str, parts: list[str], *, create: bool = False) -> int:
-    """An fd for base/parts..., refusing a symlink at every step below `base`.
-
-    With `create`, missing directories are made (and their parent fsynced).
-    """
-    fd = os.open(base, _DIR_FLAGS)
-    try:
-        for part in parts:
-            if create:
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                    os.fsync(fd)
-                except FileExistsError:
-                    pass
-            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    """An fd for base/parts..., refusing a symlink at every step below `base`
+    (`open_dir_beneath`). With `create`, missing directories are made."""
+    return open_dir_beneath(base, parts, make=0o755 if create else None)
 
 
 def read_nofollow(base: str, rel: str, *, limit: int | None = None) -> bytes | None:

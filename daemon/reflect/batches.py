@@ -34,7 +34,8 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, assert_never
 
 import anyio
 import msgspec
@@ -132,20 +133,28 @@ class BatchRunner:
 
     async def command(self, op: BatchOp, transcripts: list[str], project: str | None
                       ) -> r.BatchSubmitted | r.BatchCanceled | r.BatchesInfo:
-        if op == "status":
-            return self.status()
+        match op:
+            case "status":
+                return self.status()
+            case "cancel":
+                return await self._change(self._cancel)
+            case "submit":
+                return await self._change(self._submit, transcripts, project)
+            case _:
+                assert_never(op)
+
+    async def _change(self, change: Callable[..., Awaitable[Any]], *args) -> Any:
+        """One change of the items, under the lock and saved; then the runner is woken."""
         async with self._lock:
-            out: r.BatchSubmitted | r.BatchCanceled
-            if op == "cancel":
-                out = await self._cancel()
-            else:
-                known = {(i.transcript, i.start) for i in self.j.items.values()
-                         if i.status != "canceled"}
-                out, items = await anyio.to_thread.run_sync(self._cut, transcripts, project,
-                                                            known)
-                self.j.add(items)
+            out = await change(*args)
             await self.save()
         self.changed.set()
+        return out
+
+    async def _submit(self, transcripts: list[str], project: str | None) -> r.BatchSubmitted:
+        known = {(i.transcript, i.start) for i in self.j.items.values() if i.status != "canceled"}
+        out, items = await anyio.to_thread.run_sync(self._cut, transcripts, project, known)
+        self.j.add(items)
         return out
 
     def _cut(self, transcripts: list[str], project: str | None, known: set[tuple[str, int]]

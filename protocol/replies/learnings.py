@@ -4,7 +4,7 @@ one when no daemon listens)."""
 import msgspec
 
 
-class MarkerInfo(msgspec.Struct, kw_only=True):
+class MarkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     """One unprocessed marker as a report lists it (its raw text and atl id left out)."""
 
     id: str
