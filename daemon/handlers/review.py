@@ -20,7 +20,7 @@ from claude_autoharness.daemon.handlers.hooks import CallHeard, SkillUse
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import adherence, lifecycle, loads
+from claude_autoharness.daemon.promote import lifecycle, loads
 from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
@@ -46,7 +46,7 @@ class Review:
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
         self.use_queue: list[SkillUse] = []
         self.call_queue: list[CallHeard] = []
-        self.adherence = adherence.Recorder(live.promoter.statedir)
+        self.adherence = live.promoter.adherence_recorder()
         self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         self._wake = anyio.Event()
@@ -79,7 +79,7 @@ class Review:
         try:
             self.adherence.record(calls, self.live.promoter.compiled_checks, self.clock())
             if calls:
-                self.library.checks = adherence.lessons(self.live.promoter)
+                self.library.checks = self.live.promoter.lessons()
         except Exception:
             log.exception("adherence not recorded")
 
@@ -90,8 +90,8 @@ class Review:
         pr.refresh_check_table()
         if pr.compiled_checks is not self.lessons_of:  # compiled here, or by an approval
             self.lessons_of = pr.compiled_checks
-            adherence.fill_baselines(pr.statedir, pr.compiled_checks)
-            self.library.checks = adherence.lessons(pr)
+            pr.fill_baselines()
+            self.library.checks = pr.lessons()
 
     async def loop(self) -> None:
         while True:

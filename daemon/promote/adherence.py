@@ -247,16 +247,16 @@ def figures(sd, c: dict) -> list[CheckAdherence]:
     return out
 
 
-def attach(pr, infos: list) -> None:
+def attach(sd, infos: list) -> None:
     """Give each live skill of `infos` that has a check its check and its figures."""
     from claude_autoharness.daemon.promote.checktable import live_checks, skill_check
 
-    checks = {c["dir"]: c for c in live_checks(pr)}
+    checks = {c["dir"]: c for c in live_checks(sd)}
     for i in infos:
         c = checks.get(i.path) if i.status == "live" else None
         if c is not None:
             i.check = skill_check(c)
-            i.check.adherence = figures(pr.statedir, c)
+            i.check.adherence = figures(sd, c)
 
 
 def in_words(c: SkillCheck | None) -> str:
@@ -292,13 +292,13 @@ def acted(c: SkillCheck | None) -> int:
     return sum(a.reminded + a.asked + a.denied for a in c.adherence) if c is not None else 0
 
 
-def lessons(pr) -> list[LessonCheck]:
-    """Every check the hook holds calls against now, with its figures (for status, report)."""
+def lessons(sd, checks: list[dict]) -> list[LessonCheck]:
+    """Each of `checks` (the ones the hook holds calls against now) with its figures."""
     from claude_autoharness.daemon.promote.checktable import skill_check
 
     out = []
-    for c in pr.compiled_checks:
+    for c in checks:
         sc = skill_check(c)
-        sc.adherence = figures(pr.statedir, c)
+        sc.adherence = figures(sd, c)
         out.append(LessonCheck(skill=c["skill"], layer=c["layer"], check=sc))
     return out

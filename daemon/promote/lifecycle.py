@@ -66,13 +66,23 @@ class Decision:
 
 
 @dataclass
+class Held:
+    """A harmful archive review mode keeps for the user: the skill's dir and the grounded
+    harmful quotes that call for it."""
+
+    decision: Decision
+    path: str
+    quotes: list[str]
+
+
+@dataclass
 class Pass:
     """One lifecycle pass: what it decided, carried out, held for review, left for the next
     pass (over a layer's share), and the description repairs it asked for."""
 
     planned: list[Decision] = field(default_factory=list)
     done: list[Decision] = field(default_factory=list)
-    held: list[Decision] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)  # for the caller to hold (review mode)
     held_back: int = 0
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (layer, skill)
     newly_stale: list[str] = field(default_factory=list)  # project skills found stale
