@@ -228,6 +228,27 @@ def test_two_files_of_one_name_set_aside_at_once_are_both_kept(home, tmp_path, m
     assert os.stat(a).st_mode & 0o777 == 0o600  # a copy is private like the state it holds
 
 
+def test_an_old_failed_landing_set_aside_in_place_is_adopted_into_the_quarantine(home):
+    """Older versions renamed a landing that could neither finish nor roll back to
+    `<landing>.json.failed` beside the pending records: at start it moves into the quarantine,
+    where status and doctor show it, and it is never replayed."""
+    paths.make_private_dirs(paths.state_dir())
+    pending = Path(paths.state_dir()) / "promote" / "pending"
+    pending.mkdir(parents=True, mode=0o700)
+    old = FORMATS / "records" / "1790000002000-cccc.json.failed"
+    shutil.copyfile(old, pending / old.name)
+    d = Daemon(home["home"])
+    try:
+        [shown] = d.status()["persistence"]["quarantined"]
+        r = ctl("doctor", "--json")
+    finally:
+        d.stop()
+    assert os.path.basename(shown).startswith(old.name + ".")
+    assert Path(shown).read_bytes() == old.read_bytes() and os.listdir(pending) == []
+    check = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["quarantine"]
+    assert check["ok"] is False and "1 corrupt file" in check["detail"]
+
+
 def test_files_older_versions_set_aside_in_place_are_adopted_at_start(home):
     """Older versions renamed a corrupt batch journal, learnings state, skill history or
     pending landing record in place (`.json.corrupt…`): at start they move into the quarantine,

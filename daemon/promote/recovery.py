@@ -145,7 +145,7 @@ def recover(sd: StateDir) -> list[Recovered]:
                 fileops.unlink(path)
                 continue
             if not fn.endswith(".json"):
-                continue  # .failed (or .corrupt, as older versions set aside): never retried
+                continue  # set aside by an older version (`.failed`, `.corrupt`): never retried
             try:
                 with open(path, "rb") as f:
                     rec = json.load(f)
@@ -181,7 +181,9 @@ def _recover_one(sd: StateDir, rec: dict) -> Recovered:
             sd.drop(rec)
             return result("rolled_back")
         except OSError:
-            os.replace(sd.pending_path(rec), sd.pending_path(rec) + ".failed")
+            # never retried; kept for the operator where status and doctor show it
+            quarantine.set_aside(sd.pending_path(rec),
+                                 why="a landing that could neither finish nor roll back")
             return result("abandoned")
 
 
