@@ -17,7 +17,9 @@ from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import state as ls
 from claude_autoharness.daemon.persist import dirs, quarantine
 from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.promoter import StaleMark
 from claude_autoharness.daemon.promote import records
+from claude_autoharness.daemon.promote.statedir import StateDir
 from claude_autoharness.daemon.reflect import batchstore
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.reportlog import ReportLog
@@ -137,6 +139,27 @@ def test_the_old_promoter_records_load(home, tmp_path):
     pending = json.loads((FORMATS / "records" / "pending-write.json").read_text())
     assert records.landing_ok(pending)
     assert records.parse_provenance((FORMATS / "records" / "provenance.json").read_bytes())
+
+
+def test_the_old_promoter_count_files_load_typed_and_a_foreign_one_is_quarantined(home,
+                                                                                   tmp_path):
+    """The promoter's count files as older versions wrote them (plain JSON maps) load as the
+    typed maps, and are written back the same way; one not of its type reads as empty and
+    goes into the one quarantine instead of being half-trusted."""
+    for name in ("uses.json", "lifecycle.json", "synced-counts.json", "stale.json"):
+        shutil.copyfile(FORMATS / "records" / name, tmp_path / name)
+    sd = StateDir(str(tmp_path))
+    flaky = "/proj/a/.claude/skills/flaky"
+    assert (sd.uses(), sd.stamps()) == ({flaky: 4}, {flaky: 12})
+    assert sd.synced_counts() == {"/home/u/.claude/skills/tidy":
+                                  {"helped": 1, "turns": 9, "uses": 2}}
+    assert sd.stale() == {flaky: StaleMark(since=3, missing=["src/gone.py"])}
+    sd.set_stale(sd.stale())
+    assert json.loads((tmp_path / "stale.json").read_bytes()) == expected("records", "stale.json")
+    (tmp_path / "uses.json").write_text('{"' + flaky + '": "four"}')
+    assert sd.uses() == {} and not (tmp_path / "uses.json").exists()
+    [kept] = quarantine.files()
+    assert os.path.basename(kept).startswith("uses.json.")
 
 
 def test_the_old_reflected_keys_and_report_ledger_load(home):

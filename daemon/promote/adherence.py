@@ -20,7 +20,7 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops
+from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.protocol import checkcall, checkrule, paths
 from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, SkillCheck
 from claude_autoharness.protocol.words import adherence_line
@@ -50,7 +50,7 @@ def load(sd) -> dict:
 
 def _save(sd, data: dict) -> None:
     paths.make_private_dirs(sd.path)
-    fileops.write_path(sd.p(ADHERENCE), json.dumps(data, sort_keys=True).encode())
+    write_private(sd.p(ADHERENCE), json.dumps(data, sort_keys=True).encode())
 
 
 def _entry(data: dict, c: dict) -> dict:

@@ -19,7 +19,8 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops, gitmode, records
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.promote import gitmode, records
 from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
 from claude_autoharness.daemon.promote.observe import is_owned
 from claude_autoharness.daemon.promote.plan import SKILL_MD
@@ -143,7 +144,7 @@ def write_table(sd) -> list[dict]:
         same = False
     if not same:  # the hook's file changes only when the checks do
         paths.make_private_dirs(paths.state_dir())
-        fileops.write_path(path, data)
+        write_private(path, data)
     return checks
 
 
@@ -169,7 +170,7 @@ def confirm(sd, skill_dir: str, rule: str, *, by: str, at: float) -> bool:
             return False
         marks[skill_dir] = {"rule": rule, "by": by, "at": at}
         paths.make_private_dirs(sd.path)
-        fileops.write_path(sd.p(CONFIRMED), json.dumps(marks, sort_keys=True).encode())
+        write_private(sd.p(CONFIRMED), json.dumps(marks, sort_keys=True).encode())
         return True
 
 

@@ -127,7 +127,7 @@ class Promoter(Outcomes):
         root, _ = self.layer_root("project", project_root) if project_root else (None, None)
         if root is None:
             return []
-        return sorted((os.path.basename(d), m["missing"]) for d, m in self.statedir.stale().items()
+        return sorted((os.path.basename(d), m.missing) for d, m in self.statedir.stale().items()
                       if os.path.dirname(d) == root and os.path.isfile(os.path.join(d, SKILL_MD)))
 
     def record_use(self, path: str) -> str | None:

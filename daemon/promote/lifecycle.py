@@ -26,6 +26,8 @@ Hand-written skills are never judged: they get the stage `hand-written` and no d
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from claude_autoharness.daemon.persist.promoter import StaleMark
+
 PROBATION = "probation"
 GRADUATED = "graduated"
 HAND_WRITTEN = "hand-written"
@@ -88,13 +90,13 @@ class Pass:
     newly_stale: list[str] = field(default_factory=list)  # project skills found stale
 
 
-def explained(d: Decision, fb, stale_mark: dict | None) -> Decision:
+def explained(d: Decision, fb, stale_mark: StaleMark | None) -> Decision:
     """The decision with its reason in words: the counts (`fb`: the skill's FeedbackCounts) or
     the missing paths that made it."""
     if d.reason == HARMFUL:
         why = f"harmful: {fb.harmful} harmful and {fb.helped} helped verdicts"
     elif d.reason == STALE and stale_mark:
-        why = f"stale: names paths that are gone ({', '.join(stale_mark['missing'])})"
+        why = f"stale: names paths that are gone ({', '.join(stale_mark.missing)})"
     else:
         return d
     return replace(d, detail=why)

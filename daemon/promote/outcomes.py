@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from claude_autoharness.daemon.listing import capacity
 from claude_autoharness.daemon.listing.predict import DEFAULT_MAX_DESC as MAX_LISTED_DESC
+from claude_autoharness.daemon.persist.promoter import Stale, StaleMark
 from claude_autoharness.daemon.promote import (
     adherence,
     feedback,
@@ -110,7 +111,7 @@ class Outcomes(Verbs):
         infos = [i for i in listed if i.owner == "autoharness"]
         if dry_run:
             checked = Checked(stale_turns={
-                i.path: max(0, self.turns(i.layer, project_root) - m["since"])
+                i.path: max(0, self.turns(i.layer, project_root) - m.since)
                 for i in infos if (m := self.statedir.stale().get(i.path))})
         else:
             stamps = self.statedir.stamps()
@@ -221,7 +222,7 @@ class Outcomes(Verbs):
                     out.repairs.append((i.layer, i.name))
         return out
 
-    def _stale_mark(self, i, missing: list[str], marks: dict[str, dict],
+    def _stale_mark(self, i, missing: list[str], marks: Stale,
                     project_root: str | None, out: Checked) -> None:
         """Mark one project skill stale (or fresh again) in `marks` and, when it is ours, in
         its history (lock held)."""
@@ -229,9 +230,9 @@ class Outcomes(Verbs):
         old = marks.get(i.path)
         if missing:
             now = self.turns("project", project_root)
-            since = old["since"] if old else now
-            marks[i.path] = {"since": since, "missing": missing}
-            if owned and (old is None or old["missing"] != missing):
+            since = old.since if old else now
+            marks[i.path] = StaleMark(since=since, missing=missing)
+            if owned and (old is None or old.missing != missing):
                 out.newly_stale.append(i.name)
                 self._mark(i.path, "project", feedback.STALE_MARK,
                            "stale: names paths that are gone: " + ", ".join(missing),
@@ -242,7 +243,7 @@ class Outcomes(Verbs):
             del marks[i.path]
             if owned:
                 self._mark(i.path, "project", feedback.FRESH_MARK,
-                           "fresh: the paths it names exist again: " + ", ".join(old["missing"]))
+                           "fresh: the paths it names exist again: " + ", ".join(old.missing))
 
 
 def _under(path: str, root: str) -> bool:

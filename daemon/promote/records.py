@@ -16,6 +16,7 @@ from typing import Literal
 import msgspec
 
 from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.dirs import write_private
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
@@ -176,9 +177,10 @@ def histories(state: str) -> Iterator[tuple[str, list[dict]]]:
             yield data["target"], data["entries"]
 
 
-def append_history(state: str, entry: dict, *, write: Callable[[str, bytes], None]) -> None:
-    """Add one landing to its target's history (idempotent: recover() may replay it);
-    `write(path, data)` is the promoter's atomic state-dir write."""
+def append_history(state: str, entry: dict, *,
+                   write: Callable[[str, bytes], None] = write_private) -> None:
+    """Add one landing to its target's history (idempotent: recover() may replay it), written
+    whole and atomically (`write(path, data)`)."""
     path = history_path(state, entry["target"])
     entries = read_history(state, entry["target"])
     if any(e["landing"] == entry["landing"] for e in entries):

@@ -15,6 +15,7 @@ import shutil
 import msgspec
 
 from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.files import fsync_dir
 from claude_autoharness.daemon.promote import fileops, gitmode, records, skilltree
 from claude_autoharness.daemon.promote.observe import is_owned
@@ -82,7 +83,7 @@ def _apply_archive(rec: dict) -> None:
             if data is not None:
                 fileops.write_at(os.path.join(tmp, "skill"), rel.split("/"), data, create=True)
         meta = dict(rec["meta"], path=dest)
-        fileops.write_path(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
+        write_private(os.path.join(tmp, "meta.json"), json.dumps(meta, indent=1).encode())
         os.rename(tmp, dest)  # fails rather than overwrite: archives are never replaced
         fsync_dir(os.path.dirname(dest))
     root, name = os.path.split(target)

@@ -11,7 +11,8 @@
     synced-counts.json        skill dir → uses and turns other machines counted (a sync round)
     stale.json                skill dir → {since: turn count it was found stale at, missing: [...]}
 
-Every file is 0600 in a 0700 directory, written atomically (`fileops.write_path`).
+Every file is 0600 in a 0700 directory, written atomically by the persistence package
+(`persist.dirs.write_private`); the count files are its typed maps (`persist.promoter`).
 """
 
 import fcntl
@@ -22,7 +23,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.files import fsync_dir
+from claude_autoharness.daemon.persist.promoter import (
+    Counts,
+    Stale,
+    Synced,
+    load_map,
+    save_map,
+)
 from claude_autoharness.daemon.promote import fileops, records
 from claude_autoharness.daemon.promote.plan import TMP_PREFIX
 from claude_autoharness.protocol import paths
@@ -69,7 +78,7 @@ class StateDir:
         return self.p("pending", rec["id"] + ".json")
 
     def put_pending(self, rec: dict) -> None:
-        fileops.write_path(self.pending_path(rec), json.dumps(rec).encode())
+        write_private(self.pending_path(rec), json.dumps(rec).encode())
 
     def drop(self, rec: dict) -> None:
         fileops.unlink(self.pending_path(rec))
@@ -81,7 +90,7 @@ class StateDir:
         sha = fileops.sha(data)
         path = self.p("blobs", sha)
         if not os.path.exists(path):
-            fileops.write_path(path, data)
+            write_private(path, data)
         return sha
 
     def get_blob(self, sha: str) -> bytes:
@@ -97,7 +106,7 @@ class StateDir:
         return records.read_history(self.path, target)
 
     def append_history(self, entry: dict) -> None:
-        records.append_history(self.path, entry, write=fileops.write_path)
+        records.append_history(self.path, entry)
 
     def archives(self) -> list[dict]:
         """The meta of every archive of our shape (others are skipped, never trusted)."""
@@ -124,20 +133,20 @@ class StateDir:
                     out.append(meta)
         return out
 
-    # -- counts: uses and lifecycle stamps -------------------------------------------------
+    # -- counts: uses, lifecycle stamps, other machines' counts, stale marks ----------------
 
-    def uses(self) -> dict[str, int]:
-        return self._read_counts(USES)
+    def uses(self) -> Counts:
+        return load_map(self.p(USES), Counts, "a map of use counts") or {}
 
-    def stamps(self) -> dict[str, int]:
-        return self._read_counts(STAMPS)
+    def stamps(self) -> Counts:
+        return load_map(self.p(STAMPS), Counts, "a map of lifecycle stamps") or {}
 
     def count_use(self, key: str) -> None:
         with self._counts_lock:
             uses = self.uses()
-            uses[key] = uses.get(key, 0) + 1  # uses() holds ints only
+            uses[key] = uses.get(key, 0) + 1
             paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(USES), json.dumps(uses).encode())
+            save_map(self.p(USES), uses)
 
     def stamp(self, skill_dir: str, turns_now: int, *, forget_uses_at: str | None) -> None:
         """Record the turn count a skill's probation starts at; drop the use count kept under
@@ -146,69 +155,46 @@ class StateDir:
             paths.make_private_dirs(self.path)
             stamps = self.stamps()
             stamps[skill_dir] = turns_now
-            fileops.write_path(self.p(STAMPS), json.dumps(stamps).encode())
+            save_map(self.p(STAMPS), stamps)
             if forget_uses_at is not None:
                 uses = self.uses()
                 if uses.pop(forget_uses_at, None) is not None:
-                    fileops.write_path(self.p(USES), json.dumps(uses).encode())
+                    save_map(self.p(USES), uses)
 
-    def synced_counts(self) -> dict[str, dict[str, int]]:
+    def synced_counts(self) -> Synced:
         """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
         machines, as the last sync round read them; {} without sync."""
-        try:
-            with open(self.p(SYNCED), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        out = {}
-        for k, v in (data.items() if isinstance(data, dict) else ()):
-            if isinstance(v, dict):
-                out[k] = {n: c for n, c in v.items() if type(c) is int and c >= 0}
-        return out
+        return load_map(self.p(SYNCED), Synced, "a map of synced counts") or {}
 
-    def put_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
+    def put_synced_counts(self, counts: Synced) -> None:
         with self._counts_lock:
             paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(SYNCED), json.dumps(counts, sort_keys=True).encode())
-    def stale(self) -> dict[str, dict]:
-        """Skill dir → {"since": turns, "missing": [paths]} of the skills found stale."""
-        try:
-            with open(self.p(STALE), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict)
-                and type(v.get("since")) is int and isinstance(v.get("missing"), list)
-                and all(isinstance(p, str) for p in v["missing"])}
+            save_map(self.p(SYNCED), counts)
 
-    def set_stale(self, marks: dict[str, dict]) -> None:
+    def stale(self) -> Stale:
+        """Skill dir → when (the turn count) it was found stale, and the paths it misses."""
+        return load_map(self.p(STALE), Stale, "a map of stale marks") or {}
+
+    def set_stale(self, marks: Stale) -> None:
         with self._counts_lock:
             paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(STALE), json.dumps(marks, sort_keys=True).encode())
-
-    def _read_counts(self, name: str) -> dict[str, int]:
-        """A state file mapping skill dirs to counts; unreadable or malformed reads as empty
-        (the counts are advisory: a lost one restarts a probation, it never blocks a landing)."""
-        try:
-            with open(self.p(name), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if type(v) is int}
+            save_map(self.p(STALE), marks)
 
     def sweep(self) -> None:
         """Remove temp files and half-made archives an interrupted write left."""
         for sub in ("", "pending", "blobs", "history"):
             d = self.p(sub)
             for fn in os.listdir(d):
-                if fn.startswith(TMP_PREFIX):
+                if fn.startswith(TMP_PREFIX) or _atomic_temp(fn):
                     fileops.unlink(os.path.join(d, fn))
         base = self.p("archive")
         for name in os.listdir(base):
             for entry in os.listdir(os.path.join(base, name)):
                 if entry.startswith(TMP_PREFIX):
                     shutil.rmtree(os.path.join(base, name, entry), ignore_errors=True)
+
+
+def _atomic_temp(name: str) -> bool:
+    """A temp file a state write left when it was cut short (`files.write_atomic` names it
+    `.<file>.<random>.tmp`; no file of the promoter's own is a dotfile)."""
+    return name.startswith(".") and name.endswith(".tmp")

@@ -7,6 +7,7 @@ validated, journaled, recorded in history), through the landing desk they are bu
 import os
 import shutil
 
+from claude_autoharness.daemon.persist.promoter import Stale
 from claude_autoharness.daemon.promote import (
     adherence,
     attribution,
@@ -255,7 +256,7 @@ class Verbs(Lander):
 
 
     def _info(self, layer: str, d: str, uses: dict[str, int], stamps: dict[str, int],
-             scope: str | None, stale: dict[str, dict] | None = None) -> SkillInfo:
+             scope: str | None, stale: Stale | None = None) -> SkillInfo:
         """One live skill's listing. `scope`: the project root whose turns a project skill
         counts (None: user layer); `stale`: the stale marks of the last lifecycle pass."""
         prov = read_provenance(d) if self.owned(d) else None
@@ -273,7 +274,8 @@ class Verbs(Lander):
             more = self.statedir.synced_counts().get(d, {})
             used, turns = used + more.get("uses", 0), turns + more.get("turns", 0)
             fb = {k: n + more.get(k, 0) for k, n in fb.items()}
-        missing = list((stale or {}).get(d, {}).get("missing", []))
+        mark = (stale or {}).get(d)
+        missing = list(mark.missing) if mark else []
         counts = lifecycle.SkillCounts(name=os.path.basename(d), layer=layer, scope=scope,
                                        owned=bool(prov), uses=used, turns=turns,
                                        helped=fb["helped"], harmful=fb["harmful"],
