@@ -39,6 +39,7 @@ from claude_autoharness.daemon.promote.plan import (
     SKILL_MD,
     Plan,
 )
+from claude_autoharness.daemon.promote.records import ArchiveLanding, WriteLanding
 from claude_autoharness.daemon.promote.shape import duplicates
 from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
@@ -87,7 +88,7 @@ class Lander:
 
     def write_record(self, plan: Plan, origin: dict, *, evidence: str | None = None,
                       extra: dict[str, bytes] | None = None, base_prov: dict | None = None,
-                      to: int | None = None) -> dict:
+                      to: int | None = None) -> WriteLanding:
         """The landing record for a plan that writes files; every blob it names is stored."""
         target = plan.skill_dir
         now = self.clock()
@@ -119,19 +120,19 @@ class Lander:
         })
         new.append((PROVENANCE, json.dumps(prov, indent=1).encode()))
 
-        writes: list[list[str | None]] = []  # [rel, new blob, old blob or None]
+        writes: list[tuple[str, str, str | None]] = []
         for rel, data in new:
             old = read_nofollow(target, rel) if plan.exists else None
-            writes.append([rel, self.statedir.put_blob(data),
-                           None if old is None else self.statedir.put_blob(old)])
-        removes = [[rel, self.statedir.put_blob(read_nofollow(target, rel) or b"")]
+            writes.append((rel, self.statedir.put_blob(data),
+                           None if old is None else self.statedir.put_blob(old)))
+        removes = [(rel, self.statedir.put_blob(read_nofollow(target, rel) or b""))
                    for rel in plan.removes]
         manifest = {}
         for rel in plan.live:
             if rel not in plan.removes:
                 manifest[rel] = self.statedir.put_blob(read_nofollow(target, rel) or b"")
-        manifest.update({str(rel): str(sha) for rel, sha, _ in writes
-                         if not str(rel).startswith(PROVENANCE_DIR + "/")})
+        manifest.update({rel: sha for rel, sha, _ in writes
+                         if not rel.startswith(PROVENANCE_DIR + "/")})
         entry = {"landing": landing, "version": version, "action": plan.action, "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
@@ -140,12 +141,11 @@ class Lander:
                  "files": manifest}
         if to is not None:
             entry["to"] = to
-        return {"id": landing, "op": "write", "target": target, "anchor": plan.anchor,
-                "created_dir": not plan.exists, "writes": writes, "removes": removes,
-                "history": entry}
+        return WriteLanding(id=landing, target=target, anchor=plan.anchor, history=entry,
+                            created_dir=not plan.exists, writes=writes, removes=removes)
 
     def archive_record(self, plan: Plan, origin: dict, *, reason: str,
-                        uses: int | None = None, turns: int | None = None) -> dict:
+                        uses: int | None = None, turns: int | None = None) -> ArchiveLanding:
         target = plan.skill_dir
         now = self.clock()
         landing = landing_id(now)
@@ -171,10 +171,10 @@ class Lander:
                 "archived_at": now, "landing": landing, "version": version, "reason": reason,
                 "uses": uses, "turns": turns, "why": entry["reason"],
                 "feedback": feedback.counts(history)}
-        return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
-                "archive_to": dest, "meta": meta, "history": entry}
+        return ArchiveLanding(id=landing, target=target, anchor=plan.anchor, history=entry,
+                              archive_to=dest, meta=meta)
 
-    def run(self, rec: dict) -> Outcome:
+    def run(self, rec: WriteLanding | ArchiveLanding) -> Outcome:
         """Journal the record, then apply it; an I/O failure is rolled back and reported."""
         recovery.attach_git(self.statedir, rec)
         self.statedir.put_pending(rec)
@@ -187,8 +187,8 @@ class Lander:
                 raise e from None  # the record stays pending; recover() retries at start
             self.statedir.drop(rec)
             return Outcome.rejected(Finding(family="landing", code="io_error", message=str(e)))
-        entry = rec["history"]
-        path = entry.get("archive") or os.path.join(rec["target"], SKILL_MD)
+        entry = rec.history
+        path = entry.get("archive") or os.path.join(rec.target, SKILL_MD)
         return Outcome(status="landed", skill_path=path, version=entry["version"])
 
     def landed_before(self, target: str, intent_id: str) -> Outcome | None:
@@ -226,7 +226,7 @@ class Lander:
             if findings:
                 return Outcome.rejected(*findings)
             rec = self.archive_record(plan, origin, reason=reason, uses=uses, turns=turns)
-            rec["meta"].update(meta or {})
+            rec.meta.update(meta or {})
             return self.run(rec)
 
     def whole_skill(self, plan: Plan, texts: dict[str, str]) -> Plan:

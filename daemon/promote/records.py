@@ -1,9 +1,10 @@
 """The promoter's stored records as typed schemas (landing records in flight, history,
 provenance, archive meta), and the one place skill history is read and written.
 
-Records stay JSON documents on disk and dicts in the promoter (extra keys a newer or older
-version wrote are kept untouched); what a reader accepts is decided here, by decoding against
-these Structs: a record not of our shape is treated as absent, never half-trusted.
+Records stay JSON documents on disk. A landing record in flight is its Struct in the promoter;
+history entries, provenance and archive meta stay dicts (extra keys a newer or older version
+wrote are kept untouched). What a reader accepts is decided here, by decoding against these
+Structs: a record not of our shape is treated as absent, never half-trusted.
 Additive evolution only: new fields get defaults, types never change.
 """
 
@@ -11,7 +12,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -87,11 +88,18 @@ class GitPlan(msgspec.Struct, kw_only=True):
 
 
 class _Landing(msgspec.Struct, kw_only=True, tag_field="op"):
+    """A landing record in flight, as the promoter builds, journals and applies it. `history`
+    is the entry appended to the target's history once the landing is applied: a
+    `HistoryEntry` with every other key the landing knew kept as it is."""
+
     id: str
     target: str
     anchor: str | None
-    history: HistoryEntry  # appended to the target's history once the landing is applied
+    history: dict[str, Any]
     git: GitPlan | None = None
+
+    def __post_init__(self):
+        _must_conform(self.history, HistoryEntry)
 
 
 class WriteLanding(_Landing, tag="write"):
@@ -104,13 +112,25 @@ class WriteLanding(_Landing, tag="write"):
 
 
 class ArchiveLanding(_Landing, tag="archive"):
-    """`pending/<landing>.json` of an archive: the skill moves to `archive_to`."""
+    """`pending/<landing>.json` of an archive: the skill moves to `archive_to`; `meta` (an
+    `ArchivePlan`, other keys kept) becomes its meta.json."""
 
     archive_to: str
-    meta: ArchivePlan
+    meta: dict[str, Any]
+
+    def __post_init__(self):
+        super().__post_init__()
+        _must_conform(self.meta, ArchivePlan)
 
 
 Landing = WriteLanding | ArchiveLanding
+
+
+def _must_conform(data: object, schema: object) -> None:
+    try:
+        msgspec.convert(data, schema, strict=True)
+    except msgspec.ValidationError as e:
+        raise ValueError(str(e)) from None  # a record that does not decode
 
 
 def _conforms(data: object, schema: object) -> bool:
@@ -137,9 +157,13 @@ def archive_meta_ok(meta: object) -> bool:
     return _conforms(meta, ArchiveMeta)
 
 
-def landing_ok(rec: object) -> bool:
-    """Whether a pending landing record is of our shape (recover() replays only those)."""
-    return _conforms(rec, Landing)
+def read_landing(data: bytes) -> WriteLanding | ArchiveLanding | None:
+    """A pending landing record from its bytes, or None unless it has our shape (recover()
+    replays only those)."""
+    try:
+        return msgspec.json.decode(data, type=Landing)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError included
+        return None
 
 
 # ---- history: read and written here only ---------------------------------------------------

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import msgspec
+
 from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.files import fsync_dir
 from claude_autoharness.daemon.persist.promoter import (
@@ -74,13 +76,13 @@ class StateDir:
 
     # -- landing records in flight ---------------------------------------------------------
 
-    def pending_path(self, rec: dict) -> str:
-        return self.p("pending", rec["id"] + ".json")
+    def pending_path(self, rec: records.WriteLanding | records.ArchiveLanding) -> str:
+        return self.p("pending", rec.id + ".json")
 
-    def put_pending(self, rec: dict) -> None:
-        write_private(self.pending_path(rec), json.dumps(rec).encode())
+    def put_pending(self, rec: records.WriteLanding | records.ArchiveLanding) -> None:
+        write_private(self.pending_path(rec), msgspec.json.encode(rec))
 
-    def drop(self, rec: dict) -> None:
+    def drop(self, rec: records.WriteLanding | records.ArchiveLanding) -> None:
         fileops.unlink(self.pending_path(rec))
         fsync_dir(self.p("pending"))
 
