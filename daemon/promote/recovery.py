@@ -70,7 +70,7 @@ def _apply_writes(sd: StateDir, rec: WriteLanding) -> None:
         # Never recreate a deleted project, nor write through a re-pointed path.
         raise OSError(f"{root} is gone or no longer resolves to itself")
     os.makedirs(root, exist_ok=True)
-    for rel, _prev in rec.removes:
+    for rel, _gone in rec.removes:
         fileops.unlink_at(root, [name, *rel.split("/")])
     # In record order: supporting files, evidence, SKILL.md (the commit point), provenance.
     for rel, sha, _prev in rec.writes:
