@@ -1,8 +1,7 @@
-"""The promoter's count files, typed: maps from a skill dir to what is counted or marked for
-it, each read and replaced whole (0600, atomically, never into a state dir swapped since
-start). The files stay the plain JSON maps older versions wrote (no checksum field: every key
-is a skill dir). One that does not decode as its type is quarantined and reads as absent: the
-counts are advisory (a lost one restarts a probation), they never block a landing.
+"""The promoter's count files, typed: maps from a skill dir to what is counted, marked or
+confirmed for it, read and replaced whole (`dirs.write_private`). They stay the plain JSON maps
+older versions wrote (no checksum field: every key is a skill dir). One not of its type is
+quarantined and reads as absent: the counts are advisory, they never block a landing.
 """
 
 import contextlib
@@ -23,14 +22,23 @@ class StaleMark(msgspec.Struct):
     missing: list[str]
 
 
+class Confirmation(msgspec.Struct):
+    """`checks-confirmed.json`: the check rule of a lesson confirmed (by the user, or by a
+    repeat), and when."""
+
+    rule: str
+    by: str | None = None
+    at: float | None = None
+
+
 Counts = dict[str, int]  # `uses.json`, `lifecycle.json`: skill dir -> uses, or turns at stamp
 Synced = dict[str, dict[str, int]]  # `synced-counts.json`: skill dir -> counts of other machines
 Stale = dict[str, StaleMark]
+Confirmed = dict[str, Confirmation]
 
 
-def load_map(path: str, type_: type[T], what: str) -> T | None:
-    """The map at `path`, None when there is none or it is not a `type_` (then quarantined,
-    `what` saying which file it was)."""
+def load_map(path: str, type_: type[T]) -> T | None:
+    """The map at `path`, None when there is none or it is not a `type_` (then quarantined)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -40,7 +48,7 @@ def load_map(path: str, type_: type[T], what: str) -> T | None:
         return msgspec.json.decode(data, type=type_)
     except msgspec.DecodeError:  # ValidationError included
         with contextlib.suppress(OSError):  # another thread set it aside first
-            quarantine.set_aside(path, why=f"not {what}")
+            quarantine.set_aside(path, why="not a map of the promoter's")
         return None
 
 

@@ -21,6 +21,7 @@ import os
 import threading
 
 from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.promote.records import read_json
 from claude_autoharness.protocol import checkcall, checkrule, paths
 from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, SkillCheck
 from claude_autoharness.protocol.words import adherence_line
@@ -40,12 +41,7 @@ _LOCK = threading.Lock()
 
 
 def load(sd) -> dict:
-    try:
-        with open(sd.p(ADHERENCE), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json(sd.p(ADHERENCE), dict) or {}
 
 
 def _save(sd, data: dict) -> None:

@@ -20,6 +20,12 @@ import os
 import threading
 
 from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.persist.promoter import (
+    Confirmation,
+    Confirmed,
+    load_map,
+    save_map,
+)
 from claude_autoharness.daemon.promote import gitmode, records
 from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
 from claude_autoharness.daemon.promote.observe import is_owned
@@ -50,14 +56,14 @@ def live_checks(sd) -> list[dict]:
         rule, _ = checkrule.parse(check.rule)
         assert rule is not None  # parse_check_file parsed it
         layer = str(last.get("layer") or "project")
-        mark = confirmed.get(target) or {}
-        ok = mark.get("rule") == rule.text()
+        mark = confirmed.get(target)
+        ok = mark is not None and mark.rule == rule.text()
         out.append({
             "skill": os.path.basename(target), "layer": layer, "dir": target,
             "root": None if layer == "user" else project_of(target),
             "rule": rule.text(), "tool": rule.tool, "spec": rule.spec,
             "proposed": check.action, "action": check.action if ok else "remind",
-            "confirmed": mark.get("by") if ok else None, "message": check.message,
+            "confirmed": mark.by if mark and ok else None, "message": check.message,
             "since": landed_at(entries),
         })
     return out
@@ -150,15 +156,8 @@ def write_table(sd) -> list[dict]:
 
 # -- confirmations ---------------------------------------------------------------------------
 
-def confirmations(sd) -> dict[str, dict]:
-    try:
-        with open(sd.p(CONFIRMED), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("rule"), str)}
+def confirmations(sd) -> Confirmed:
+    return load_map(sd.p(CONFIRMED), Confirmed) or {}
 
 
 def confirm(sd, skill_dir: str, rule: str, *, by: str, at: float) -> bool:
@@ -166,11 +165,11 @@ def confirm(sd, skill_dir: str, rule: str, *, by: str, at: float) -> bool:
     when it already was."""
     with _LOCK:
         marks = confirmations(sd)
-        if (marks.get(skill_dir) or {}).get("rule") == rule:
+        if (m := marks.get(skill_dir)) is not None and m.rule == rule:
             return False
-        marks[skill_dir] = {"rule": rule, "by": by, "at": at}
+        marks[skill_dir] = Confirmation(rule=rule, by=by, at=at)
         paths.make_private_dirs(sd.path)
-        write_private(sd.p(CONFIRMED), json.dumps(marks, sort_keys=True).encode())
+        save_map(sd.p(CONFIRMED), marks)
         return True
 
 

@@ -98,9 +98,6 @@ class _Landing(msgspec.Struct, kw_only=True, tag_field="op"):
     history: dict[str, Any]
     git: GitPlan | None = None
 
-    def __post_init__(self):
-        _must_conform(self.history, HistoryEntry)
-
 
 class WriteLanding(_Landing, tag="write"):
     """`pending/<landing>.json` of a landing that writes files: each write is (path, blob of
@@ -118,19 +115,8 @@ class ArchiveLanding(_Landing, tag="archive"):
     archive_to: str
     meta: dict[str, Any]
 
-    def __post_init__(self):
-        super().__post_init__()
-        _must_conform(self.meta, ArchivePlan)
-
 
 Landing = WriteLanding | ArchiveLanding
-
-
-def _must_conform(data: object, schema: object) -> None:
-    try:
-        msgspec.convert(data, schema, strict=True)
-    except msgspec.ValidationError as e:
-        raise ValueError(str(e)) from None  # a record that does not decode
 
 
 def _conforms(data: object, schema: object) -> bool:
@@ -153,17 +139,16 @@ def parse_provenance(data: bytes) -> dict | None:
     return rec
 
 
-def archive_meta_ok(meta: object) -> bool:
-    return _conforms(meta, ArchiveMeta)
-
-
 def read_landing(data: bytes) -> WriteLanding | ArchiveLanding | None:
     """A pending landing record from its bytes, or None unless it has our shape (recover()
     replays only those)."""
     try:
-        return msgspec.json.decode(data, type=Landing)
+        rec = msgspec.json.decode(data, type=Landing)
     except (msgspec.DecodeError, RecursionError):  # ValidationError included
         return None
+    ok = _conforms(rec.history, HistoryEntry) and (
+        not isinstance(rec, ArchiveLanding) or _conforms(rec.meta, ArchivePlan))
+    return rec if ok else None
 
 
 # ---- history: read and written here only ---------------------------------------------------
@@ -175,29 +160,29 @@ def history_path(state: str, target: str) -> str:
                         hashlib.sha256(os.fsencode(target)).hexdigest()[:32] + ".json")
 
 
+def read_json(path: str, schema: object) -> Any:
+    """The JSON document at `path` (as dicts) if it is of `schema`, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):  # garbage, bad UTF-8, huge ints, deep nesting
+        return None
+    return data if _conforms(data, schema) else None
+
+
 def read_history(state: str, target: str) -> list[dict]:
     """The landings autoharness recorded for `target` (oldest first); [] when there are none
     or the file is not of our shape."""
-    try:
-        with open(history_path(state, target), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return []
-    if not _conforms(data, History) or data["target"] != target:
-        return []
-    return data["entries"]
+    data = read_json(history_path(state, target), History)
+    return data["entries"] if data and data["target"] == target else []
 
 
 def histories(state: str) -> Iterator[tuple[str, list[dict]]]:
     """(target, its landings) for every history of our shape in the state dir."""
-    for name in sorted(os.listdir(os.path.join(state, "history"))
-                       if os.path.isdir(os.path.join(state, "history")) else ()):
-        try:
-            with open(os.path.join(state, "history", name), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            continue
-        if _conforms(data, History) and history_path(state, data["target"]).endswith(name):
+    d = os.path.join(state, "history")
+    for name in sorted(os.listdir(d) if os.path.isdir(d) else ()):
+        data = read_json(os.path.join(d, name), History)
+        if data and history_path(state, data["target"]).endswith(name):
             yield data["target"], data["entries"]
 
 

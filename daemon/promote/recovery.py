@@ -23,11 +23,10 @@ from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
 from claude_autoharness.daemon.promote.records import (
     ArchiveLanding,
     GitPlan,
+    Landing,
     WriteLanding,
 )
 from claude_autoharness.daemon.promote.statedir import StateDir
-
-Landing = WriteLanding | ArchiveLanding
 
 
 class Recovered(msgspec.Struct, kw_only=True):

@@ -16,7 +16,7 @@ Every file is 0600 in a 0700 directory, written atomically by the persistence pa
 """
 
 import fcntl
-import json
+import glob
 import os
 import shutil
 import threading
@@ -111,76 +111,54 @@ class StateDir:
         records.append_history(self.path, entry)
 
     def archives(self) -> list[dict]:
-        """The meta of every archive of our shape (others are skipped, never trusted)."""
-        out: list[dict] = []
-        base = self.p("archive")
-        try:
-            names = sorted(os.listdir(base))
-        except OSError:
-            return out
-        for name in names:
-            try:
-                entries = sorted(os.listdir(os.path.join(base, name)))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.startswith(TMP_PREFIX):
-                    continue
-                try:
-                    with open(os.path.join(base, name, entry, "meta.json"), "rb") as f:
-                        meta = json.load(f)
-                except (OSError, ValueError, RecursionError):
-                    continue
-                if records.archive_meta_ok(meta):
-                    out.append(meta)
-        return out
+        """The meta of every archive of our shape (others are skipped, never trusted); a
+        half-made one (its temp name is a dotfile, which the pattern skips) is none yet."""
+        pattern = os.path.join(glob.escape(self.p("archive")), "*", "*", "meta.json")
+        return [m for path in sorted(glob.glob(pattern))
+                if (m := records.read_json(path, records.ArchiveMeta))]
 
     # -- counts: uses, lifecycle stamps, other machines' counts, stale marks ----------------
 
     def uses(self) -> Counts:
-        return load_map(self.p(USES), Counts, "a map of use counts") or {}
+        return load_map(self.p(USES), Counts) or {}
 
     def stamps(self) -> Counts:
-        return load_map(self.p(STAMPS), Counts, "a map of lifecycle stamps") or {}
+        return load_map(self.p(STAMPS), Counts) or {}
+
+    def synced_counts(self) -> Synced:
+        """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
+        machines, as the last sync round read them; {} without sync."""
+        return load_map(self.p(SYNCED), Synced) or {}
+
+    def stale(self) -> Stale:
+        """Skill dir → when (the turn count) it was found stale, and the paths it misses."""
+        return load_map(self.p(STALE), Stale) or {}
 
     def count_use(self, key: str) -> None:
         with self._counts_lock:
             uses = self.uses()
-            uses[key] = uses.get(key, 0) + 1
-            paths.make_private_dirs(self.path)
-            save_map(self.p(USES), uses)
+            self._save(USES, {**uses, key: uses.get(key, 0) + 1})
 
     def stamp(self, skill_dir: str, turns_now: int, *, forget_uses_at: str | None) -> None:
         """Record the turn count a skill's probation starts at; drop the use count kept under
         `forget_uses_at` (None: the uses are kept)."""
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            stamps = self.stamps()
-            stamps[skill_dir] = turns_now
-            save_map(self.p(STAMPS), stamps)
-            if forget_uses_at is not None:
-                uses = self.uses()
-                if uses.pop(forget_uses_at, None) is not None:
-                    save_map(self.p(USES), uses)
-
-    def synced_counts(self) -> Synced:
-        """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
-        machines, as the last sync round read them; {} without sync."""
-        return load_map(self.p(SYNCED), Synced, "a map of synced counts") or {}
+            self._save(STAMPS, {**self.stamps(), skill_dir: turns_now})
+            uses = self.uses()
+            if forget_uses_at is not None and uses.pop(forget_uses_at, None) is not None:
+                self._save(USES, uses)
 
     def put_synced_counts(self, counts: Synced) -> None:
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            save_map(self.p(SYNCED), counts)
-
-    def stale(self) -> Stale:
-        """Skill dir → when (the turn count) it was found stale, and the paths it misses."""
-        return load_map(self.p(STALE), Stale, "a map of stale marks") or {}
+            self._save(SYNCED, counts)
 
     def set_stale(self, marks: Stale) -> None:
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            save_map(self.p(STALE), marks)
+            self._save(STALE, marks)
+
+    def _save(self, name: str, value: object) -> None:
+        paths.make_private_dirs(self.path)
+        save_map(self.p(name), value)
 
     def sweep(self) -> None:
         """Remove temp files and half-made archives an interrupted write left."""
