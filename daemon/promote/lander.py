@@ -293,15 +293,12 @@ class Lander:
                if isinstance(e.get("at"), int | float) and isinstance(e.get("action"), str)]
         return sorted(out, key=lambda e: (e["at"], str(e.get("landing"))))
 
-    def own_counts(self, target: str) -> dict[str, int] | None:
-        """This machine's own counts of the user skill at `target` (uses, turns since its
-        probation began, verdicts by kind); None before its probation starts."""
-        stamp = self.statedir.stamps().get(target)
-        if stamp is None:
-            return None
-        return {"uses": self.statedir.uses().get(layers.uses_key(target), 0),
-                "turns": max(0, self.turns("user", None) - stamp),
-                **feedback.counts(self.statedir.history(target))}
+    def own_counts(self, targets: list[str]) -> dict[str, dict[str, int]]:
+        """This machine's own counts of the user skills at `targets` that started their
+        probation: uses, turns since, verdicts by kind."""
+        uses, stamps, now = self.statedir.uses(), self.statedir.stamps(), self.turns("user", None)
+        return {t: {"uses": uses.get(layers.uses_key(t), 0), "turns": max(0, now - stamps[t]),
+                    **feedback.counts(self.statedir.history(t))} for t in targets if t in stamps}
 
     def take_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
         """Skill dir → what the user's other machines counted (a sync round's sums); the

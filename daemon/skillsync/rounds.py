@@ -374,13 +374,11 @@ def _write_counts(layer: library.UserLayer, repo: str, me: str, local: library.L
                   live: set[str]) -> None:
     """This machine's own counts (never the sums it read from others), as they will be after
     the round: a skill taken in starts at zero here."""
-    skills = {}
-    for name in sorted(live):
-        copy = local.copies.get(name)
-        own = layer.promoter.own_counts(os.path.join(layer.root, name))
-        # none yet: its probation starts with the take-in
-        skills[name] = own if copy is not None and copy.status == LIVE and own else \
-            {"uses": 0, "turns": 0}
+    here = {n: os.path.join(layer.root, n) for n in live
+            if (c := local.copies.get(n)) is not None and c.status == LIVE}
+    own = layer.promoter.own_counts(list(here.values()))
+    # none yet (taken in this round, or not stamped): its probation starts with the take-in
+    skills = {n: own.get(here.get(n, ""), {"uses": 0, "turns": 0}) for n in sorted(live)}
     _write_json(repo, f"counts/{me}.json", {"machine": me, "skills": skills})
 
 
