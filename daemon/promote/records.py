@@ -55,19 +55,6 @@ class Provenance(msgspec.Struct, kw_only=True):
     landings: list[ProvenanceLanding]
 
 
-class ArchiveMeta(msgspec.Struct, kw_only=True):
-    """`archive/<name>/<landing>/meta.json`: where an archived skill came from."""
-
-    name: str
-    layer: Literal["project", "user"]
-    target: str
-    landing: str
-    path: str
-    archived_at: float
-    anchor: str | None = None
-    version: int | None = None
-
-
 class ArchivePlan(msgspec.Struct, kw_only=True):
     """An archive's meta.json as its landing record plans it (the path is added on apply)."""
 
@@ -78,6 +65,12 @@ class ArchivePlan(msgspec.Struct, kw_only=True):
     archived_at: float
     anchor: str | None = None
     version: int | None = None
+
+
+class ArchiveMeta(ArchivePlan, kw_only=True):
+    """`archive/<name>/<landing>/meta.json`: where an archived skill came from."""
+
+    path: str
 
 
 class GitPlan(msgspec.Struct, kw_only=True):

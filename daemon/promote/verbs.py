@@ -83,18 +83,11 @@ class Verbs(Lander):
             return self._show_archived(name, project_root, layer)
         layer, root, _ = found
         d = os.path.join(root, name)
-        data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
         listed = self._info(layer, d, self.statedir.uses(), self.statedir.stamps(),
-                      project_root if layer == "project" else None, self.statedir.stale())
-        # the landings of autoharness's skills, here or in another home; none for hand-written ones
-        prov = read_provenance(d) if listed.learned is not None else None
+                            project_root if layer == "project" else None, self.statedir.stale())
         adherence.attach(self.statedir, [listed])
-        return SkillView(info=listed,
-                         skill_md=data.decode("utf-8", "replace"),
-                         files=sorted(scan_tree(d)[0]),
-                         landings=prov["landings"] if prov else [],
-                         verdicts=feedback.verdicts(self.statedir.history(d)))
-
+        # the landings of autoharness's skills, here or in another home; none for hand-written ones
+        return self._view(listed, d, learned=listed.learned is not None)
 
     def _show_archived(self, name: str, project_root: str | None,
                        layer: str | None) -> SkillView | None:
@@ -104,13 +97,19 @@ class Verbs(Lander):
             return None
         i = max(archived, key=lambda i: i.last_changed or 0.0)
         target = next((m["target"] for m in self.statedir.archives() if m["path"] == i.path), None)
-        prov = read_provenance(i.path)
-        data = read_nofollow(i.path, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
+        return self._view(i, target, files_at=i.path)
+
+    def _view(self, i: SkillInfo, target: str | None, *, learned: bool = True,
+              files_at: str | None = None) -> SkillView:
+        """A skill's view: its files where they are (`files_at`, else `target`), and every
+        verdict in the history of `target`, where it was landed."""
+        d = files_at or target or ""
+        prov = read_provenance(d) if learned else None
+        data = read_nofollow(d, SKILL_MD, limit=MAX_SHOW_BYTES) or b""
         return SkillView(info=i, skill_md=data.decode("utf-8", "replace"),
-                         files=sorted(scan_tree(i.path)[0]),
+                         files=sorted(scan_tree(d)[0]),
                          landings=prov["landings"] if prov else [],
                          verdicts=feedback.verdicts(self.statedir.history(target)) if target else [])
-
 
     def history(self, name: str, project_root: str | None = None,
                 layer: str | None = None) -> list[dict]:
