@@ -1,8 +1,9 @@
 """Our redaction rules against two maintained rule sets on the same corpus: detect-secrets and
 gitleaks' rules.
 
-For each side, on the corpus written apart from the rules (tests/redact_corpus.py, measured as
-bench/redact.py does): recall (cases that lose every piece of their secret, as written and
+For each side, on the corpus written apart from the rules (tests/redact_corpus.py) and on the
+blind set written before the rules were read (tests/redact_blind_set.py), each measured as
+bench/redact.py does: recall (cases that lose every piece of their secret, as written and
 inside real records), false positives (ordinary artifacts changed), and throughput on the real
 sessions (tests/corpus, CPU time). Also recall on the earlier planted sets (tests/secret_plant.py:
 the probe's 22 kinds and two held-out sets, six encodings each).
@@ -41,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from claude_autoharness.daemon.capture.redact import Redactor  # noqa: E402
+from redact_blind_set import score as blind_score  # noqa: E402
 from redact_corpus import score  # noqa: E402
 from secret_plant import HELD_OUT, HELD_OUT_2, ISSUE_KINDS, cases, leaked  # noqa: E402
 
@@ -203,6 +205,14 @@ def main() -> None:
         by = Counter(ctx for _f, ctx, _w in s.missed)
         print("    missed by context: " + (", ".join(f"{c} {n}" for c, n in by.most_common()) or "none"))
         kinds = Counter(name.split(" #")[0] if " #" in name else "source" for name in s.changed)
+        print("    artifacts changed: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"))
+        b = blind_score(side.redact)
+        print(f"  blind set (written before the rules were read): recall {b.removed}/{b.cases} = "
+              f"{100 * b.recall:.1f} %, false positives {len(b.changed)}/{b.artifacts} = "
+              f"{100 * b.false_positive_share:.1f} %")
+        by = Counter(ctx for _f, ctx, _w in b.missed)
+        print("    missed by context: " + (", ".join(f"{c} {n}" for c, n in by.most_common()) or "none"))
+        kinds = Counter(name.split("#")[0].split(":")[0] for name in b.changed)
         print("    artifacts changed: " + (", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none"))
         for label, planted_kinds in SETS:
             planted, removed = planted_recall(side, planted_kinds)

@@ -285,9 +285,9 @@ def run() -> None:
     sock_path = paths.socket_path()
     prepare_dirs(sock_path)
     lock_fd = take_lock(paths.lock_file())
-    daemon = Daemon(cfg, settings_from=sources)
-    daemon.connections.cap = accept.connection_cap(cfg.max_connections, fd_limit)
-    log.info("limits", fd_limit=fd_limit, max_connections=daemon.connections.cap)
+    cap = accept.connection_cap(cfg.max_connections, fd_limit)
+    log.info("limits", fd_limit=fd_limit, max_connections=cap)
+    daemon = Daemon(cfg, settings_from=sources, connection_cap=cap)
     sock = _socket_activated()
     owned_socket = sock is None
     if sock is None:

@@ -37,7 +37,7 @@ import structlog
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon import tokens
 from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
-from claude_autoharness.daemon.jobchanges import JobBook
+from claude_autoharness.daemon.jobchanges import JobBook, created_by
 from claude_autoharness.daemon.persist import document
 from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.persist.checksum import seal
@@ -323,10 +323,12 @@ class Book(JobBook):
 
     def record_event(self, eid: str, kind: str, *, session: sm.Session | None,
                      jobs: list[sm.Job], calls: list[str], turn: bool = False,
-                     project: str | None = None) -> None:
+                     project: str | None = None, final_text: str | None = None,
+                     prompt_id: str | None = None) -> None:
         """One acknowledged hook event: its id, the session's post-state with the tool call it
-        counted, the jobs it created and, for a main session's Stop (`turn`), one turn of the
-        user layer and of `project`. One record, so they are durable together."""
+        counted, the jobs it created (`created_by`) and, for a main session's Stop (`turn`), one
+        turn of the user layer and of `project`. One record, so they are durable together."""
+        created_by(jobs, eid, final_text=final_text, prompt_id=prompt_id)
         if turn:
             self.state.turns.add(project)
         self.remember(eid)

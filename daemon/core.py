@@ -5,8 +5,10 @@ Handlers live with what they serve (`handlers/`): hook events, jobs, review (the
 the queue), skills, learnings, status. The state lives in `book` (its files in `persist/`),
 spool replay in `spool`, the reflection pipeline in `reflect/pipeline` (run by the reflector
 pool, `reflect/pool`, and the batch runner, `reflect/batches`). Every part is handed what it
-uses when it is built; none is wired afterwards. Everything here runs on the
-event loop and must not block: fsyncs and file reads go to threads.
+uses when it is built; none is wired afterwards. What follows a fact (a Stop, a finished job,
+queued intents) is a typed event its publisher hands to `events`, subscribed to in the
+constructors of the parts that act on it. Everything here runs on the event loop and must
+not block: fsyncs and file reads go to threads.
 """
 
 import os
@@ -19,13 +21,16 @@ import structlog
 
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.source import list_transcripts, transcript_roots
+from claude_autoharness.daemon.events import Events
 from claude_autoharness.daemon.handlers.hooks import Hooks
 from claude_autoharness.daemon.handlers.jobs import Jobs
 from claude_autoharness.daemon.handlers.learnings import Learnings
+from claude_autoharness.daemon.handlers.ledger import Ledger
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.handlers.prompt import PromptReminders
 from claude_autoharness.daemon.handlers.report import Report
 from claude_autoharness.daemon.handlers.review import Review
+from claude_autoharness.daemon.handlers.session_start import SessionStartContext
 from claude_autoharness.daemon.handlers.skills import Skills
 from claude_autoharness.daemon.handlers.status import StatusReport, StatusSources
 from claude_autoharness.daemon.handlers.sync import SyncRounds
@@ -60,16 +65,18 @@ WITNESS_POLL_S = 0.25
 
 class Daemon:
     def __init__(self, cfg: Config, *, clock: Callable[[], float] = time.time,
-                 settings_from: dict[str, str] | None = None):
-        """`settings_from`: where each key of `cfg` that is set came from (status shows it)."""
+                 settings_from: dict[str, str] | None = None, connection_cap: int | None = None):
+        """`settings_from`: where each key of `cfg` that is set came from (status shows it);
+        `connection_cap`: the open connections allowed (default `max_connections`; the app
+        lowers it to fit the descriptor limit). What follows an event is in `events`."""
         self.clock = clock
-        self.book = Book(clock=clock, tables=self._tables,
-                         retention_s=lambda: self.live.cfg.session_retention_days * 86_400)
         self.live = Live.build(cfg, self._turns, settings_from)
+        self.book = Book(clock=clock, tables=self._tables, retention_s=self._retention_s)
+        self.events = Events()
         self.stop_event = anyio.Event()
         self.stop_requested = False
         self.socket_path = paths.socket_path()
-        self.connections = Connections(cfg.max_connections)  # the app lowers the cap to fit
+        self.connections = Connections(connection_cap or cfg.max_connections)
         self.windows_pruned_at = 0.0
         self.projects = ProjectSwitches()
         self.intents = IntentQueue()
@@ -80,50 +87,41 @@ class Daemon:
                                          [self.transcripts, self.markers, self.witness],
                                          clock=clock,
                                          roots=transcript_roots(cfg.capture.transcript_roots))
-        self.report = Report(self.book, self.live, self.intents, clock=clock,
-                             status=lambda: self.status.status())
-        self.library = Library(self.book, self.live, project_root=self.root_of,
-                               intents=self.intents, clock=clock)
-        self.review = Review(self.live, self.intents, self.library,
-                             record_load=self.report.record_load, clock=clock)
+        self.ledger = Ledger(self.live, clock=clock)
+        self.library = Library(self.book, self.live, projects=self.projects, intents=self.intents,
+                               events=self.events, clock=clock)
+        self.review = Review(self.live, self.intents, self.library, ledger=self.ledger,
+                             events=self.events, clock=clock)
         self.skills = Skills(self.live, self.projects)
-        self.prompts = PromptReminders(self.book, self.live, projects=self.projects,
-                                       record=self.report.record_reminder)
-        self.hooks = Hooks(self.book, self.live, projects=self.projects, markers=self.markers,
-                           intents=self.intents, skill_used=self.review.skill_used,
-                           turn_counted=self.review.turn_counted, catch_up=self.catch_up,
-                           record_context=self.report.record_context,
-                           call_heard=self.review.call_heard, remind=self.prompts.output,
-                           clock=clock)
+        self.hooks = Hooks(self.book, self.live, projects=self.projects, start_context=(
+            SessionStartContext(self.live, markers=self.markers, intents=self.intents,
+                                catch_up=self.catch_up)),
+            reminders=PromptReminders(self.book, self.live, projects=self.projects,
+                                      ledger=self.ledger),
+            ledger=self.ledger, events=self.events, clock=clock)
         self.reflected = ReflectedRecords()
         self.jobs = Jobs(self.book, self.live, self.transcripts, clock=clock,
                          reflected=self.reflected)
         self.learnings = Learnings(self.book, self.live, self.markers, self.intents,
-                                   saved=self.review.wake)
+                                   events=self.events)
         # one reflection pipeline for the pool's jobs and the batch runner's items
-        self.reflection = Reflection(self.book, self.intents, self.live,
-                                     skill_index=self.skills.skill_index,
-                                     memory_index=self.skills.memory_index,
-                                     record_usage=self.report.record_usage, clock=clock)
-        self.pool = ReflectorPool(self.book, self.book, self.reflection,
-                                  project_root=self.root_of, queued=self.review.wake,
-                                  curator_skills=self.library.curator_skills,
-                                  reflected=self.library.count_reflection,
-                                  seen=self.reflected, record_calls=self.report.record_calls,
+        self.reflection = Reflection(self.book, self.intents, self.live, ledger=self.ledger,
+                                     clock=clock)
+        self.pool = ReflectorPool(self.book, self.book, self.reflection, projects=self.projects,
+                                  events=self.events, curator=self.library, seen=self.reflected,
                                   clock=clock)
-        self.batches = BatchRunner(self.reflection, project_root=self.root_of,
-                                   queued=self.review.wake, seen=self.reflected, clock=clock)
+        self.batches = BatchRunner(self.reflection, projects=self.projects, events=self.events,
+                                   seen=self.reflected, clock=clock)
         self.sync = SyncRounds(self.live, clock=clock)
+        self.spool = SpoolReplayer(self.book, self.hooks)
         self.status = StatusReport(self.book, self.live, StatusSources(
             intents=self.intents, markers=self.markers, transcripts=self.transcripts,
-            watcher=self.watcher, waiting_reason=lambda: self.pool.waiting_reason,
-            last_landing_at=lambda: self.review.last_landing_at, library=self.library.status,
-            batches=self.batches.status, sync=self.sync.info,
-            delivery=self.hooks.deliveries.info,
-            connections=self.connections.stats, socket_path=self.socket_path,
-            started_at=clock(), lost_events=lambda: self.spool.lost), clock=clock)
-        self.spool = SpoolReplayer(self.book, self.hooks.replay,
-                                   lambda reason: self.hooks.rejected(reason, from_spool=True))
+            watcher=self.watcher, pool=self.pool, review=self.review, library=self.library,
+            batches=self.batches, sync=self.sync, deliveries=self.hooks.deliveries,
+            connections=self.connections, spool=self.spool, socket_path=self.socket_path,
+            started_at=clock()), clock=clock)
+        self.report = Report(self.book, self.live, self.intents, self.ledger,
+                             status=self.status, clock=clock)
         self.handlers: dict[type, Callable[[Any], Awaitable[m.Reply]]] = {
             m.Hook: self.hooks.cmd_hook,
             m.Status: self.status.cmd_status,
@@ -142,11 +140,12 @@ class Daemon:
         }
 
     def _turns(self, layer: str, project_root: str | None) -> int:
+        """The promoter's turn counts: the book's (read when a lifecycle pass judges)."""
         return self.book.state.turns.of(layer, project_root)
 
-    def root_of(self, cwd: str | None) -> str | None:
-        """The project (main worktree) a session's cwd belongs to."""
-        return self.projects.root(cwd) if cwd else None
+    def _retention_s(self) -> float:
+        """How long the book keeps a finished session: the live config's (read at a prune)."""
+        return self.live.cfg.session_retention_days * 86_400
 
     # ---- startup and shutdown --------------------------------------------------------------
 
@@ -170,7 +169,8 @@ class Daemon:
         self.book.open()
         self.batches.load()
         self.sync.load()
-        self.library.due.update(self.book.state.turns.projects)  # counts for status from the start
+        for root in self.book.state.turns.projects:  # counts for status from the start
+            self.library.mark_due(root)
 
     def _tables(self) -> dict[str, dict]:
         # The watcher's tables change in worker threads; copy them only between scans (if a
@@ -232,6 +232,7 @@ class Daemon:
     # ---- background loops ------------------------------------------------------------------
 
     def start_background(self, tg) -> None:
+        tg.start_soon(self.events.run)
         tg.start_soon(self.persist_loop)
         tg.start_soon(self.sync_loop)
         tg.start_soon(self.witness_loop)

@@ -85,6 +85,16 @@ class JobBook(ABC):
         await self.record_jobs([job])
 
 
+def created_by(jobs: list[Job], eid: str, *, final_text: str | None, prompt_id: str | None
+               ) -> None:
+    """The jobs a hook event created carry its id; a Stop's threshold job the turn's final
+    text and prompt id. Journaled with the event's record (`Book.record_event`)."""
+    for job in jobs:
+        job.event_id = eid
+        if job.kind == "threshold" and final_text is not None:
+            job.final_text, job.prompt_id = final_text, prompt_id
+
+
 def _set_window(job: Job, packet: Packet) -> None:
     job.window_start, job.window_end = packet.watermark_from, packet.watermark_to
     job.wm_inode, job.wm_size = packet.inode, packet.size

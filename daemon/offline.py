@@ -124,7 +124,7 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     import msgspec
 
     from claude_autoharness.daemon import sessions as sm
-    from claude_autoharness.daemon.handlers.skills import Skills
+    from claude_autoharness.daemon.events import Events
     from claude_autoharness.daemon.intents import IntentQueue
     from claude_autoharness.daemon.live import Live, new_id
     from claude_autoharness.daemon.projects import ProjectSwitches
@@ -157,14 +157,10 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     with tempfile.TemporaryDirectory(prefix="ah-replay-") as tmp:
         queue = IntentQueue(os.path.join(tmp, "intents.jsonl"))
         queue.load()
-        skills = Skills(live, projects)
         counters = _NoCounters()
-        reflection = Reflection(counters, queue, live, skill_index=skills.skill_index,
-                                memory_index=skills.memory_index,
+        reflection = Reflection(counters, queue, live, ledger=counters,
                                 save_window=lambda job_id, text: None)
-        pool = ReflectorPool(book, counters, reflection,
-                             project_root=lambda cwd: projects.root(cwd) if cwd else None,
-                             queued=lambda: None)
+        pool = ReflectorPool(book, counters, reflection, projects=projects, events=Events())
 
         async def run_all() -> None:
             for job in jobs:
@@ -214,7 +210,7 @@ class _Book(JobBook):
 
 
 class _NoCounters:
-    """A dry run counts nothing."""
+    """A dry run counts nothing and records nothing in the ledger."""
 
     def job_finished(self, ok) -> None:
         pass
@@ -229,6 +225,12 @@ class _NoCounters:
         pass
 
     def refused(self, path, reason) -> None:
+        pass
+
+    def record_usage(self, **call) -> None:
+        pass
+
+    def record_calls(self, s) -> None:
         pass
 
 

@@ -133,6 +133,10 @@ class ProjectSwitches:
             r = self._roots[cwd] = project_root(cwd)
         return r
 
+    def root_of(self, cwd: str | None) -> str | None:
+        """The project (main worktree) a session's cwd belongs to; None without a cwd."""
+        return self.root(cwd) if cwd else None
+
     def root_enabled(self, root: str) -> bool:
         now = self.clock()
         cached = self._cache.get(root)

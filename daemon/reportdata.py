@@ -175,7 +175,7 @@ def library_days(history: list[dict], since: float, now: float) -> list[r.Librar
                 if in_period:
                     day.archived += 1
             else:
-                if action in ("create", "restore"):
+                if action in ("create", "restore", "adopt"):  # adopt: taken in from another home
                     live[target] = layer
                 if action in WRITE_ACTIONS and in_period:
                     day.landed += 1

@@ -7,7 +7,7 @@ decode is counted as rejected and moved to quarantine; the next one is processed
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -21,17 +21,21 @@ from claude_autoharness.protocol import spool as files
 
 log = structlog.get_logger("autoharness")
 
-HandleHook = Callable[[m.Hook], Awaitable[object]]
-Reject = Callable[[str], object]
 BATCH = 256  # records read, processed and fsynced together
 
 
+class HookHandler(Protocol):
+    async def replay(self, req: m.Hook) -> None:
+        """Process one spooled hook request."""
+
+    def rejected(self, reason: str, *, from_spool: bool = False) -> object:
+        """Count a record that is no hook request."""
+
+
 class SpoolReplayer:
-    def __init__(self, book: Book, handle: HandleHook, reject: Reject):
-        """`handle` processes one spooled hook request; `reject` counts an unreadable record."""
+    def __init__(self, book: Book, hooks: HookHandler):
         self.book = book
-        self.handle = handle
-        self.reject = reject
+        self.hooks = hooks
         self._lock = anyio.Lock()
         # events hooks could neither deliver nor spool, counted from their markers since the
         # start (each also logged): a loss is past, it is not part of the state
@@ -72,11 +76,11 @@ class SpoolReplayer:
             req, problem = _decode(data)
             if req is None:  # set aside, so it is not pending forever
                 self.book.event_received()
-                self.reject(problem)
+                self.hooks.rejected(problem, from_spool=True)
                 bad.append(name)
                 continue
             if isinstance(req, m.Hook):
-                await self.handle(req)
+                await self.hooks.replay(req)
             done.append(name)
         await self.book.sync()  # durable before deleted (a failure is in the book's health)
         await anyio.to_thread.run_sync(_clear, d, done, bad)

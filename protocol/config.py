@@ -32,6 +32,7 @@ class CaptureConfig(_Section):
     max_record_bytes: int = 4_000
     max_window_bytes: int = 200_000
     max_summary_bytes: int = 32_000
+    max_tool_bytes: int = 1_500
     digest_exchanges: int = 20
     digest_max_chars: int = 200
     digest_max_bytes: int = 20_000
@@ -171,6 +172,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "capture.max_record_bytes": (1, 64 * MiB),
     "capture.max_window_bytes": (1, 64 * MiB),
     "capture.max_summary_bytes": (1, 64 * MiB),
+    "capture.max_tool_bytes": (1, 64 * MiB),
     "capture.digest_exchanges": (0, 10_000),
     "capture.digest_max_chars": (1, 1 * MiB),
     "capture.digest_max_bytes": (1, 64 * MiB),

@@ -93,6 +93,8 @@ def learned_words(x: Learned | None) -> str:
                        if v)
     out = f"learned by {who}" + (f" from {frm}" if frm else "")
     out += f", {when(x.at)}" if x.at else ""
-    if not x.here:
+    if x.adopted_at:
+        out += f" in another home (managed here since {when(x.adopted_at)})"
+    elif not x.here:
         out += " (in another home: not managed here)"
     return out

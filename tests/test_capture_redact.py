@@ -16,6 +16,8 @@ from claude_autoharness.daemon.capture.redact import (
 )
 from claude_autoharness.protocol.config import RedactionConfig
 from conftest import REAL
+from redact_blind_formats import FORMATS as BLIND_FORMATS
+from redact_blind_formats import Gen
 from redact_corpus import FORMATS
 
 # provider formats with a fixed prefix: a token of each from the corpus generator, as rule kind
@@ -48,6 +50,12 @@ _LITERAL = {  # formats the corpus does not generate
     "prefect_key": "pnu_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6",
     "onepassword_token": "ops_eyJ" + "hbGciOiJFUzI1NiIsImtpZCI6" * 5,
 }
+_BY_BLIND = {  # rule kind -> formats of the blind set (tests/redact_blind_formats.py)
+    "firebase_key": ["firebase-fcm-server-key"], "artifactory_token": ["artifactory"],
+    "twitter_token": ["twitter-bearer"], "dropbox_token": ["dropbox"],
+    "api_token": ["adafruit-io", "alibaba", "typeform", "bitbucket-app-password", "resend",
+                  "elevenlabs", "clojars", "flutterwave", "hubspot-private-app", "braintree"],
+}
 
 
 def _provider_rows() -> dict:
@@ -56,6 +64,9 @@ def _provider_rows() -> dict:
     by_name = {f.name: f for f in FORMATS}
     rows = {kind: ([by_name[name].make(rng)], []) for kind, name in _BY_FORMAT.items()}
     rows.update({kind: ([tok], []) for kind, tok in _LITERAL.items()})
+    blind, g = {f.name: f for f in BLIND_FORMATS}, Gen(random.Random(3))
+    rows.update({kind: (["".join(blind[n].make(g)) for n in names], [])
+                 for kind, names in _BY_BLIND.items()})
     for kind, (pos, _neg) in rows.items():
         pos.append(f"export X={pos[0]}")
         if kind == "mailchimp_key":
@@ -71,6 +82,25 @@ SESSION = "55604662-cf2a-4331-851a-ec234028f8ca"
 
 # kind -> (texts that must be caught, texts that must be left alone)
 TABLE = _provider_rows() | {
+    "named_secret": (
+        ["aws configure set twilio_auth_token 324cc06de146562476c9262254909e9a",
+         "The DD_API_KEY for staging is d6ac0779d8b57c2af162718e5ff6fd54 (rotate it).",
+         "<add key=\"AZURE_DEVOPS_EXT_PAT\" value=\"ez6p2mvlczlq4mmukrmesldyjfi42fsd7gznvtmf\" />",
+         "heroku config:get STRIPE_WEBHOOK_SECRET -> wJa7rXUtnF3MI0K7MDiNGx"],
+        ["primary_key 3f2a9c1d5e7b8a0f4c6d2e1b9a8c7d6e", "the session_token is " + SESSION,
+         "next_page_token CAUQAA-dGhpcyBpcyBhIGN1cnNvcg", "api_key is required (see setup_guide_v2)",
+         "public_key ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG9vbGxhcmdlcmtleWJvZHk0"],
+    ),
+    "session_cookie": (
+        ["Cookie: theme=dark; sessionid=qw03pdoqoomoyhoaync6bfmst2m5rl7m",
+         "Set-Cookie: _shop_session=Xk3pQ9vL2mN8rT5wZ1yB4cF7hJ0; Path=/"],
+        [json.dumps({"sessionId": SESSION}), "session_id=" + SESSION, "sessionid=abc"],
+    ),
+    "auth_header": (
+        ["Authorization: SSWS 00GRTqXEwy44By0OS_f8GuuxaU1Mt8lmy4OhN7yJNj",
+         "{'Authorization': 'Digest 9f86d081884c7d659a2feaea0c55ad01'}"],
+        ["Authorization: Bearer $TOKEN", "authorization = request.headers.get('Authorization')"],
+    ),
     "private_key": (
         ["-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx4fz\nQ2Vk=\n-----END RSA PRIVATE KEY-----",
          "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA",  # clipped: no END

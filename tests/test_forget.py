@@ -101,8 +101,8 @@ def test_forget_any_version_in_either_layer_but_never_a_hand_written_skill(home)
 def test_who_learned_what_is_shown_here_and_in_another_home(home, monkeypatch):
     """`skills show` and the report say who learned a skill, when and from which session.
     The same project skill seen from another home (a teammate's clone: another state dir) is
-    not hand-written there: it is listed as learned elsewhere, with the same attribution, and
-    that home's autoharness does not change it."""
+    not hand-written there: that home takes it in as a learned skill of its own, with the
+    same attribution and when it was taken in, and its verbs act on it."""
     project = home["tmp"] / "proj"
     project.mkdir()
     ensure_private_dir(paths.state_dir())
@@ -127,17 +127,15 @@ def test_who_learned_what_is_shown_here_and_in_another_home(home, monkeypatch):
     ensure_private_dir(paths.state_dir())
     [info] = [i for i in Promoter(PromoterConfig()).list_skills(str(project))
               if i.name == "migrate-first"]
-    assert (info.owner, info.stage) == ("elsewhere", "not managed here")
-    assert info.learned is not None and not info.learned.here
+    assert info.owner == "autoharness"
+    assert info.learned is not None and not info.learned.here and info.learned.adopted_at
     assert info.learned.session == "sess-alice"
     d = Daemon(teammate)
     try:
         r = ctl("skills", "show", "migrate-first", "--project", str(project))
-        assert "(in another home: not managed here)" in r.stdout
-        for verb in ("forget", "revert"):
-            r = ctl("skills", verb, "migrate-first", "--project", str(project))
-            assert r.returncode == 1 and "not_owned" in r.stdout
-            assert "learned by autoharness in another home: it is not managed here" in r.stdout
-        assert (project / ".claude" / "skills" / "migrate-first" / "SKILL.md").is_file()
+        assert "in another home (managed here since " in r.stdout
+        r = ctl("skills", "forget", "migrate-first", "--project", str(project))
+        assert r.returncode == 0 and r.stdout.startswith("forgot migrate-first:"), r.stdout
+        assert not (project / ".claude" / "skills" / "migrate-first" / "SKILL.md").exists()
     finally:
         d.stop()

@@ -252,18 +252,22 @@ def _ship_provenance(env, name: str, prov_landings: list[dict] | None = None) ->
 def test_repository_shipped_provenance_does_not_make_a_skill_owned(env, action, kw):
     """A repository can ship `.claude/skills/x/.autoharness/provenance.json` with the
     predictable target and a matching SKILL.md hash; autoharness never landed it, so its
-    state dir has no landing record: the skill is not owned, every change is rejected
-    not_owned with zero writes, and revert is refused. Such a file cannot be told from a
-    teammate's committed provenance, so the skill is listed as learned in another home
-    (`elsewhere`, not managed here), never as autoharness's own."""
+    state dir has no landing record: the skill is not owned, and every change is rejected
+    not_owned with zero writes. Such a file cannot be told from a teammate's committed
+    provenance, so listing the library takes it in as learned in another home (attributed to
+    that home, managed here from then on), writing nothing in the tree; this home has no
+    version before the one it took in to revert to."""
     d = _ship_provenance(env, "shipped")
     assert skilltree.read_provenance(d) is not None
     assert not observe.is_owned(d)
     assert_rejected_without_writes(env, intent(action, "shipped", **kw), "not_owned")
+    before = tree_digest(*env["trees"])
     info = {s.name: s for s in env["pr"].list_skills(str(env["proj"]))}["shipped"]
-    assert (info.owner, info.stage) == ("elsewhere", "not managed here")
-    assert info.learned is not None and not info.learned.here
-    assert env["pr"].revert("shipped", project_root=str(env["proj"])).status == "rejected"
+    assert tree_digest(*env["trees"]) == before
+    assert info.owner == "autoharness" and info.learned is not None
+    assert not info.learned.here and info.learned.adopted_at is not None
+    out = env["pr"].revert("shipped", project_root=str(env["proj"]))
+    assert out.status == "rejected" and out.findings[0].code == "no_version"
 
 
 def test_replanted_provenance_of_an_archived_skill_is_not_owned(env):

@@ -8,6 +8,7 @@ description lengths after Claude Code's cut.
 """
 
 import json
+import subprocess
 import time
 
 from listing_support import hand_written, words
@@ -159,3 +160,82 @@ def learned_as(monkeypatch, box, name: str, description: str) -> None:
     monkeypatch.setenv("AUTOHARNESS_HOME", str(box.ah))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(box.claude))
     seed(box.project, name, description, BODY)
+
+
+def plugin(root, name: str, skills: dict[str, str], commands: dict[str, str]) -> None:
+    """A plugin dir: its manifest, `skills/DIR/SKILL.md` and `commands/REL.md` files."""
+    (root / ".claude-plugin").mkdir(parents=True)
+    (root / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": name,
+                                                                      "version": "1.0.0"}))
+    for rel, text in {**{f"skills/{d}/SKILL.md": t for d, t in skills.items()},
+                      **{f"commands/{c}.md": t for c, t in commands.items()}}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_enabled_plugins_skills_and_commands_are_predicted(sandbox, model, monkeypatch):
+    """Plugins installed by the CLI itself (a local marketplace; one for the user, one for
+    this project, one enabled then turned off by the project's settings, one installed but
+    never enabled) list their commands, then their skills, as `plugin:NAME`, after the user's
+    and the project's own, only with a description of their own, cut like any other and
+    ranked in the same budget: the prediction names the same entries, with the same ones by
+    name only, and still counts only autoharness's skills as learned. A skill whose
+    frontmatter `name` differs from its directory is listed as `dir (name)`."""
+    box = sandbox()
+    market = box.root / "market"
+    fm = "---\ndescription: {}\n---\nDo it.\n"
+    plugin(market / "tools", "tools", {
+        "lint-first": fm.format(words("tools-lint", 400)),
+        "renamed-dir": "---\nname: fmt-code\ndescription: Format the code.\nwhen_to_use: "
+                       "before a commit\n---\nDo it.\n",
+        "quiet": "---\ndescription: Never listed.\ndisable-model-invocation: true\n---\nx\n",
+        "no-description": "---\nname: no-description\n---\nNot listed without one.\n",
+        "long": fm.format(words("tools-long", 1700))},
+        {"release": fm.format(words("tools-release", 300)), "ops/rollback": fm.format("Roll back."),
+         "plain": "A plugin command without a description is not listed.\n"})
+    plugin(market / "team", "team", {"review-notes": fm.format(words("team-review", 600))},
+           {"standup": fm.format("Write the standup notes.")})
+    for off in ("muted", "unused"):
+        plugin(market / off, off, {"gone": fm.format(f"{off} is never listed.")}, {})
+    (market / ".claude-plugin").mkdir()
+    (market / ".claude-plugin" / "marketplace.json").write_text(json.dumps({
+        "name": "local", "owner": {"name": "test"},
+        "plugins": [{"name": n, "source": f"./{n}", "description": n}
+                    for n in ("tools", "team", "muted", "unused")]}))
+    claude = [("plugin", "marketplace", "add", str(market)), ("plugin", "install", "tools@local"),
+              ("plugin", "install", "muted@local"), ("plugin", "install", "unused@local"),
+              ("plugin", "install", "team@local", "--scope", "project")]
+    for args in claude:
+        r = subprocess.run([box.cli, *args], cwd=box.project, env=box.env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+    settings = box.claude / "settings.json"
+    data = json.loads(settings.read_text())
+    data["enabledPlugins"].pop("unused@local")
+    settings.write_text(json.dumps(data))
+    local = box.project / ".claude" / "settings.local.json"
+    local.write_text(json.dumps({"enabledPlugins": {"muted@local": False}}))
+    hand_written(box.claude / "skills", "user-own", words("user-own", 300))
+    renamed = box.claude / "skills" / "own-dir"  # its frontmatter names it otherwise
+    renamed.mkdir()
+    (renamed / "SKILL.md").write_text("---\nname: own-name\ndescription: Mine.\n---\nx\n")
+    (box.project / ".claude" / "commands").mkdir(parents=True)
+    (box.project / ".claude" / "commands" / "ship.md").write_text(fm.format("Ship it."))
+    for i in range(3):
+        learned(monkeypatch, box, f"learned-{i}", "project", 240)
+    used(box, {"tools:long": (9, 0.0)})  # ranked by its `plugin:NAME`
+    want = check(box, model, *MODEL_200K)
+    names = [ln["name"] for ln in want["lines"]]
+    ours = [n for n in names if n.startswith(("tools:", "team:"))]
+    assert ours == ["tools:ops:rollback", "tools:release", "team:standup", "tools:lint-first",
+                    "tools:long", "tools:renamed-dir (tools:fmt-code)", "team:review-notes"]
+    assert names.index("ship") < names.index("tools:ops:rollback")
+    assert "own-dir (own-name)" in names
+    assert not any(n.startswith(("muted:", "unused:")) for n in names)
+    lines = {ln["name"]: ln for ln in want["lines"]}
+    assert lines["tools:long"]["full"] and lines["tools:long"]["desc_chars"] == 1536
+    assert {lines[n]["layer"] for n in ours} == {"plugin"}
+    assert want["chars"] > want["budget"] == 8000
+    assert want["autoharness"] == 3  # the plugins' skills are not counted as learned
+    assert want["autoharness_name_only"] == ["learned-0", "learned-1", "learned-2"]
+    assert "3 learned skills never used are shown by name only" in want["text"]

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from claude_autoharness.daemon import sessions as sm
+from claude_autoharness.daemon.events import Events, IntentsQueued, JobDone
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.listener import Connections, accept_loop
 from claude_autoharness.daemon.live import Live
@@ -82,30 +83,51 @@ class NoIntents:
         return False
 
 
-def make_pool(book, counters, cfg: Config | None = None, queued=None):
+class ListLedger:
+    def __init__(self):
+        self.usage = []
+
+    def record_usage(self, **call):
+        self.usage.append(call)
+
+    def record_calls(self, s):
+        pass
+
+
+class SameDir:
+    """Every cwd is its own project."""
+
+    def root_of(self, cwd):
+        return cwd
+
+
+def make_pool(book, counters, cfg: Config | None = None, events: Events | None = None):
     reflection = Reflection(counters, NoIntents(), Live.build(cfg or Config()),
-                            skill_index=lambda root: [], clock=lambda: 1_000.0)
-    return ReflectorPool(book, counters, reflection, project_root=lambda cwd: cwd,
-                         queued=queued or (lambda: None), clock=lambda: 1_000.0)
+                            ledger=ListLedger(), clock=lambda: 1_000.0)
+    return ReflectorPool(book, counters, reflection, projects=SameDir(),
+                         events=events or Events(), clock=lambda: 1_000.0)
 
 
 @pytest.mark.anyio
 async def test_pool_finishes_a_job_with_nothing_new_without_the_model(home):
     """A job whose window is empty is done without a backend: recorded running then done,
-    the session's watermark moved in the same record, counted as finished, promoter woken."""
+    the session's watermark moved in the same record, counted as finished, and its `JobDone`
+    delivered once the job is journaled done."""
     transcript = home["claude"] / "projects" / "-p" / "t.jsonl"
     transcript.parent.mkdir()
     transcript.write_bytes(b"")
     session = sm.Session(session_id="s1", transcript_path=str(transcript))
     job = sm.Job(id="j1", session_id="s1", kind="threshold", created_at=1.0,
                  transcript_path=str(transcript))
-    book, counters, woken = MemoryBook([job], [session]), MemoryCounters(), []
-    await make_pool(book, counters, queued=lambda: woken.append(1)).run_job(job)
+    book, counters, woken, events = MemoryBook([job], [session]), MemoryCounters(), [], Events()
+    events.subscribe(JobDone, lambda e: woken.append((e.job_id, book.recorded[-1][1])))
+    await make_pool(book, counters, events=events).run_job(job)
+    await events.deliver()
     assert [(j, s) for j, s, _ in book.recorded] == [("j1", "running"), ("j1", "running"),
                                                      ("j1", "done")]
     assert book.recorded[-1][2] == 0 and job.window_end == 0
     assert counters.finished == [True] and counters.packets == 1
-    assert woken == [1]
+    assert woken == [("j1", "done")]
 
 
 @pytest.mark.anyio
@@ -230,8 +252,8 @@ class KeptIntents:
 
 @pytest.mark.anyio
 async def test_batch_runner_runs_on_the_shared_reflection_without_a_daemon(home):
-    """The batch runner sees only a `Reflection` (over in-memory counters and queue) and two
-    callables: a transcript is cut into one item, sent through the real SDK to the fake
+    """The batch runner sees only a `Reflection` (over in-memory counters, queue and ledger),
+    the projects and the events: a transcript is cut into one item, sent through the real SDK to the fake
     Batches endpoints, its reply taken in with the window that was sent, its tokens charged
     to today and recorded in the ledger once (at the batch price), and the promoter woken."""
     from claude_autoharness.daemon.reflect.batches import BatchRunner
@@ -250,11 +272,11 @@ async def test_batch_runner_runs_on_the_shared_reflection_without_a_daemon(home)
         fake.route = lambda params: tool_reply({"proposals": [proposal]}, usage=usage)
         cfg = Config(reflector=ReflectorConfig(api_key="sk-ant-test", base_url=fake.base_url,
                                                batch_poll_s=0.05, batch_poll_max_s=0.2))
-        counters, intents, ledger, woken = MemoryCounters(), KeptIntents(), [], []
-        reflection = Reflection(counters, intents, Live.build(cfg), skill_index=lambda root: [],
-                                record_usage=lambda **call: ledger.append(call))
-        runner = BatchRunner(reflection, project_root=lambda cwd: cwd,
-                             queued=lambda: woken.append(1))
+        counters, intents, ledger, woken = MemoryCounters(), KeptIntents(), ListLedger(), []
+        events = Events()
+        events.subscribe(IntentsQueued, lambda e: woken.append(e.source))
+        reflection = Reflection(counters, intents, Live.build(cfg), ledger=ledger)
+        runner = BatchRunner(reflection, projects=SameDir(), events=events)
         runner.load()
         sent = await runner.command("submit", [str(transcript)], None)
         assert (sent.items, sent.skipped, sent.missing) == (1, 0, [])
@@ -268,9 +290,10 @@ async def test_batch_runner_runs_on_the_shared_reflection_without_a_daemon(home)
     assert (source, raw, root) == ("reflector", [proposal], str(project))
     assert rule in window and len(fake.batch_creates) == 1
     assert counters.tokens == {today(runner.clock()): 42}
-    assert [(c["job"], c["kind"], c["batch"], c["usage"]["input_tokens"]) for c in ledger] == [
-        (job_id, "batch", True, 40)]
-    assert woken == [1]
+    assert [(c["job"], c["kind"], c["batch"], c["usage"]["input_tokens"])
+            for c in ledger.usage] == [(job_id, "batch", True, 40)]
+    await events.deliver()
+    assert woken == ["batch"]
 
 
 def test_the_daemon_wires_each_part_once_at_construction():
@@ -289,3 +312,37 @@ def test_the_daemon_wires_each_part_once_at_construction():
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)
             and isinstance(t.value.value, ast.Name) and t.value.value.id == "self"]
     assert late == []
+
+
+def test_nothing_outside_the_daemon_assigns_to_it_or_its_parts():
+    """No module of the package sets a field of a built `Daemon` or of one of its parts
+    (`daemon.part.field = ...`): what a part needs is given at construction, the connection
+    cap included, which status then shows as given."""
+    import ast
+    from pathlib import Path
+
+    import claude_autoharness.daemon as pkg
+    from claude_autoharness.daemon.core import Daemon
+    from claude_autoharness.protocol.config import Config
+
+    late = []
+    for path in sorted(Path(pkg.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                ast.AsyncFunctionDef))):
+            held = {a.arg for a in fn.args.args + fn.args.kwonlyargs
+                    if a.annotation is not None and "Daemon" in ast.unparse(a.annotation)}
+            held |= {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                     and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "Daemon"
+                     for t in n.targets if isinstance(t, ast.Name)}
+            for n in ast.walk(fn):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target] \
+                    if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+                for t in targets:
+                    root = t
+                    while isinstance(root, (ast.Attribute, ast.Subscript)):
+                        root = root.value
+                    if t is not root and isinstance(root, ast.Name) and root.id in held:
+                        late.append(f"{path.name}: {ast.unparse(t)}")
+    assert late == []
+    assert Daemon(Config(), connection_cap=3).connections.stats()["cap"] == 3

@@ -70,27 +70,36 @@ def _level(sizes: list[int], room: int) -> int:
     return max(sizes, default=0)
 
 
-def fit(record: dict, limit: int) -> tuple[bytes, bool]:
-    """The record encoded as one JSON line of at most `limit` bytes (newline included), and
-    whether anything was clipped. Strings longer than a common level keep their beginning and
-    end (replaced in place: pass a record of your own); a record that still cannot fit
-    (thousands of tiny strings) is clipped raw."""
-    line = _encode(record) + b"\n"
-    if len(line) <= limit:
-        return line, False
+def squeeze(node: dict | list, limit: int) -> bool:
+    """Cut the middle of the longest strings under `node`, in place, until it encodes to at
+    most `limit` bytes; whether anything was cut. Strings longer than a common level keep
+    their beginning and end around a marker; shorter ones stay whole. False with `node`
+    unchanged when it fits already; it may still not fit after (thousands of tiny strings)."""
+    size = len(_encode(node))
+    if size <= limit:
+        return False
     slots: list = []
-    _strings(record, slots)
+    _strings(node, slots)
     sizes = [len(_encode(c[k])) for c, k in slots]
-    fixed = len(line) - sum(sizes)
-    room = limit - fixed - len(slots) * len(MARK) - 16
+    room = limit - (size - sum(sizes)) - len(slots) * len(MARK) - 16
     original = [c[k] for c, k in slots]
     for shrink in (1.0, 0.8, 0.6, 0.4, 0.2, 0.0):
         cap = int(_level(sizes, max(0, room)) * shrink)
-        for (c, k), s, size in zip(slots, original, sizes, strict=True):
-            c[k] = clip_text(s, max(0, cap * len(s) // size)) if size > cap else s
-        line = _encode(record) + b"\n"
-        if len(line) <= limit:
-            return line, True
+        for (c, k), s, n in zip(slots, original, sizes, strict=True):
+            c[k] = clip_text(s, max(0, cap * len(s) // n)) if n > cap else s
+        if len(_encode(node)) <= limit:
+            break
+    return True
+
+
+def fit(record: dict, limit: int) -> tuple[bytes, bool]:
+    """The record encoded as one JSON line of at most `limit` bytes (newline included), and
+    whether anything was clipped (`squeeze`: replaced in place, so pass a record of your own);
+    a record that still cannot fit (thousands of tiny strings) is clipped raw."""
+    clipped = squeeze(record, limit - 1)
+    line = _encode(record) + b"\n"
+    if len(line) <= limit:
+        return line, clipped
     return clip_raw(line, line[-limit:], len(line), limit), True
 
 

@@ -52,6 +52,7 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
                      max_record_bytes=capture_cfg.max_record_bytes,
                      max_window_bytes=capture_cfg.max_window_bytes,
                      max_summary_bytes=capture_cfg.max_summary_bytes,
+                     max_tool_bytes=capture_cfg.max_tool_bytes,
                      expect_inode=expect_inode, expect_size=expect_size,
                      record_types=WORK_TYPES, slim=True, roots=roots, reflected=reflected,
                      extra=final_record(final_text) if final_text else None)

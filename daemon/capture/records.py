@@ -4,9 +4,9 @@ A transcript record carries the work (its type and role, the message text, tool_
 inputs, tool results, thinking text, summaries) beside bookkeeping and second copies (ids and
 parent ids, timestamps, usage, model and request ids, version, cwd, git branch, slug,
 signatures, `toolUseResult` with its `originalFile`, ...). `slim` keeps the first and leaves out
-the second. The lists below are the one place that says which is which (docs/privacy.md shows
-them): they are allow-lists, so a key a later Claude Code adds is left out until it is
-named here.
+the second (a message's `role` too where it repeats the record's `type`). The lists below are
+the one place that says which is which (docs/privacy.md shows them): they are allow-lists, so
+a key a later Claude Code adds is left out until it is named here.
 
 `slim` also decides which records are work at all, beyond their top-level type: a `system`
 record only for the subtypes in `WORK_SUBTYPES`, an `attachment` only for a prompt the user
@@ -23,7 +23,7 @@ RECORD_KEYS = ("type", "subtype", "message", "content", "summary", "attachment")
 FLAG_KEYS = ("isSidechain", "isMeta", "isCompactSummary")
 # keys of `message`, of each content block (nested tool_result content too; `is_error` only
 # when true), of an attachment
-MESSAGE_KEYS = ("role", "content")
+MESSAGE_KEYS = ("role", "content")  # `role` only where it is not the record's type
 BLOCK_KEYS = ("type", "text", "thinking", "name", "input", "content", "is_error")
 ATTACHMENT_KEYS = ("type", "prompt")
 # The record types that can carry work; any other type is bookkeeping, left out by its type
@@ -36,6 +36,11 @@ WORK_TYPES = frozenset({"user", "assistant", "system", "summary", "attachment"})
 WORK_SUBTYPES = frozenset({"compact_boundary", "local_command", "scheduled_task_fire"})
 # attachment types that carry work: a prompt the user typed while the agent worked
 WORK_ATTACHMENTS = frozenset({"queued_command"})
+# tools whose input is the agent's own words (a plan, questions for the user, a subagent's
+# brief): their calls are bounded like text, not like tool inputs
+WORD_TOOLS = frozenset({"ExitPlanMode", "AskUserQuestion", "Task", "Agent"})
+
+
 def _blocks(content: Any) -> Any:
     """Content (a string or a list of blocks) with each block reduced to `BLOCK_KEYS`."""
     if not isinstance(content, list):
@@ -77,8 +82,9 @@ def slim(record: dict) -> dict:
         if record.get(flag) is True:
             out[flag] = True
     msg = out.get("message")
-    if isinstance(msg, dict):
-        out["message"] = {k: msg[k] for k in MESSAGE_KEYS if k in msg}
+    if isinstance(msg, dict):  # a role that is the record's type is a second copy of it
+        out["message"] = {k: msg[k] for k in MESSAGE_KEYS
+                          if k in msg and not (k == "role" and msg[k] == record.get("type"))}
         if "content" in out["message"]:
             out["message"]["content"] = _blocks(out["message"]["content"])
     att = out.get("attachment")
@@ -89,6 +95,19 @@ def slim(record: dict) -> dict:
     if isinstance(out.get("content"), list):
         out["content"] = _blocks(out["content"])
     return out
+
+
+def tool_blocks(record: dict) -> list[dict]:
+    """The `tool_use` and `tool_result` blocks of a record's message, the parts bounded tighter
+    than its text. Not among them, so bounded like text: a call of a tool in `WORD_TOOLS` and
+    a result that is an error (a failure is where a lesson most often starts)."""
+    msg = record.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and (
+        (b.get("type") == "tool_use" and b.get("name") not in WORD_TOOLS)
+        or (b.get("type") == "tool_result" and b.get("is_error") is not True))]
 
 
 def is_compact_summary(record: dict) -> bool:

@@ -183,7 +183,8 @@ def pem_lines(s: str) -> bool:
 
 _PLACEHOLDER_VALUE = re.compile(
     r"(?i)^(?:(?:your|my|the)[-_ ].*|.*(?:x{6,}|\*{4,}|\.\.\.|\xe2\x80\xa6|<[^>]*>|changeme|change[-_]me|"
-    r"replace[-_]?me|placeholder|dummy|redacted|not[-_]a[-_]real|fake[-_](?:key|token|secret)).*"
+    r"replace[-_]?me|placeholder|dummy|redacted|not[-_]a[-_]real|fake[-_](?:key|token|secret)|"
+    r"abcdefghijklmnopqrstuvwxyz).*"
     r"|(?:pass(?:word)?|secret|token|test|admin|root|pw|pwd|foo|bar|none|null)[0-9]{0,3})$")
 
 
@@ -195,6 +196,26 @@ def not_placeholder(s: str) -> bool:
     return not _PLACEHOLDER_VALUE.match(value) and len(set(value)) > 1
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+_KEY_HEX = re.compile(r"[0-9a-f]{32,}|[0-9A-F]{32,}")
+_BASE36 = re.compile(r"[a-z0-9]{20,}")
+
+
+def named_value(s: str) -> bool:
+    """A value next to a credential's name (not assigned to it) that is one: generated-looking,
+    or hex or lowercase base32/base36 of key length (`DD_API_KEY` 32 hex, an Azure DevOps PAT);
+    not a UUID (ids go by such names), a path, an SSH blob or a placeholder."""
+    v = s.rstrip("=")
+    if len(v) < 16 or _UUID.fullmatch(v) or v.startswith(("/", ".", "~", "AAAA")) \
+            or v.count("/") >= 2 or not not_placeholder(v):
+        return False
+    if looks_random(v) or _KEY_HEX.fullmatch(v):
+        return True
+    digits = sum(c.isdigit() for c in v)
+    return bool(_BASE36.fullmatch(v)) and len(v) <= 10 * digits <= 8 * len(v) \
+        and len(set(v)) >= min(16, len(v) // 2)
+
+
 CHECKS: dict[str, Callable[[str], bool]] = {
     "luhn_card": _card_ok,
     "ssn": _ssn_ok,
@@ -204,5 +225,5 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "b64_private_key": b64_private_key,
     "pem_lines": pem_lines,
     "not_placeholder": not_placeholder,
-    "random_not_placeholder": lambda s: looks_random(s) and not_placeholder(s),
+    "named_value": named_value,
 }

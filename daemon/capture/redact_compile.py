@@ -96,6 +96,68 @@ def _groupindex(rx) -> dict[str, int]:
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in rx.groupindex.items()}
 
 
+def _literal_needles(d: dict, hay: int) -> list[bytes]:
+    raw = d.get("needles", ())
+    if isinstance(raw, str):  # config values are strings: one needle, or a,b,c
+        raw = raw.split(",")
+    out = []
+    for n in raw:
+        n = str(n).encode("utf-8")
+        if hay == LOWER:
+            n = n.lower()
+        elif hay == SHAPE:
+            n = n.translate(SHAPE_TABLE)
+        if n:
+            out.append(n)
+    return out
+
+
+def _needles(kind: str, d: dict, user: bool) -> tuple[int, list[bytes], int]:
+    """(hay, needles, run) of a rule: literal needles as the hay reads them, a `run` of base64
+    characters, or a `needle_pattern`."""
+    run = int(d.get("run", 0))
+    if run:
+        if not 16 <= run <= 256:
+            raise ValueError(f"redaction rule {kind!r}: run must be between 16 and 256")
+        return RUNS, [b"a" * run], run
+    if d.get("needle_pattern"):
+        if user:
+            raise ValueError(f"redaction rule {kind!r}: needle_pattern is not for config rules; "
+                             "give needles (literal strings) instead")
+        return PATTERN, [str(d["needle_pattern"]).encode()], 0
+    hay = SHAPE if flag(d.get("shape")) else LOWER if flag(d.get("ci")) else TEXT
+    return hay, _literal_needles(d, hay), 0
+
+
+def _back(kind: str, d: dict, pattern: bytes, needles: list[bytes], user: bool):
+    """(near, back_set): how a match may start before its needle (see `Rule`)."""
+    if d.get("back_chars"):
+        try:
+            chars = re.compile(b"[" + str(d["back_chars"]).encode() + b"]")
+        except re.error as e:
+            raise ValueError(f"redaction rule {kind!r}: bad back_chars: {e}") from None
+        return None, bytes(c for c in range(256) if chars.match(bytes([c])))
+    back = int(d.get("back", 0))
+    if back > 0 and needles:
+        return _compile(kind, b"(?s:.{0,%d}?)(?P<%s>" % (back, AT.encode()) + scoped(pattern)
+                        + b")", user), None
+    return None, None
+
+
+def _checked(kind: str, d: dict, groups: dict[str, int]) -> tuple[str, str | None, str | None]:
+    """(class, check, group name) of a rule, each validated."""
+    cls = d.get("class", "secret")
+    if cls not in ("secret", "pii", "public"):
+        raise ValueError(f"redaction rule {kind!r}: class must be 'secret', 'pii' or 'public'")
+    check = d.get("check")
+    if check is not None and check not in CHECKS:
+        raise ValueError(f"redaction rule {kind!r}: unknown check {check!r}")
+    name = d.get("group")
+    if name is not None and name not in groups:
+        raise ValueError(f"redaction rule {kind!r}: pattern has no group {name!r}")
+    return cls, check, name
+
+
 def compile_rule(d: dict, *, user: bool = False) -> Rule:
     """One rule from its data; raises ValueError naming the rule when it is invalid.
 
@@ -110,52 +172,12 @@ def compile_rule(d: dict, *, user: bool = False) -> Rule:
         rx = _compile(kind, pattern, user)
     except (KeyError, re.error, TypeError) as e:
         raise ValueError(f"redaction rule {kind!r}: bad pattern: {e}") from None
-    cls = d.get("class", "secret")
-    if cls not in ("secret", "pii", "public"):
-        raise ValueError(f"redaction rule {kind!r}: class must be 'secret', 'pii' or 'public'")
-    check = d.get("check")
-    if check is not None and check not in CHECKS:
-        raise ValueError(f"redaction rule {kind!r}: unknown check {check!r}")
     groups = _groupindex(rx)
-    name = d.get("group")
-    if name is not None and name not in groups:
-        raise ValueError(f"redaction rule {kind!r}: pattern has no group {name!r}")
-    hay = SHAPE if flag(d.get("shape")) else LOWER if flag(d.get("ci")) else TEXT
-    run = int(d.get("run", 0))
-    if run and not 16 <= run <= 256:
-        raise ValueError(f"redaction rule {kind!r}: run must be between 16 and 256")
-    raw_needles = () if run else d.get("needles", ())
-    if isinstance(raw_needles, str):  # config values are strings: one needle, or a,b,c
-        raw_needles = raw_needles.split(",")
-    needles = []
-    for n in raw_needles:
-        n = str(n).encode("utf-8")
-        if hay == LOWER:
-            n = n.lower()
-        elif hay == SHAPE:
-            n = n.translate(SHAPE_TABLE)
-        if n:
-            needles.append(n)
-    if run:
-        hay, needles = RUNS, [b"a" * run]
-    elif d.get("needle_pattern"):
-        if user:
-            raise ValueError(f"redaction rule {kind!r}: needle_pattern is not for config rules; "
-                             "give needles (literal strings) instead")
-        hay, needles = PATTERN, [str(d["needle_pattern"]).encode()]
-    back = int(d.get("back", 0))
-    near = back_set = None
-    if d.get("back_chars"):
-        try:
-            chars = re.compile(b"[" + str(d["back_chars"]).encode() + b"]")
-        except re.error as e:
-            raise ValueError(f"redaction rule {kind!r}: bad back_chars: {e}") from None
-        back_set = bytes(c for c in range(256) if chars.match(bytes([c])))
-    elif back > 0 and needles:
-        near = _compile(kind, b"(?s:.{0,%d}?)(?P<%s>" % (back, AT.encode()) + scoped(pattern)
-                        + b")", user)
+    cls, check, name = _checked(kind, d, groups)
+    hay, needles, run = _needles(kind, d, user)
+    near, back_set = _back(kind, d, pattern, needles, user)
     return Rule(kind=kind, cls=cls, rx=rx, near=near, back_set=back_set, needles=tuple(needles),
-                hay=hay, run=run, back=back, span=int(d.get("span", 512)),
+                hay=hay, run=run, back=int(d.get("back", 0)), span=int(d.get("span", 512)),
                 group=groups[name] if name else 0,
                 group2=groups.get(f"{name}2") if name else None,
                 check=CHECKS[check] if check else None, wrap=flag(d.get("wrap")), user=user,

@@ -5,7 +5,8 @@
    start before its needle walks back over `back_chars`, or matches once after a bounded lazy
    prefix), never a search running on to the end of its span;
 2. a `wrap` rule whose token runs into a line break is matched again on a copy with the breaks
-   inside tokens taken out (`redact_views.joined`), and its span mapped back;
+   inside tokens taken out (`redact_views.joined`: from the needle, or from the start of the
+   value a match stopped at the break), and its span mapped back;
 3. URL-encoded runs and base64 blobs that encode text are decoded and the rules run on what
    they say (one level deep); a finding there replaces the encoded run it came from;
 4. matches are validated (`check`), filtered by the allow list, moved off the inside of JSON
@@ -134,10 +135,11 @@ class Engine:
             return False
         return self._allow is None or self._allow.search(whole) is None
 
-    def _wrapped(self, rule: Rule, data: bytes, at: int, needle_len: int):
-        """The rule matched on the token with its line breaks out, as an original span."""
+    def _wrapped(self, rule: Rule, data: bytes, at: int, needle_len: int, join_at: int):
+        """The rule matched on the token with its line breaks out, as an original span; the
+        token joined is the one starting at `join_at` (the needle, or a value's start)."""
         lo = max(0, at - rule.back)
-        view = joined(data, lo, min(len(data), at + needle_len + rule.span + 256))
+        view = joined(data, lo, min(len(data), at + needle_len + rule.span + 256), join_at)
         m = self._match_at(rule, view.text, at - lo, needle_len)
         if m is None:
             return None
@@ -145,6 +147,28 @@ class Engine:
         if not self._accept(rule, view.text, s, e, self._whole(rule, m)):
             return None
         return view.span(s, e)
+
+    def _at_needle(self, i: int, data: bytes, at: int, needle_len: int):
+        """Rule `i` at one needle: (spans found, end of its match or -1)."""
+        rule = self.rules[i]
+        m = self._match_at(rule, data, at, needle_len)
+        found, end, join_at = [], -1, at
+        if m is not None:
+            s, e = self._span_of(rule, m)
+            if self._accept(rule, data, s, e, self._whole(rule, m)):
+                found.append(safe_span(data, s, e))
+            end = m.end()
+            # a match that stops at a line break the token goes on after: join from its value
+            if not (rule.wrap and continues_after_break(data, end - 1, generated=True)):
+                return found, end
+            join_at = max(s, at)
+        elif not (rule.wrap and continues_after_break(data, at + needle_len)):
+            return found, end
+        span = self._wrapped(rule, data, at, needle_len, join_at)
+        if span is not None:
+            found.append(safe_span(data, *span))
+            end = max(end, found[-1][1])
+        return found, end
 
     # -- all rules --
 
@@ -163,23 +187,10 @@ class Engine:
                 for i in idxs:
                     if at < done.get(i, -1):
                         continue
-                    rule = self.rules[i]
-                    m = self._match_at(rule, data, at, needle_len)
-                    if m is not None:
-                        s, e = self._span_of(rule, m)
-                        if self._accept(rule, data, s, e, self._whole(rule, m)):
-                            s, e = safe_span(data, s, e)
-                            out.append((s, e, i, rule.kind))
-                        done[i] = m.end()
-                        if not (rule.wrap and continues_after_break(data, m.end() - 1,
-                                                                    generated=True)):
-                            continue
-                    if rule.wrap and continues_after_break(data, at + needle_len):
-                        span = self._wrapped(rule, data, at, needle_len)
-                        if span is not None:
-                            s, e = safe_span(data, *span)
-                            out.append((s, e, i, rule.kind))
-                            done[i] = e
+                    found, end = self._at_needle(i, data, at, needle_len)
+                    out += [(s, e, i, self.rules[i].kind) for s, e in found]
+                    if end >= 0:
+                        done[i] = end
             for i, rule in self._plain:
                 for m in rule.rx.finditer(data, lo, hi):
                     s, e = self._span_of(rule, m)

@@ -57,10 +57,12 @@ class NeedleScan:
                            key=lambda x: x[0])
         literal = [(h, n, idxs) for (h, n), idxs in needles.items() if h not in (RUNS, PATTERN)]
         self._patterns = [(re.compile(n), idxs) for (h, n), idxs in needles.items() if h == PATTERN]
-        # needles by the first byte they start with, as the text's byte reads in each hay
-        self._by_first: dict[tuple[int, int], list[tuple[int, bytes, list[int]]]] = {}
-        for h, n, idxs in sorted(literal, key=lambda x: -len(x[1])):
-            self._by_first.setdefault((h, n[0]), []).append((h, n, idxs))
+        # needles by the first byte they start with (as the text's byte reads in each hay),
+        # then by length, longest first: one dict lookup per length, however many needles
+        grouped: dict[tuple[int, int], dict[int, dict[bytes, list[int]]]] = {}
+        for h, n, idxs in literal:
+            grouped.setdefault((h, n[0]), {}).setdefault(len(n), {})[n] = idxs
+        self._by_first = {k: sorted(by_len.items(), reverse=True) for k, by_len in grouped.items()}
         self._longest = max((len(n) for _, n, _ in literal), default=1)
         self._firsts = tuple(frozenset(f for (h, f) in self._by_first if h == hay)
                              for hay in (TEXT, LOWER, SHAPE))
@@ -92,9 +94,9 @@ class NeedleScan:
                 if piece is None:
                     piece = data[p:p + longest]
                 seg = _norm(hay, piece)
-                for _h, needle, idxs in by_first[(hay, key)]:
-                    if seg.startswith(needle):
-                        yield p, len(needle), idxs
+                for size, table in by_first[(hay, key)]:
+                    if (found := table.get(seg[:size])) is not None:
+                        yield p, size, found
             pos = p + 1
 
     def run_starts(self, runs_hay: bytes, base: int = 0):

@@ -24,10 +24,12 @@ from claude_autoharness.daemon.capture.redact_scan import BYTES
 # or more), then indentation or the line number a Read result or `cat -n` puts before each line
 BREAK = re.compile(rb"(?:\\+r|\r)?(?:\\+n|\\?\n)(?:[ \t]|\\+t)*"
                    rb"(?:[0-9]{1,7}(?:\xe2\x86\x92|\\+u2192|\\+t|\t))?")
-_TOKEN = rb"A-Za-z0-9_.+/=~-"
+_TOKEN = rb"A-Za-z0-9_.+/=~%$-"
 _TOKEN_SET = frozenset(c for c in range(256) if re.match(rb"[" + _TOKEN + rb"]", bytes([c])))
 _BREAK_START = re.compile(rb"[\\\r\n]")
 _NEXT_RUN = re.compile(rb"[" + _TOKEN + rb"]{1,400}")
+# a name written by a person (one case, short), then `=` and a value (not `=` padding)
+_ASSIGNMENT = re.compile(rb"(?:[A-Z_][A-Z0-9_]{0,40}|[a-z_][a-z0-9_.-]{0,40})=[^=]")
 
 
 def continues_after_break(data: bytes, at: int, *, generated: bool = False) -> bool:
@@ -41,9 +43,11 @@ def continues_after_break(data: bytes, at: int, *, generated: bool = False) -> b
     nxt = _NEXT_RUN.match(data, brk.end())
     if nxt is None:
         return False
+    run = nxt.group()
+    if _ASSIGNMENT.match(run):  # the next line of a `.env`: a name of its own, not a tail
+        return False
     if not generated:
         return True
-    run = nxt.group()
     upper = sum(1 for c in run if 0x41 <= c <= 0x5A)
     return any(0x30 <= c <= 0x39 for c in run) or (upper >= 2 and upper < len(run))
 
@@ -77,15 +81,16 @@ _WRAPPED_RUN = re.compile(rb"(?:[" + _TOKEN + rb"]++(?:" + BREAK.pattern + rb"(?
                           + rb"]))?)*+")
 
 
-def joined(data: bytes, lo: int, hi: int) -> Mapped:
+def joined(data: bytes, lo: int, hi: int, at: int | None = None) -> Mapped:
     """data[lo:hi] with the line breaks that sit between two token characters taken out; only
-    the token run that starts at `lo` is joined (what follows it is copied as it is)."""
-    run = _WRAPPED_RUN.match(data, lo, hi)  # always matches (perhaps empty)
-    end = run.end() if run is not None else lo
+    the token run that starts at `at` (default `lo`) is joined (the rest is copied as it is)."""
+    at = lo if at is None else at
+    run = _WRAPPED_RUN.match(data, at, hi)  # always matches (perhaps empty)
+    end = run.end() if run is not None else at
     parts, starts, origins, size, last = [], [], [], 0, lo
-    for c in _BREAK_START.finditer(data, lo, end):  # few: a token has no `\\`, CR or LF
+    for c in _BREAK_START.finditer(data, at, end):  # few: a token has no `\\`, CR or LF
         p = c.start()
-        if p < last or p == lo or data[p - 1] not in _TOKEN_SET:
+        if p < last or p == at or data[p - 1] not in _TOKEN_SET:
             continue
         m = BREAK.match(data, p, end + 1)
         if m is None or m.end() >= len(data) or data[m.end()] not in _TOKEN_SET:

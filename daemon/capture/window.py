@@ -13,7 +13,10 @@ The window is bounded three ways:
 
 * each record is bounded by `max_record_bytes` (a compaction summary by `max_summary_bytes`):
   its longest strings lose their middle, so it keeps its content's beginning and end, with a
-  visible marker (`clip.fit`); a record that cannot be decoded keeps its raw head and end;
+  visible marker (`clip.fit`); a record that cannot be decoded keeps its raw head and end.
+  Within it, each tool_use and tool_result block (`records.tool_blocks`) is bounded first by
+  `max_tool_bytes` the same way (`clip.squeeze`), so a record's text is cut last: every string
+  cut from a tool block only raises the level its text is cut at;
 * the window keeps the **newest** records under `max_window_bytes`, with a leading marker line
   naming how many bytes/records were dropped (the digest covers them: see `packet`);
 * the bytes read are bounded by `max_scan_bytes`, whatever the span: the file is read backward
@@ -40,13 +43,14 @@ from collections.abc import Container, Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.clip import clip_raw, fit
+from claude_autoharness.daemon.capture.clip import clip_raw, fit, squeeze
 from claude_autoharness.daemon.capture.lines import CHUNK, BackwardLines, find_end
 from claude_autoharness.daemon.capture.records import (
     assistant_texts,
     is_compact_boundary,
     is_compact_summary,
     slim,
+    tool_blocks,
     work_kind,
 )
 from claude_autoharness.daemon.capture.sniff import (
@@ -109,6 +113,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_record_bytes: int
     max_window_bytes: int
     max_summary_bytes: int
+    max_tool_bytes: int
     max_scan_bytes: int
 
 
@@ -177,13 +182,16 @@ class _Cut:
         self.skipped_bytes += e - s
         self.kept_start = s  # accounted for: left out as bookkeeping, not by the cap
 
-    def _shape(self, rec: dict) -> tuple[bytes, bool, list[str]]:
-        """A decoded record slimmed and bounded, and its markers (taken before the clip)."""
+    def _shape(self, rec: dict, slimmed: bool = False) -> tuple[bytes, bool, list[str]]:
+        """A decoded record slimmed (unless it is already) and bounded, and its markers (taken
+        before any clip)."""
         found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
         limit = self.limits.max_summary_bytes if is_compact_summary(rec) \
             else self.limits.max_record_bytes
-        out, clipped = fit(slim(rec), limit)
-        return out, clipped, found
+        rec = rec if slimmed else slim(rec)
+        tools = [squeeze(block, self.limits.max_tool_bytes) for block in tool_blocks(rec)]
+        out, clipped = fit(rec, limit)
+        return out, clipped or any(tools), found
 
     def _raw(self, s: int, e: int, head: bytes) -> tuple[bytes, bool]:
         """A record kept as its raw bytes, clipped to its head and end when too long."""
@@ -286,11 +294,10 @@ class _Cut:
             rec = msgspec.json.decode(line)
         except msgspec.DecodeError:
             rec = None
-        limit, found = self.limits.max_record_bytes, []
         if isinstance(rec, dict):
-            out, clipped = fit(rec, limit)
-            found = [mk.raw for text in assistant_texts(rec) for mk in markers_in_text(text)]
+            out, clipped, found = self._shape(rec, slimmed=True)
         else:
+            limit, found = self.limits.max_record_bytes, []
             clipped = len(line) > limit
             out = clip_raw(line, line, len(line), limit) if clipped else line
         self.add(_Kept(out, end, clipped, None, found))
@@ -358,6 +365,7 @@ def cut_window(
     max_record_bytes: int = 4_000,
     max_window_bytes: int = 200_000,
     max_summary_bytes: int = 32_000,
+    max_tool_bytes: int | None = None,
     max_scan_bytes: int = DEFAULT_MAX_SCAN_BYTES,
     expect_inode: int | None = None,
     expect_size: int | None = None,
@@ -373,7 +381,8 @@ def cut_window(
     With `record_types`, only records of those top-level types are kept (before the byte cap);
     the others are counted in `bookkeeping_*`. None keeps every record. With `slim`, each
     record is decoded and sent as `records.slim` shapes it, only when it carries work
-    (`records.work_kind`), bounded by `fit`; its markers are collected before the clip.
+    (`records.work_kind`), its tool blocks bounded by `max_tool_bytes` (None: the record's
+    bound) and the whole by `fit`; its markers are collected before any clip.
 
     With `reflected`, records whose top-level `uuid` it holds are left out (counted in
     `reflected_*`) and the kept records' uuids are returned in `uuids`. `extra` (one JSONL
@@ -386,6 +395,8 @@ def cut_window(
     limits = Limits(max_record_bytes=max(64, int(max_record_bytes)),
                     max_window_bytes=max(1, int(max_window_bytes)),
                     max_summary_bytes=max(64, int(max_summary_bytes)),
+                    max_tool_bytes=max(64, int(max_tool_bytes if max_tool_bytes is not None
+                                               else max_record_bytes)),
                     max_scan_bytes=int(max_scan_bytes))
     budget = max(limits.max_scan_bytes, limits.max_window_bytes + CHUNK)
     fd = open_transcript(path, roots)

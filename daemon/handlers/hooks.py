@@ -12,7 +12,7 @@ copies taken here; what it delivered is applied to the book back on the loop.
 """
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 import msgspec
@@ -22,13 +22,14 @@ from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.final import final_answer_text
 from claude_autoharness.daemon.deliveries import Deliveries
+from claude_autoharness.daemon.events import CallHeard, Events, SkillUsed, TurnCounted
+from claude_autoharness.daemon.handlers.ledger import Ledger
+from claude_autoharness.daemon.handlers.prompt import PromptReminders
 from claude_autoharness.daemon.handlers.session_start import (
     SessionStartContext,
     StartContext,
     StartInputs,
 )
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.live import Live, new_id
 from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.spool import clip
@@ -42,40 +43,23 @@ _tool_input_decoder = msgspec.json.Decoder(dict[str, object] | None)
 # Two installs (the plugin and the settings) both deliver a session's start within moments of
 # each other, each with its own event id: only the first gets the context.
 CONTEXT_REPEAT_S = 10.0
-
-# A tool call heard for the adherence counts: (the event as the check hook reads it, root).
-CallHeard = tuple[dict, str | None]
 CHECKED_TOOLS = frozenset(t for tools in checkrule.TOOLS.values() for t in tools)
-
-# A skill use to record: ("name", skill name, project root, session) or ("path", SKILL.md
-# path, root, session).
-SkillUse = tuple[str, str, str | None, str]
 
 
 class Hooks:
-    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches, markers: MarkerIndexer,
-                 intents: IntentQueue, skill_used: Callable[[SkillUse], None],
-                 turn_counted: Callable[[str | None], None], catch_up: Callable[[str], None],
-                 record_context: Callable[[int, list[str]], None] | None = None,
-                 call_heard: Callable[[CallHeard], None] | None = None,
-                 remind: Callable[[sm.HookEvent], Awaitable[str | None]] | None = None,
-                 clock: Callable[[], float]):
-        """`skill_used` queues a skill use; `turn_counted` hears of a main session's Stop
-        (already counted, with its project root); `catch_up` reads a project directory's
-        transcripts now (blocking); `record_context(chars, parts)` records each SessionStart
-        context sent in the report's ledger (blocking); `remind(event)` is a prompt's hook
-        output reminding of the skills it calls for (None: nothing)."""
-        self.remind = remind
-        self.record_context = record_context or (lambda chars, parts: None)
-        self.call_heard = call_heard or (lambda call: None)
+    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches,
+                 start_context: SessionStartContext, reminders: PromptReminders,
+                 ledger: Ledger, events: Events, clock: Callable[[], float]):
+        """`start_context` builds a SessionStart's context, `reminders` a prompt's; the
+        `ledger` records each context sent; `events` hears what a counted event tells."""
         self.book = book
         self.live = live
         self.projects = projects
-        self.skill_used = skill_used
-        self.turn_counted = turn_counted
+        self.start_context = start_context
+        self.reminders = reminders
+        self.ledger = ledger
+        self.events = events
         self.clock = clock
-        self.start_context = SessionStartContext(live, markers=markers, intents=intents,
-                                                 catch_up=catch_up)
         self.child_dir = paths.reflector_dir()
         # (session id, source) -> (event id, when) of the last start given its context
         self.context_given: dict[tuple[str, str], tuple[str, float]] = {}
@@ -88,62 +72,76 @@ class Hooks:
         return m.HookReply()
 
     async def cmd_hook(self, req: m.Hook, *, from_spool: bool = False) -> m.HookReply:
+        """Decode, drop a copy already counted, then count and journal the event in one step
+        (`_journal`: no await between the book's change and its record) and only then tell
+        what follows and reply: acknowledged means journaled."""
         self.book.event_received()
-        try:
-            ev = _event_decoder.decode(req.payload)
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
-            return self.rejected(f"not a hook event: {clip(str(e))}", from_spool=from_spool)
-        if not sm.valid_session_id(ev.session_id):
-            # a session id we will not key state on (it names files and state keys)
-            return self.rejected(f"invalid session id {clip(repr(ev.session_id), 60)} "
-                                 f"({ev.hook_event_name})", from_spool=from_spool)
-        name = ev.hook_event_name
+        ev = self._decode(req, from_spool)
+        if isinstance(ev, m.HookReply):
+            return ev
         if not from_spool and not req.replayed:
             self.deliveries.seen(ev.session_id, req.via, self.clock())
         counting = self.counting(ev)
         if self.book.seen_before(req.id):  # a copy of an event already counted
             self.book.event_duplicate()
             return await self._reply(req, ev, counting, from_spool)
-        if not self.book.event_kind(name):
+        if not self.book.event_kind(ev.hook_event_name):
             return m.HookReply()
-        final = None
-        if name == "Stop" and counting and ev.last_assistant_message \
+        final = await self._final_off_loop(ev, counting)
+        if self.book.seen_before(req.id):  # a copy that came in meanwhile was counted instead
+            self.book.event_duplicate()
+            return m.HookReply()
+        self._journal(req, ev, counting, final, from_spool)
+        return await self._reply(req, ev, counting, from_spool)
+
+    def _decode(self, req: m.Hook, from_spool: bool) -> sm.HookEvent | m.HookReply:
+        """The event, or the reply to one rejected (undecodable, or a session id we will not
+        key state on: it names files and state keys)."""
+        try:
+            ev = _event_decoder.decode(req.payload)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
+            return self.rejected(f"not a hook event: {clip(str(e))}", from_spool=from_spool)
+        if not sm.valid_session_id(ev.session_id):
+            return self.rejected(f"invalid session id {clip(repr(ev.session_id), 60)} "
+                                 f"({ev.hook_event_name})", from_spool=from_spool)
+        return ev
+
+    async def _final_off_loop(self, ev: sm.HookEvent, counting: bool) -> str | None:
+        """A Stop that will create a threshold job: the turn's final text for the job (and the
+        journal), redacted first, in a worker thread. None when there is none to take."""
+        if ev.hook_event_name == "Stop" and counting and ev.last_assistant_message \
                 and self._may_reflect(ev.session_id):
-            # the turn's final text goes into the job (and the journal): redacted first, off
-            # the loop; a copy of this event that came in meanwhile was counted instead
-            final = await anyio.to_thread.run_sync(self.final_text, ev.last_assistant_message)
-            if self.book.seen_before(req.id):
-                self.book.event_duplicate()
-                return m.HookReply()
+            return await anyio.to_thread.run_sync(self.final_text, ev.last_assistant_message)
+        return None
+
+    def _journal(self, req: m.Hook, ev: sm.HookEvent, counting: bool, final: str | None,
+                 from_spool: bool) -> None:
+        """Apply the event and journal its whole effect as one record, then publish what
+        follows (never awaits: nothing can come between the change and its record).
+
+        A main session's Stop is one turn of the user layer and of its project (a replayed
+        session takes none). The counter reset travels with the job and the id with both, in
+        one record: neither a restart nor a second copy counts the same work again."""
+        name = ev.hook_event_name
         now = req.ts if (from_spool and req.ts) else self.clock()
         jobs = self.book.apply_event(ev, now=now, reflect_every=self.live.cfg.reflect_every,
                                      make_id=new_id, counting=counting)
         s = self.book.session(ev.session_id) if counting else None
         calls = [ev.tool_use_id] if s is not None and name == "PreToolUse" and ev.tool_use_id \
             and not ev.agent_id else []
-        for job in jobs:
-            job.event_id = req.id
-            if job.kind == "threshold" and ev.last_assistant_message:
-                job.final_text = final if final is not None \
-                    else self.final_text(ev.last_assistant_message)
-                job.prompt_id = ev.prompt_id
-        # A main session's Stop is one turn of the user layer and of its project (a replayed
-        # session takes none). The counter reset travels with the job and the id with both,
-        # in one record: neither a restart nor a second copy counts the same work again.
+        if final is None and ev.last_assistant_message \
+                and any(j.kind == "threshold" for j in jobs):  # the activity moved meanwhile
+            final = self.final_text(ev.last_assistant_message)
         turn = name == "Stop" and counting and not req.replayed
         root = self.projects.root(s.cwd) if turn and s is not None and s.cwd else None
-        self.book.record_event(req.id, name, session=s, jobs=jobs, calls=calls, turn=turn, project=root)
+        self.book.record_event(req.id, name, session=s, jobs=jobs, calls=calls, turn=turn,
+                               project=root, final_text=final, prompt_id=ev.prompt_id)
         for job in jobs:
             log.info("job created", job=job.id, kind=job.kind, session=job.session_id)
         if turn:
-            self.turn_counted(root)
-        if name == "PreToolUse" and counting and ev.tool_name in ("Skill", "Read") \
-                and not req.replayed:
-            self.count_skill_use(ev)
-        if name == "PreToolUse" and counting and ev.tool_name in CHECKED_TOOLS \
-                and not req.replayed and not ev.agent_id:
-            self.hear_call(ev)
-        return await self._reply(req, ev, counting, from_spool)
+            self.events.publish(TurnCounted(project=root))
+        if name == "PreToolUse" and counting and not req.replayed:
+            self._tell_tool_use(ev)
 
     def _may_reflect(self, session_id: str) -> bool:
         """Whether a Stop of this session now would create a threshold job."""
@@ -164,8 +162,8 @@ class Hooks:
             if text:
                 return m.HookReply(output=_session_start_output(text))
         if ev.hook_event_name == "UserPromptSubmit" and counting and not from_spool \
-                and not req.replayed and self.remind is not None:
-            out = await self.remind(ev)
+                and not req.replayed:
+            out = await self.reminders.output(ev)
             if out:
                 return m.HookReply(output=out)
         return m.HookReply()
@@ -253,43 +251,45 @@ class Hooks:
         """Worker thread: build it, and record what it costs the session before it is sent."""
         built = self.start_context.build(start)
         if built.text:
-            self.record_context(len(built.text), sorted(built.delivered))
+            self.ledger.record_context(len(built.text), sorted(built.delivered))
         return built
 
-    def hear_call(self, ev: sm.HookEvent) -> None:
-        """Queue a main session's call of a tool a check can name, with its project root."""
+    def _tell_tool_use(self, ev: sm.HookEvent) -> None:
+        """A counted live PreToolUse: a Skill call or a read of a SKILL.md is one use of that
+        skill; a main session's call of a tool a check can name is heard for the adherence
+        counts (with the project root of each)."""
+        skill = ev.tool_name in ("Skill", "Read")
+        checked = ev.tool_name in CHECKED_TOOLS and not ev.agent_id
+        if not (skill or checked):
+            return
         try:
             args = _tool_input_decoder.decode(ev.tool_input) or {}
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
         s = self.book.session(ev.session_id)
-        cwd = ev.cwd or (s.cwd if s else None)
-        root = self.projects.root(cwd) if cwd else None
-        self.call_heard(({"session_id": ev.session_id, "tool_name": ev.tool_name,
-                          "tool_input": args, "cwd": cwd, "hook_event_name": "PreToolUse",
-                          "tool_use_id": ev.tool_use_id,
-                          "transcript_path": (s.transcript_path if s else None)
-                          or ev.transcript_path},
-                         root))
+        if skill and (use := self._skill_use(ev, args, s)) is not None:
+            self.events.publish(use)
+        if checked:
+            cwd = ev.cwd or (s.cwd if s else None)
+            self.events.publish(CallHeard(call={
+                "session_id": ev.session_id, "tool_name": ev.tool_name, "tool_input": args,
+                "cwd": cwd, "hook_event_name": "PreToolUse", "tool_use_id": ev.tool_use_id,
+                "transcript_path": (s.transcript_path if s else None) or ev.transcript_path},
+                project=self.projects.root(cwd) if cwd else None))
 
-    def count_skill_use(self, ev: sm.HookEvent) -> None:
-        """A main session's Skill call or read of a SKILL.md counts as one use of that skill."""
-        try:
-            args = _tool_input_decoder.decode(ev.tool_input) or {}
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return
-        s = self.book.session(ev.session_id)
+    def _skill_use(self, ev: sm.HookEvent, args: dict, s: sm.Session | None) -> SkillUsed | None:
+        """The skill a Skill call names (resolved later as Claude Code does: `loads`), or the
+        SKILL.md a Read opens; None for any other call."""
         root = self.projects.root(s.cwd) if s and s.cwd else None
         if ev.tool_name == "Skill":
             name = args.get("skill") or args.get("command") or args.get("name")
-            if not isinstance(name, str) or not name:
-                return
-            self.skill_used(("name", name, root, ev.session_id))  # resolved as Claude Code does: `loads`
-        else:
-            path = args.get("file_path")
-            if not isinstance(path, str) or os.path.basename(path) != "SKILL.md":
-                return
-            self.skill_used(("path", path, root, ev.session_id))
+            if isinstance(name, str) and name:
+                return SkillUsed(kind="name", value=name, project=root, session=ev.session_id)
+            return None
+        path = args.get("file_path")
+        if isinstance(path, str) and os.path.basename(path) == "SKILL.md":
+            return SkillUsed(kind="path", value=path, project=root, session=ev.session_id)
+        return None
 
 
 def _session_start_output(text: str) -> str:

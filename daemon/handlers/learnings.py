@@ -1,12 +1,11 @@
 """Marker reports and saves for a project. The daemon owns marker state: saves go through here
 so nothing is reported again."""
 
-from collections.abc import Callable
-
 import anyio
 
 from claude_autoharness.daemon.book import Book
 from claude_autoharness.daemon.capture.source import transcript_roots
+from claude_autoharness.daemon.events import Events, IntentsQueued
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import report as lreport
 from claude_autoharness.daemon.learnings import service as lservice
@@ -17,13 +16,13 @@ from claude_autoharness.protocol import messages as m
 
 class Learnings:
     def __init__(self, book: Book, live: Live, markers: MarkerIndexer, intents: IntentQueue, *,
-                 saved: Callable[[], None]):
-        """`saved` is called after a save queued marker intents (it wakes the promoter)."""
+                 events: Events):
+        """`events` hears `IntentsQueued` after a save (it wakes the promoter)."""
         self.book = book
         self.live = live
         self.markers = markers
         self.intents = intents
-        self.saved = saved
+        self.events = events
 
     async def cmd_learnings(self, req: m.Learnings) -> m.Reply:
         if not req.project:
@@ -43,5 +42,5 @@ class Learnings:
                                           lookback_days=lookback, transcripts=req.transcripts,
                                           dry_run=req.dry_run, redactor=redactor, roots=roots))
         self.book.tables_changed()  # the marker index forgot what was saved
-        self.saved()
+        self.events.publish(IntentsQueued(source="markers"))
         return m.Ok(data=res)

@@ -14,9 +14,11 @@ import structlog
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.events import Events, JobDone
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.listing.read import frontmatter
 from claude_autoharness.daemon.live import Live, new_id
+from claude_autoharness.daemon.projects import ProjectSwitches
 from claude_autoharness.daemon.promote import adherence, feedback, lifecycle
 from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
 from claude_autoharness.daemon.reflect import windows
@@ -28,18 +30,19 @@ log = structlog.get_logger("autoharness")
 
 
 class Library:
-    def __init__(self, book: Book, live: Live, *, project_root: Callable[[str | None], str | None],
-                 intents: IntentQueue, clock: Callable[[], float]):
+    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches,
+                 intents: IntentQueue, events: Events, clock: Callable[[], float]):
         """`intents` holds the archives review mode keeps for the user, and the feedback
-        verdicts `status` counts."""
+        verdicts `status` counts; each `JobDone` counts toward the curator."""
         self.book = book
         self.live = live
-        self.project_root = project_root
+        self.projects = projects
         self.clock = clock
         self.due: set[str | None] = {None}  # project roots to judge (None: user layer only)
         self.counts: dict[str | None, dict[str, int]] = {}
         self.checks: list[r.LessonCheck] = []  # the live checks and their figures (the review)
         self.intents = intents
+        events.subscribe(JobDone, self.count_reflection)
 
     def mark_due(self, project_root: str | None) -> None:
         """This project's skills (and the user layer's) are judged at the next pass."""
@@ -147,12 +150,13 @@ class Library:
                                     long_description=too_long(text, self.live.cfg.promoter)))
         return out
 
-    async def count_reflection(self, job: sm.Job) -> None:
-        """Every `library.curate_every` finished reflection jobs, the curator runs for the
-        user layer and for the project of the job that completed the count."""
-        if not self.book.count_reflection(self.live.cfg.library.curate_every):
+    async def count_reflection(self, done: JobDone) -> None:
+        """Every `library.curate_every` finished reflection (not curator) jobs, the curator
+        runs for the user layer and for the project of the job that completed the count."""
+        if done.kind == "curate" or not self.book.count_reflection(
+                self.live.cfg.library.curate_every):
             return
-        root = self.project_root(job.cwd)
+        root = self.projects.root_of(done.cwd)
         await self.queue_curation(["user", "project"] if root else ["user"], root)
 
     async def queue_curation(self, layers: list[str], root: str | None) -> list[sm.Job]:
@@ -174,7 +178,7 @@ class Library:
         """`autoharnessctl curate`: run the curator now (both layers unless one is named)."""
         if req.layer not in (None, "project", "user"):
             return m.Error(code="bad_request", message="--layer must be project or user")
-        root = self.project_root(req.project) if req.project else None
+        root = self.projects.root_of(req.project)
         layers = [req.layer] if req.layer else ["user", "project"]
         if "project" in layers and not root:
             if req.layer == "project":

@@ -9,13 +9,12 @@ without a reminder). Off with `listing.reminders = false`; hand-written skills o
 reminder that comes late is no reminder, and the prompt goes on without one.
 """
 
-from collections.abc import Callable
-
 import anyio
 import msgspec
 
 from claude_autoharness.daemon import sessions as sm
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.handlers.ledger import Ledger
 from claude_autoharness.daemon.listing.remind import matches, reminder
 from claude_autoharness.daemon.listing.triggers import TriggerIndex
 from claude_autoharness.daemon.live import Live
@@ -26,14 +25,12 @@ MAX_PROMPT_CHARS = 20_000  # of a prompt, matched at most (a paste can be megaby
 
 
 class PromptReminders:
-    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches,
-                 record: Callable[[str, str | None, list[str]], None] | None = None):
-        """`record(session, project root, skill keys)` puts the reminders in the ledger
-        (blocking)."""
+    def __init__(self, book: Book, live: Live, *, projects: ProjectSwitches, ledger: Ledger):
+        """The `ledger` records each reminder (blocking)."""
         self.book = book
         self.live = live
         self.projects = projects
-        self.record = record or (lambda session, root, keys: None)
+        self.ledger = ledger
         self.index = TriggerIndex(lambda root: self.live.promoter.list_skills(root))
 
     async def output(self, ev: sm.HookEvent) -> str | None:
@@ -63,7 +60,7 @@ class PromptReminders:
         text, used = reminder(found, max_chars)
         keys = [t.key for t in used]
         if keys:
-            self.record(session, root, keys)
+            self.ledger.record_reminder(session, root, keys)
         return text, keys
 
 

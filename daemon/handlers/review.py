@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from claude_autoharness.daemon.handlers.hooks import CallHeard, SkillUse
+from claude_autoharness.daemon import events as ev
+from claude_autoharness.daemon.handlers.ledger import Ledger
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
@@ -33,41 +34,45 @@ WINDOW_KEEP_S = 7 * 86_400
 
 
 class Review:
-    def __init__(self, live: Live, intents: IntentQueue, library: Library, *,
-                 record_load: Callable[[str, str | None, str], None] | None = None,
-                 clock: Callable[[], float]):
-        """`library` is judged between passes; `record_load(skill_dir, root)` records each
-        skill load in the report's ledger, for recall (blocking)."""
+    def __init__(self, live: Live, intents: IntentQueue, library: Library, *, ledger: Ledger,
+                 events: ev.Events, clock: Callable[[], float]):
+        """`library` is judged between passes; the `ledger` records each skill load, for
+        recall (blocking). What wakes a pass is subscribed to here."""
         self.live = live
         self.intents = intents
         self.library = library
-        self.record_load = record_load or (lambda skill_dir, root, session: None)
+        self.ledger = ledger
         self.clock = clock
         self.in_review: set[str] = set()  # held intents an operator is approving/rejecting
-        self.use_queue: list[SkillUse] = []
-        self.call_queue: list[CallHeard] = []
+        self.use_queue: list[tuple[str, str, str | None, str]] = []
+        self.call_queue: list[tuple[dict, str | None]] = []
         self.adherence = live.promoter.adherence_recorder()
         self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         self._wake = anyio.Event()
+        events.subscribe(ev.TurnCounted, self.turn_counted)
+        events.subscribe(ev.SkillUsed, self.skill_used)
+        events.subscribe(ev.CallHeard, self.call_heard)
+        events.subscribe(ev.JobDone, self.wake)  # its intents are queued
+        events.subscribe(ev.IntentsQueued, self.wake)
 
-    def wake(self) -> None:
+    def wake(self, _event: object = None) -> None:
         self._wake.set()
 
-    def turn_counted(self, project_root: str | None) -> None:
+    def turn_counted(self, turn: ev.TurnCounted) -> None:
         """A main session's Stop was counted (and journaled) as one turn of the user layer and
         of its project: the library's lifecycle is re-judged."""
-        self.library.mark_due(project_root)
+        self.library.mark_due(turn.project)
         self.wake()
 
-    def skill_used(self, use: SkillUse) -> None:
+    def skill_used(self, use: ev.SkillUsed) -> None:
         """Queue a skill use; the promoter loop records it off the event loop."""
-        self.use_queue.append(use)
+        self.use_queue.append((use.kind, use.value, use.project, use.session))
         self.wake()
 
-    def call_heard(self, call: CallHeard) -> None:
+    def call_heard(self, heard: ev.CallHeard) -> None:
         """Queue a tool call for the adherence counts; the promoter loop records it."""
-        self.call_queue.append(call)
+        self.call_queue.append((heard.call, heard.project))
         self.wake()
 
     def record_calls(self) -> None:
@@ -123,7 +128,7 @@ class Review:
                        else loads.resolve_name(value, layers))
                 d = promoter.record_use(hit[1]) if hit is not None else None
                 if d is not None:
-                    self.record_load(d, root, session)
+                    self.ledger.record_load(d, root, session)
             except Exception:
                 log.exception("skill use not recorded")
 

@@ -1,14 +1,12 @@
-"""The skill library as the operator and the reflector see it: `skills` verbs and the index of
-live skills that goes into each reflection prompt. Both read files: worker threads only."""
+"""The skill library as the operator sees it: the `skills` verbs (they read files: worker
+threads only). The index of live skills each reflection prompt carries is `Reflection`'s."""
 
-import os
 from collections.abc import Callable
 
 import anyio
 
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.promote import memory, skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.skillsync import rounds as sync_rounds
 from claude_autoharness.protocol import messages as m
@@ -59,26 +57,3 @@ class Skills:
             data.sync_conflicts = [c for c in sync_rounds.load().conflicts
                                    if c.skill == data.info.name]
         return m.Ok(data=data)
-
-    def skill_index(self, project_root: str | None) -> list[dict]:
-        """Name, layer, owner and description of every live skill (blocking; for the prompt)."""
-        out = []
-        for info in self.live.promoter.list_skills(project_root):
-            if info.status != "live":
-                continue
-            try:
-                with open(os.path.join(info.path, "SKILL.md"), encoding="utf-8") as f:
-                    fields, _ = skillfile.parse(f.read(64 * 1024))
-                desc = fields.get("description", "")
-            except (OSError, ValueError, skillfile.SkillFormatError):
-                desc = ""
-            out.append({"name": info.name, "layer": info.layer, "owner": info.owner,
-                        "description": desc})
-        return out
-
-    def memory_index(self, project_root: str | None) -> list[dict]:
-        """The lessons of the user's own memory (CLAUDE.md files, auto memory), redacted, for
-        the prompt (blocking; bounded by `promote.memory`)."""
-        redact = self.live.redactor.redact
-        return [{"source": x.source, "text": redact(x.text)[0]}
-                for x in memory.lessons(project_root)]

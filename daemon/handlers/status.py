@@ -13,15 +13,23 @@ import anyio
 
 from claude_autoharness.daemon import spool
 from claude_autoharness.daemon.book import Book
+from claude_autoharness.daemon.deliveries import Deliveries
+from claude_autoharness.daemon.handlers.library import Library
+from claude_autoharness.daemon.handlers.review import Review
+from claude_autoharness.daemon.handlers.sync import SyncRounds
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import report as lreport
 from claude_autoharness.daemon.learnings.markers import MarkerIndexer
 from claude_autoharness.daemon.learnings.state import load as load_learning_state
+from claude_autoharness.daemon.listener import Connections
 from claude_autoharness.daemon.live import Live
 from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.reflect import backends
 from claude_autoharness.daemon.reflect.backends import routing
+from claude_autoharness.daemon.reflect.batches import BatchRunner
 from claude_autoharness.daemon.reflect.pipeline import today
+from claude_autoharness.daemon.reflect.pool import ReflectorPool
+from claude_autoharness.daemon.spool import SpoolReplayer
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from claude_autoharness.protocol import PROTOCOL, VERSION
 from claude_autoharness.protocol import messages as m
@@ -36,22 +44,22 @@ RECENT_FAILURES = 5  # failed jobs `status` lists with their reasons
 
 @dataclass
 class StatusSources:
-    """Everything status reads, besides the book and the live config."""
+    """The parts status reads, besides the book and the live config (each read on the loop)."""
 
     intents: IntentQueue
     markers: MarkerIndexer
     transcripts: TranscriptIndex
     watcher: TranscriptWatcher
-    waiting_reason: Callable[[], str]  # why the pool starts no job ("" when it may)
-    last_landing_at: Callable[[], float | None]
-    library: Callable[[], r.LibraryInfo]  # skills per lifecycle stage
-    connections: Callable[[], dict]  # open connections against the cap
+    pool: ReflectorPool  # why it starts no job
+    review: Review  # the last landing
+    library: Library  # skills per lifecycle stage
+    batches: BatchRunner  # Message Batches in flight, tokens
+    sync: SyncRounds  # the user layer's sync rounds
+    deliveries: Deliveries  # which installs deliver each session's events
+    connections: Connections  # open connections against the cap
+    spool: SpoolReplayer  # events hooks could keep neither way, since start
     socket_path: str
     started_at: float
-    batches: Callable[[], r.BatchesInfo] = r.BatchesInfo  # Message Batches in flight, tokens
-    sync: Callable[[], r.SyncInfo] = r.SyncInfo  # the user layer's sync rounds
-    lost_events: Callable[[], int] = int  # events hooks could keep neither way, since start
-    delivery: Callable[[float], r.DeliveryInfo] = lambda now: r.DeliveryInfo()  # both installs
 
 
 class StatusReport:
@@ -106,9 +114,9 @@ class StatusReport:
                                  peer_rejected=ev.peer_rejected,
                                  duplicates=ev.duplicates),
             jobs=self.job_counts(),
-            connections=self.src.connections(),
+            connections=self.src.connections.stats(),
             spool=r.SpoolInfo(replayed=ev.spool_replayed, pending=spool_pending,
-                              lost=self.src.lost_events()),
+                              lost=self.src.spool.lost),
             persistence=r.PersistenceInfo(last_snapshot_at=self.book.last_snapshot_at,
                                           quarantined=quarantined,
                                           failing=self.book.health.failing()),
@@ -126,19 +134,19 @@ class StatusReport:
                 tokens_total=st.tokens.get("total", 0),
                 daily_token_budget=rcfg.daily_token_budget or None),
             promoter=self.promoter_info(),
-            library=self.src.library(),
+            library=self.src.library.status(),
             learnings=learnings,
-            batches=self.src.batches(),
-            sync=self.src.sync(),
+            batches=self.src.batches.status(),
+            sync=self.src.sync.info(),
             settings=r.SettingsInfo(started_by="autostart" if autostarted() else "explicit",
                                     sources=dict(self.live.sources)),
-            delivery=self.src.delivery(self.clock()),
+            delivery=self.src.deliveries.info(self.clock()),
         )
 
     def job_counts(self) -> r.JobCounts:
         st = self.book.state
         jobs = r.JobCounts(done=st.jobs_done, failed=st.jobs_failed, by_kind={},
-                           waiting=self.src.waiting_reason() or None)
+                           waiting=self.src.pool.waiting_reason or None)
         last_err_at = -1.0
         day_ago = self.clock() - DAY_S
         for j in st.jobs.values():
@@ -169,4 +177,5 @@ class StatusReport:
             for f in i.findings:
                 findings[f.family] = findings.get(f.family, 0) + 1
         return r.PromoterInfo(mode=self.live.cfg.promoter.mode, **counts,
-                              last_landing_at=self.src.last_landing_at(), findings=findings)
+                              last_landing_at=self.src.review.last_landing_at,
+                              findings=findings)

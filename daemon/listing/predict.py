@@ -46,6 +46,12 @@ class Entry:
     name_only: bool = False
     # a bundled entry known only by its measured widths (its text is Claude Code's)
     full_width: int | None = None
+    # the name Claude Code ranks and configures it by, when the line shows more (`dir (name)`)
+    key: str = ""
+
+    @property
+    def ident(self) -> str:
+        return self.key or self.name
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ def predict(entries: list[Entry], *, budget_chars: int, max_desc: int = DEFAULT_
     base = sum(w[0] if k else w[1] for w, k in zip(widths, keep, strict=True)) + breaks
     left = budget_chars - base
     ranked = sorted((i for i, k in enumerate(keep) if not k),
-                    key=lambda i: -scores.get(entries[i].name, 0.0))  # stable: ties keep order
+                    key=lambda i: -scores.get(entries[i].ident, 0.0))  # stable: ties keep order
     full = [e.fixed and not e.name_only for e in entries]
     for i in ranked:
         extra = widths[i][0] - widths[i][1]

@@ -10,7 +10,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.listing import bundled
+from claude_autoharness.daemon.listing import bundled, plugins
 from claude_autoharness.daemon.listing.predict import DEFAULT_MAX_DESC, Entry, usage_score
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.protocol import paths
@@ -83,9 +83,26 @@ def _truthy(v: str | None) -> bool:
     return (v or "").strip().lower() in ("true", "yes", "on", "1")
 
 
-def skill_entries(skills_dir: str, layer: str, owners: dict[str, str]) -> list[Entry]:
+def shown_name(key: str, declared: str) -> str:
+    """The name a listing line shows: the entry's own name (its directory, `plugin:` first
+    for a plugin's), with the frontmatter `name` after it in brackets when that differs."""
+    return key if not declared or declared == key or key.endswith(f":{declared}") \
+        else f"{key} ({declared})"
+
+
+def _listed(fields: dict[str, str], plugin: bool) -> bool:
+    """Whether Claude Code lists an entry: never with `disable-model-invocation`; a plugin's
+    only with a `description` or `when_to_use` of its own."""
+    if _truthy(fields.get("disable-model-invocation")):
+        return False
+    return not plugin or "description" in fields or bool(fields.get("when_to_use"))
+
+
+def skill_entries(skills_dir: str, layer: str, owners: dict[str, str],
+                  prefix: str = "") -> list[Entry]:
     """The skills of one skills dir Claude Code lists to the model, sorted by name (its
-    order). `owners`: skill name -> `autoharness` for the ones autoharness owns."""
+    order). `owners`: skill name -> `autoharness` for the ones autoharness owns; `prefix`:
+    a plugin's `name:` (its skills are listed only with a description)."""
     try:
         names = sorted(os.listdir(skills_dir))
     except OSError:
@@ -96,31 +113,50 @@ def skill_entries(skills_dir: str, layer: str, owners: dict[str, str]) -> list[E
         if data is None:
             continue
         fields = frontmatter(data.decode("utf-8", "replace"))
-        if _truthy(fields.get("disable-model-invocation")):
+        if not _listed(fields, bool(prefix)):
             continue
-        out.append(Entry(name=fields.get("name") or name, description=listed_description(fields),
-                         layer=layer, owner=owners.get(name, "hand-written")))
+        declared = fields.get("name", "")
+        out.append(Entry(name=shown_name(prefix + name, declared and prefix + declared),
+                         description=listed_description(fields), layer=layer,
+                         owner=owners.get(name, "plugin" if prefix else "hand-written"),
+                         key=prefix + name))
     return out
 
 
-def command_entries(commands_dir: str, layer: str) -> list[Entry]:
+def command_entries(commands_dir: str, layer: str, prefix: str = "") -> list[Entry]:
     """The slash commands of one commands dir (`NAME.md`), sorted by name; a command without a
-    `description` is listed with its first line of text."""
-    try:
-        names = sorted(n for n in os.listdir(commands_dir) if n.endswith(".md"))
-    except OSError:
-        return []
+    `description` is listed with its first line of text. A plugin's (`prefix`: its `name:`)
+    include its subdirectories' (`plugin:sub:NAME`) and only those with a description."""
     out = []
-    for fname in names:
-        data = read_nofollow(commands_dir, fname, limit=MAX_SKILL_BYTES)
+    for rel in _command_files(commands_dir, depth=3 if prefix else 0):
+        data = read_nofollow(commands_dir, rel, limit=MAX_SKILL_BYTES)
         if data is None:
             continue
         text = data.decode("utf-8", "replace")
         fields = frontmatter(text)
-        if _truthy(fields.get("disable-model-invocation")):
+        if not _listed(fields, bool(prefix)):
             continue
         desc = listed_description(fields) or _first_line(text)
-        out.append(Entry(name=fname[:-3], description=desc, layer=layer, kind="command"))
+        out.append(Entry(name=prefix + rel[:-3].replace("/", ":"), description=desc,
+                         layer=layer, owner="plugin" if prefix else "hand-written",
+                         kind="command"))
+    return sorted(out, key=lambda e: e.name)
+
+
+def _command_files(root: str, depth: int, rel: str = "") -> list[str]:
+    """The `.md` files under `root` (relative paths), `depth` levels of subdirectories down;
+    symlinked directories are not followed."""
+    try:
+        items = list(os.scandir(os.path.join(root, rel) if rel else root))
+    except OSError:
+        return []
+    out = []
+    for it in items:
+        path = f"{rel}/{it.name}" if rel else it.name
+        if it.name.endswith(".md") and it.is_file(follow_symlinks=False):
+            out.append(path)
+        elif depth and it.is_dir(follow_symlinks=False):
+            out += _command_files(root, depth - 1, path)
     return out
 
 
@@ -193,7 +229,8 @@ def entries(project_root: str | None, owners: dict[tuple[str, str], str],
             overrides: dict[str, str] | None = None,
             bundled_chars: int | None = None) -> list[Entry]:
     """Every entry of the listing a session in `project_root` gets, in Claude Code's order:
-    user skills, project skills, user commands, project commands, then its own.
+    user skills, project skills, user commands, project commands, the enabled plugins'
+    commands then their skills, then its own.
     `owners`: (layer, name) -> owner of the skills autoharness knows."""
     by_layer = {layer: {n: o for (lay, n), o in owners.items() if lay == layer}
                 for layer in ("user", "project")}
@@ -203,6 +240,11 @@ def entries(project_root: str | None, owners: dict[tuple[str, str], str],
     out += command_entries(paths.user_commands_dir(), "user")
     if project_root:
         out += command_entries(paths.project_commands_dir(project_root), "project")
+    found = plugins.roots(project_root)
+    out += [e for pre, root in found
+            for e in command_entries(os.path.join(root, "commands"), "plugin", pre)]
+    out += [e for pre, root in found
+            for e in skill_entries(os.path.join(root, "skills"), "plugin", {}, pre)]
     out += bundled.entries(bundled_chars)
     return apply_overrides(out, overrides or {})
 
@@ -214,8 +256,9 @@ def apply_overrides(entries_: list[Entry], overrides: dict[str, str]) -> list[En
 
     out = []
     for e in entries_:
-        v = overrides.get(e.name)
+        v = overrides.get(e.ident)
         if v in HIDDEN:
             continue
-        out.append(replace(e, name_only=True) if v == "name-only" else e)
+        # a name-only line shows the entry's own name, never `dir (name)`
+        out.append(replace(e, name_only=True, name=e.ident, key="") if v == "name-only" else e)
     return out

@@ -29,7 +29,7 @@ def summary(listing: Listing, scores: dict[str, float], project: str | None) -> 
     """What `status`, `doctor`, `report` and the session start say of a listing."""
     ours = [ln for ln in listing.lines if ln.entry.owner == "autoharness"]
     hidden = [ln for ln in ours if not ln.full]
-    never = [ln for ln in hidden if scores.get(ln.entry.name, 0.0) == 0.0]
+    never = [ln for ln in hidden if scores.get(ln.entry.ident, 0.0) == 0.0]
     out = ListingSummary(
         project=project, budget=listing.budget, chars=listing.total, shown_chars=listing.shown,
         entries=len(listing.lines), name_only=len(listing.name_only()),
@@ -38,7 +38,7 @@ def summary(listing: Listing, scores: dict[str, float], project: str | None) -> 
         never_used_name_only=len(never),
         lines=[ListingLine(name=ln.entry.name, layer=ln.entry.layer, owner=ln.entry.owner,
                            kind=ln.entry.kind, full=ln.full, desc_chars=ln.desc_chars,
-                           chars=ln.full_width, score=round(scores.get(ln.entry.name, 0.0), 4))
+                           chars=ln.full_width, score=round(scores.get(ln.entry.ident, 0.0), 4))
                for ln in listing.lines])
     out.text = words(out)
     out.fix = FIX if hidden else ""

@@ -2,24 +2,86 @@
 `protocol.words.learned_words`): read from its provenance's first landing (the source, the
 session or the machine, when).
 
-A skill autoharness landed in *another* home (a teammate's project skill committed to the
-repository, a skills dir copied from elsewhere) carries a provenance this home has no landing
-records for: it is not owned here (never changed, archived or reverted by this daemon, which
-only trusts its own records), but it is not hand-written either. It is listed with the owner
-`elsewhere`, and its attribution says it was learned in another home.
+A project skill autoharness landed in *another* home (a teammate's, committed to the
+repository) carries a provenance this home has no landing records for. When its SKILL.md is
+still the text that landing wrote, this home takes it in (`adopt`): one history entry, action
+`adopt`, naming that landing and the files as they are, and a fresh probation. From then on
+it is this home's learned skill like its own (judged by the lifecycle, counted in capacity and
+the report, forgotten or reverted by the verbs), and its attribution still says who learned
+it, when and from which session or machine, in the other home. The skill's files are not
+touched by taking it in. One whose text was changed since (by hand, in the repository) is not
+taken in: it is listed with the owner `elsewhere`, not managed here. User-layer skills from
+elsewhere come through sync, which keeps its own records.
 """
 
 from __future__ import annotations
 
-from claude_autoharness.daemon.promote.skilltree import read_provenance
+import os
+
+from claude_autoharness.daemon.promote import fileops
+from claude_autoharness.daemon.promote.plan import SKILL_MD
+from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.protocol.replies import Finding, Learned
 
 ELSEWHERE = "elsewhere"
 NOT_MANAGED = "not managed here"  # its stage: this home's lifecycle does not judge it
+ADOPT = "adopt"  # the history action of a skill taken in from another home
 
 
-def learned(prov: dict | None, *, here: bool) -> Learned | None:
-    """The attribution of a provenance record (None without a landing)."""
+def _taken_in(prov: dict | None, d: str) -> dict | None:
+    """The landing `d` is taken in at: the provenance's last, when SKILL.md is its text."""
+    landings = (prov or {}).get("landings") or []
+    last = landings[-1] if landings and isinstance(landings[-1], dict) else None
+    md = read_nofollow(d, SKILL_MD)
+    if last is None or md is None or last.get("skill_md") != fileops.sha(md):
+        return None
+    return last
+
+
+def adopt(pr, project_root: str | None) -> None:
+    """Take in the project's skills learned in another home (see the module's doc); a no-op,
+    with no lock taken, when there are none. Idempotent."""
+    if not project_root:
+        return
+    todo = [(d, anchor) for layer, root, anchor in pr.roots(project_root) if layer == "project"
+            for d in _skill_dirs(root) if not pr.statedir.history(d)
+            and _taken_in(read_provenance(d), d) is not None]
+    if not todo:
+        return
+    with pr.statedir.locked():
+        for d, anchor in todo:
+            files, links = scan_tree(d)
+            last = _taken_in(read_provenance(d), d)
+            if pr.statedir.history(d) or last is None or links:
+                continue  # taken in meanwhile, changed, or holding a symlink: left as it is
+            blobs = {rel: pr.statedir.put_blob(data) for rel in sorted(files)
+                     if (data := read_nofollow(d, rel)) is not None}
+            pr.statedir.append_history({
+                "landing": last["landing"], "version": last["version"], "action": ADOPT,
+                "at": pr.clock(), "target": d, "layer": "project", "name": os.path.basename(d),
+                "source": ADOPT, "reason": "learned by autoharness in another home",
+                "previous": None, "files": blobs})
+            pr.stamp(d, "project", anchor)  # its probation here starts now
+
+
+def _skill_dirs(root: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    return [os.path.join(root, n) for n in names if os.path.isfile(os.path.join(root, n, SKILL_MD))]
+
+
+def adopted_at(history: list[dict]) -> float | None:
+    """When this home took the skill in from another (None: learned here, or not taken in)."""
+    first = history[0] if history else {}
+    at = first.get("at") if first.get("action") == ADOPT else None
+    return at if isinstance(at, int | float) else None
+
+
+def learned(prov: dict | None, *, here: bool, history: list[dict] | None = None) -> Learned | None:
+    """The attribution of a provenance record (None without a landing); `history`: this
+    home's records of the skill, which say whether it was taken in from another home."""
     landings = (prov or {}).get("landings") or []
     first = landings[0] if landings and isinstance(landings[0], dict) else None
     if first is None:
@@ -34,9 +96,11 @@ def learned(prov: dict | None, *, here: bool) -> Learned | None:
     machine = text(first, "machine") or next(
         (text(x, "machine") for x in landings
          if isinstance(x, dict) and x.get("source") == "sync" and text(x, "machine")), None)
+    taken = adopted_at(history or [])
     return Learned(source=text(first, "source") or "",
                    at=at if isinstance(at, int | float) else None,
-                   session=text(first, "session"), machine=machine, here=here)
+                   session=text(first, "session"), machine=machine,
+                   here=here and taken is None, adopted_at=taken)
 
 
 
@@ -45,8 +109,8 @@ def not_owned(name: str, skill_dir: str) -> Finding:
     or learned in another home (then: where to change it)."""
     if learned(read_provenance(skill_dir), here=False) is not None:
         return Finding(family="owned", code="not_owned",
-                       message=f"{name} was learned by autoharness in another home: it is not "
-                               "managed here; change it in that home (or through your "
-                               "repository, for a committed project skill)")
+                       message=f"{name} was learned by autoharness in another home and changed "
+                               "since: it is not managed here; change it in that home (or "
+                               "through your repository, for a committed project skill)")
     return Finding(family="owned", code="not_owned",
                    message=f"{name} was not created by autoharness")

@@ -7,7 +7,7 @@ Reads only, never through a symlink below the layer root.
 import os
 from dataclasses import replace
 
-from claude_autoharness.daemon.promote import gitmode, records, skilltree, validate
+from claude_autoharness.daemon.promote import attribution, gitmode, records, skilltree, validate
 from claude_autoharness.daemon.promote.plan import SKILL_MD, Plan, Seen
 from claude_autoharness.daemon.promote.statedir import promote_state_dir
 
@@ -16,12 +16,13 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
     """Landed by autoharness *at this path*, by autoharness's own records.
 
     The provenance file alone proves nothing — a repository can ship one — so it must name
-    this path *and* share a landing (id and SKILL.md hash) with the landing records in the
-    state dir. A copied or moved skill dir is not adopted, and nothing sitting where
+    this path (or the skill was taken in here from another home: `attribution.adopt`) *and*
+    share a landing (id and SKILL.md hash) with the landing records in the state dir. A
+    copied or moved skill dir is not owned until it is taken in, and nothing sitting where
     autoharness last archived a skill is ours until a restore records it again.
     """
     rec = skilltree.read_provenance(skill_dir)
-    if rec is None or rec["target"] != skill_dir:
+    if rec is None:
         return False
     state = state or promote_state_dir()
     entries = records.read_history(state, skill_dir)
@@ -29,6 +30,9 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
         mirror = gitmode.twin(state, skill_dir)
         entries = records.read_history(state, mirror) if mirror else []
     if not entries or entries[-1]["action"] == "archive":
+        return False
+    # one taken in from another home names that home's path; the records here name this one
+    if rec["target"] != skill_dir and entries[0]["action"] != attribution.ADOPT:
         return False
     claimed = {(x["landing"], x["skill_md"]) for x in rec["landings"] if x["skill_md"]}
     return any((e["landing"], e["files"].get(SKILL_MD)) in claimed for e in entries)

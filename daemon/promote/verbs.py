@@ -47,6 +47,7 @@ class Verbs(Lander):
     def list_skills(self, project_root: str | None = None) -> list[SkillInfo]:
         """Live skills of the user layer (and the project's, given its root), then archives."""
         self.refresh_git(project_root)
+        attribution.adopt(self, project_root)
         out = []
         uses, stamps, stale = self.statedir.uses(), self.statedir.stamps(), self.statedir.stale()
         for layer, root, _ in self.roots(project_root):
@@ -77,6 +78,7 @@ class Verbs(Lander):
         """One skill: its SKILL.md, files, provenance and every verdict in its history; a live
         one, else its latest archive (None when there is neither)."""
         self.refresh_git(project_root)
+        attribution.adopt(self, project_root)
         found = layers.find_one(name, self.roots(project_root), layer,
                                 lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
         if isinstance(found, Outcome):
@@ -127,6 +129,7 @@ class Verbs(Lander):
                layer: str | None = None) -> Outcome:
         """Put back an earlier landed version (default: the one before the current); the
         revert is itself a recorded landing."""
+        attribution.adopt(self, project_root)
         with self.statedir.locked():
             self.sync_git_roots(project_root)
             found = layers.find_one(name, self.roots(project_root), layer,
@@ -218,6 +221,7 @@ class Verbs(Lander):
                layer: str | None = None) -> Outcome:
         """Take an autoharness skill out of the live library, restorably; it is not learned
         again until restored (`forgetting`). A hand-written skill is refused, never touched."""
+        attribution.adopt(self, project_root)
         found = layers.find_one(name, self.roots(project_root), layer,
                                 lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
         if isinstance(found, Outcome):
@@ -286,7 +290,8 @@ class Verbs(Lander):
         if elsewhere is not None and attribution.learned(elsewhere, here=False):
             owner, stage = attribution.ELSEWHERE, attribution.NOT_MANAGED
         return SkillInfo(name=os.path.basename(d), layer=layer, path=d, owner=owner,
-                         learned=attribution.learned(prov or elsewhere, here=prov is not None),
+                         learned=attribution.learned(prov or elsewhere, here=prov is not None,
+                                                     history=self.statedir.history(d)),
                          created=landings[0]["at"] if landings else None,
                          last_changed=landings[-1]["at"] if landings else mtime,
                          uses=used,

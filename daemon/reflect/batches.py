@@ -39,12 +39,13 @@ import anyio
 import structlog
 
 from claude_autoharness.daemon.capture.source import open_transcript
+from claude_autoharness.daemon.events import Events, IntentsQueued
 from claude_autoharness.daemon.reflect import backends, batchstore, windows
 from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
 from claude_autoharness.daemon.reflect.backends.base import has_api_key
 from claude_autoharness.daemon.reflect.batchstore import Batch, Creating, Item, Journal
 from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
-from claude_autoharness.daemon.reflect.pool import SeenRecords
+from claude_autoharness.daemon.reflect.pool import Projects, SeenRecords
 from claude_autoharness.protocol import replies as r
 from claude_autoharness.protocol.messages import BatchOp
 
@@ -97,19 +98,17 @@ def chunk(sizes: list[int], max_requests: int, max_bytes: int) -> list[tuple[int
 class BatchRunner:
     """Owns the batch journal; `run()` is the daemon task that submits and polls."""
 
-    def __init__(self, reflection: Reflection, *,
-                 project_root: Callable[[str | None], str | None],
-                 queued: Callable[[], None], seen: SeenRecords | None = None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(self, reflection: Reflection, *, projects: Projects, events: Events,
+                 seen: SeenRecords | None = None, clock: Callable[[], float] = time.time):
         """`reflection` cuts, prompts, takes in and charges as it does for the pool's jobs;
-        `project_root` maps a transcript's cwd to its project; `queued` is called once a
-        batch's results are taken in (the promoter's turn); `seen`: the records already
-        reflected (the pool's)."""
+        `projects` maps a transcript's cwd to its project; `events` hears `IntentsQueued`
+        once a batch's results are taken in (the promoter's turn); `seen`: the records
+        already reflected (the pool's)."""
         self.reflection = reflection
         self.seen = seen
         self.live = reflection.live
-        self.project_root = project_root
-        self.queued = queued
+        self.projects = projects
+        self.events = events
         self.clock = clock
         self.j = Journal()
         self.changed = anyio.Event()
@@ -152,7 +151,7 @@ class BatchRunner:
                 missing.append(path)
                 continue
             cwd = project or transcript_cwd(path)
-            root = self.project_root(cwd) if cwd else None
+            root = self.projects.root_of(cwd)
             start, size = 0, os.path.getsize(path)
             while start < size:
                 packet = self.reflection.cut(path, start, reflected=self.seen)
@@ -375,7 +374,7 @@ class BatchRunner:
                 self._retry(item, "missing from the batch results")
         b.status = "ended"
         self.save()
-        self.queued()
+        self.events.publish(IntentsQueued(source="batch"))  # taken in, and saved
         self.changed.set()
 
     async def _take(self, item: Item, kind: str, payload) -> None:

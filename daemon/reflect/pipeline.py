@@ -12,6 +12,7 @@ recorded in the report's ledger before its reply is acted on.
 
 import builtins
 import datetime
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
@@ -20,11 +21,13 @@ import anyio
 
 from claude_autoharness.daemon.capture.packet import Packet, build_packet
 from claude_autoharness.daemon.live import Live
+from claude_autoharness.daemon.promote import memory, skillfile
 from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
 from claude_autoharness.daemon.proposals import Intent
 from claude_autoharness.daemon.reflect import backends, windows
 from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
 from claude_autoharness.daemon.reflect.sessionloads import SessionLoads
+from claude_autoharness.daemon.sessions import Session
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read", "cache_creation")
 
@@ -55,27 +58,32 @@ class IntentSink(Protocol):
     def job_recorded(self, job_id: str) -> bool: ...
 
 
+class Ledger(Protocol):
+    """The report's ledger, as reflection writes it (blocking)."""
+
+    def record_usage(self, **call) -> None:
+        """One model call's tokens."""
+
+    def record_calls(self, s: Session) -> None:
+        """A session's tool calls counted so far."""
+
+
 class Reflection:
     """The shared steps. Blocking ones say so (run them in a worker thread); the async ones
     move their own blocking work to threads."""
 
     def __init__(self, tokens: Tokens, intents: IntentSink, live: Live, *,
-                 skill_index: Callable[[str | None], list[dict]],
-                 memory_index: Callable[[str | None], list[dict]] | None = None,
+                 ledger: Ledger,
                  save_window: Callable[[str, str], None] | None = None,
-                 record_usage: Callable[..., None] | None = None,
                  clock: Callable[[], float] = time.time):
-        """`skill_index` lists a project's live skills and `memory_index` the user's own
-        memory lessons, redacted (both blocking); `save_window(job_id, text)` keeps the
-        evidence window for the promoter (default: in the state dir); `record_usage(**call)`
-        appends one call's tokens to the report's ledger (blocking)."""
+        """`ledger` records each call's tokens and each session's calls (the pool's);
+        `save_window(job_id, text)` keeps the evidence window for the promoter (default: in
+        the state dir)."""
         self.tokens = tokens
         self.intents = intents
         self.live = live
-        self.skill_index = skill_index
-        self.memory_index = memory_index or (lambda root: [])
+        self.ledger = ledger
         self.save_window = save_window or windows.save_window
-        self.record_usage = record_usage or (lambda **call: None)
         self.clock = clock
         self.session_loads = SessionLoads()
 
@@ -122,6 +130,29 @@ class Reflection:
                                  queued_markers=self.queued_marker_texts(),
                                  memory=self.memory_index(root))
 
+    def skill_index(self, project_root: str | None) -> list[dict]:
+        """Name, layer, owner and description of every live skill (blocking)."""
+        out = []
+        for info in self.live.promoter.list_skills(project_root):
+            if info.status != "live":
+                continue
+            try:
+                with open(os.path.join(info.path, "SKILL.md"), encoding="utf-8") as f:
+                    fields, _ = skillfile.parse(f.read(64 * 1024))
+                desc = fields.get("description", "")
+            except (OSError, ValueError, skillfile.SkillFormatError):
+                desc = ""
+            out.append({"name": info.name, "layer": info.layer, "owner": info.owner,
+                        "description": desc})
+        return out
+
+    def memory_index(self, project_root: str | None) -> list[dict]:
+        """The lessons of the user's own memory (CLAUDE.md files, auto memory), redacted
+        (blocking; bounded by `promote.memory`)."""
+        redact = self.live.redactor.redact
+        return [{"source": x.source, "text": redact(x.text)[0]}
+                for x in memory.lessons(project_root)]
+
     def loads_before(self, path: str, end: int, roots=None) -> list[str]:
         """The skill loads of the transcript at `path` before byte `end` (blocking): what a
         `missed` verdict on a window ending there is grounded against."""
@@ -141,7 +172,7 @@ class Reflection:
         n = sum(int(usage.get(k) or 0) for k in USAGE_KEYS)
         if n:
             self.tokens.add_tokens(today(self.clock()), n, str(call.get("backend") or ""))
-        await anyio.to_thread.run_sync(lambda: self.record_usage(usage=usage, **call))
+        await anyio.to_thread.run_sync(lambda: self.ledger.record_usage(usage=usage, **call))
 
     async def take_in(self, job_id: str, session_id: str, source: str,
                       result: backends.ReflectResult, window: str, root: str | None, *,

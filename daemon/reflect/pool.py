@@ -9,14 +9,14 @@ The steps of one reflection (cut, prompt, ask, take in, charge) are the shared `
 (`reflect/pipeline`); the pool schedules jobs, bounds each step in time and keeps the jobs'
 records. It sees the rest of the daemon through small protocols: the `JobBook` (jobs and
 sessions, durably recorded), a `Counters` sink (its tallies), the `IntentSink` (intake, through
-the `Reflection`) and the `SeenRecords`; plus a few callables. It is unit-testable with
-in-memory stand-ins.
+the `Reflection`), the `SeenRecords`, the `Projects` and the `Curator`'s skills; what follows a
+finished job is its `JobDone` event. It is unit-testable with in-memory stand-ins.
 """
 
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import anyio
@@ -31,6 +31,7 @@ from claude_autoharness.daemon.capture.source import (
     transcript_roots,
 )
 from claude_autoharness.daemon.capture.window import tail_start
+from claude_autoharness.daemon.events import Events, JobDone
 from claude_autoharness.daemon.jobchanges import JobBook
 from claude_autoharness.daemon.persist.health import describe
 from claude_autoharness.daemon.reflect import backends
@@ -41,7 +42,7 @@ from claude_autoharness.daemon.reflect.curate import (
     wants_model,
 )
 from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
-from claude_autoharness.daemon.sessions import Job, Session, backoff
+from claude_autoharness.daemon.sessions import Job, backoff
 
 log = structlog.get_logger("autoharness")
 
@@ -94,34 +95,36 @@ class SeenRecords(Protocol):
     def add(self, uuids: Iterable[str]) -> int: ...
 
 
+class Projects(Protocol):
+    def root_of(self, cwd: str | None) -> str | None:
+        """The project (main worktree) a cwd belongs to."""
+
+
+class Curator(Protocol):
+    def curator_skills(self, layer: str, root: str | None) -> list[CuratedSkill]:
+        """One layer's live autoharness skills, whole (blocking)."""
+
+
 class ReflectorPool:
     def __init__(self, book: JobBook, counters: Counters, reflection: Reflection, *,
-                 project_root: Callable[[str | None], str | None],
-                 queued: Callable[[], None],
-                 curator_skills: Callable[[str, str | None], list[CuratedSkill]] | None = None,
-                 reflected: Callable[[Job], Awaitable[None]] | None = None,
+                 projects: Projects, events: Events, curator: Curator | None = None,
                  seen: SeenRecords | None = None,
-                 record_calls: Callable[[Session], None] | None = None,
                  clock: Callable[[], float] = time.time,
                  rand: Callable[[], float] = random.random):
-        """`reflection` does each job's steps; `project_root` maps a job's cwd to its project;
-        `queued` is called once a job's intents are queued; `curator_skills` gives one
-        layer's skills whole (blocking), for the curator; `reflected` is awaited after each
-        finished reflection (not curator) job; `seen` knows the records already reflected,
-        which later windows of any session leave out (a forked session's copies of its
-        parent's); `record_calls(session)` records a session's calls so far in the report's
-        ledger (blocking)."""
+        """`reflection` does each job's steps (and holds the ledger the session's calls go
+        to); `projects` maps a job's cwd to its project; `events` hears each `JobDone`;
+        `curator` gives the skills the curator reads; `seen` knows the records already
+        reflected, which later windows of any session leave out (a forked session's copies
+        of its parent's)."""
         self.book = book
         self.counters = counters
         self.reflection = reflection
         self.intents = reflection.intents
         self.live = reflection.live
-        self.project_root = project_root
-        self.queued = queued
-        self.curator_skills = curator_skills or (lambda layer, root: [])
-        self.reflected = reflected
+        self.projects = projects
+        self.events = events
+        self.curator = curator
         self.seen = seen
-        self.record_calls = record_calls or (lambda session: None)
         self.clock = clock
         self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
@@ -242,7 +245,7 @@ class ReflectorPool:
             # nothing new was written, or a reflector had all of it: no model call
             await self._finish(job, [], packet)
             return
-        project_root = self.project_root(job.cwd)
+        project_root = self.projects.root_of(job.cwd)
         prompt = await self.step("listing the skills", self.reflection.prompt, packet, job.text,
                                  project_root)
         result = await self._ask(job, prompt)
@@ -301,7 +304,8 @@ class ReflectorPool:
         ordinary intents whose evidence must quote the skills that were sent."""
         layer = job.layer or "user"
         root = job.cwd if layer == "project" else None
-        skills = await self.step("reading the skills", self.curator_skills, layer, root)
+        skills = [] if self.curator is None else await self.step(
+            "reading the skills", self.curator.curator_skills, layer, root)
         if not wants_model(skills):  # nothing to merge or repair: no model call
             await self._finish(job, [], None)
             return
@@ -406,12 +410,10 @@ class ReflectorPool:
         s = self.book.session(job.session_id)
         if s is not None and job.kind != "curate":
             # the session's calls so far: the book forgets sessions, the report needs them
-            await anyio.to_thread.run_sync(self.record_calls, s)
+            await anyio.to_thread.run_sync(self.reflection.ledger.record_calls, s)
         self.counters.job_finished(ok=True)
         await self.book.job_done(job, intent_ids, packet, now=self.clock(), duplicates=duplicates)
-        self.queued()
-        if job.kind != "curate" and self.reflected is not None:
-            await self.reflected(job)
+        self.events.publish(JobDone(job_id=job.id, kind=job.kind, cwd=job.cwd))  # journaled
 
     async def _remember(self, job: Job, uuids: list[str]) -> None:
         """The window's records were handed to a reflector: later windows leave them out."""

@@ -7,7 +7,7 @@ from claude_autoharness.protocol.replies.codec import Part
 class ListingLine(Part):
     name: str
     layer: str  # user | project | bundled
-    owner: str  # autoharness | hand-written | claude-code
+    owner: str  # autoharness | hand-written | plugin | claude-code
     kind: str = "skill"  # skill | command
     full: bool = True  # listed with its description
     desc_chars: int = 0  # the description's length after Claude Code's cut

@@ -72,14 +72,16 @@ class SkillCheck(msgspec.Struct, kw_only=True):
 class Learned(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Who learned a skill and when, from its provenance's first landing: the source (reflector,
     learn, marker, curator, sync, operator), the session or the machine it came from. `here`
-    is False for a skill autoharness landed in another home (a teammate's committed skill):
-    shown as learned, never changed by this one."""
+    is False for a skill autoharness landed in another home (a teammate's committed skill);
+    `adopted_at`: when this home took it in and began to manage it as its own (None: it does
+    not, its text having changed since it landed)."""
 
     source: str = ""
     at: float | None = None
     session: str | None = None
     machine: str | None = None
     here: bool = True
+    adopted_at: float | None = None
 
 
 class SkillInfo(msgspec.Struct, kw_only=True):
