@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from claude_autoharness.daemon.capture.redact import Redactor, redactor_for
 from claude_autoharness.daemon.promote.land import Promoter
+from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
 from claude_autoharness.protocol.config import Config, ConfigError
 
 # Keys a reload does not change in a running daemon (they apply at its next start), and which
@@ -42,9 +43,10 @@ class Live:
         lifecycle judges skills by; `sources` says where each key of `cfg` that is set came from.
         """
         redactor = make_redactor(cfg)
-        return cls(cfg, redactor, Promoter(cfg.promoter, redactor=redactor, library=cfg.library,
-                                           listing=cfg.listing, turns=turns),
-                   dict(sources or {}))
+        promoter = Promoter(cfg.promoter, redactor=redactor, library=cfg.library,
+                            listing=cfg.listing, turns=turns,
+                            statedir=StateDir(promote_state_dir()))
+        return cls(cfg, redactor, promoter, dict(sources or {}))
 
     def replace(self, other: "Live") -> None:
         self.cfg, self.redactor, self.promoter = other.cfg, other.redactor, other.promoter

@@ -15,7 +15,6 @@ Blocking (file reads): call `build` from a worker thread.
 """
 
 import datetime
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -77,9 +76,9 @@ class _Window:
 def build(inp: Inputs) -> r.Report:
     since = inp.now - inp.days * DAY_S
     win = _Window(since, local_midnight(inp.now), inp.now)
-    history = read_all_history(inp.promoter.statedir.p("history"))
+    history = inp.promoter.all_history()
     usage = list(inp.ledger.records("usage"))
-    infos = skill_infos(inp.promoter, inp.projects)
+    infos = inp.promoter.every_skill(inp.projects)
     rows = [skill_row(i, scope) for i, scope in infos]
     report = r.Report(generated_at=inp.now, days=inp.days, since=since,
                       funnel=funnel(inp.intents, history, usage, win),
@@ -144,33 +143,6 @@ def funnel(intents: list[Intent], history: list[dict], usage: list[dict],
     return f
 
 
-def read_all_history(hdir: str) -> list[dict]:
-    """Every history entry the promoter recorded (all targets), oldest first; files not of
-    our shape are skipped."""
-    out: list[dict] = []
-    try:
-        names = sorted(os.listdir(hdir))
-    except OSError:
-        return out
-    for name in names:
-        if not name.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(hdir, name), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            continue
-        if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-            continue
-        for e in data["entries"]:
-            if isinstance(e, dict) and isinstance(e.get("at"), (int, float)) \
-                    and isinstance(e.get("action"), str):
-                e.setdefault("target", data.get("target"))
-                out.append(e)
-    out.sort(key=lambda e: (e["at"], str(e.get("landing"))))
-    return out
-
-
 def library_days(history: list[dict], since: float, now: float) -> list[r.LibraryDay]:
     """Live autoharness skills per layer at the end of each day of the period, with the
     landings (writes) and archives of that day."""
@@ -212,22 +184,6 @@ def library_days(history: list[dict], since: float, now: float) -> list[r.Librar
 
 
 # ---- skills: rows, recall, context -----------------------------------------------------------
-
-def skill_infos(pr: Promoter, projects: Iterable[str]) -> list[tuple[r.SkillInfo, str | None]]:
-    """Every skill of the user layer and of each known project, once: (info, its project)."""
-    out: list[tuple[r.SkillInfo, str | None]] = []
-    seen: set[tuple[str, str, str]] = set()
-    for root in [None, *sorted(set(projects))]:
-        if root is not None and not os.path.isdir(root):
-            continue
-        for info in pr.list_skills(root):
-            key = (info.status, info.layer, info.path)
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append((info, root if info.layer == "project" else None))
-    return out
-
 
 def _feedback(info: r.SkillInfo) -> dict[str, int] | None:
     raw = getattr(info, "feedback", None)
@@ -278,12 +234,7 @@ def listing_chars(info: r.SkillInfo) -> int:
     """The characters of the line Claude Code lists for a skill in every request:
     `- name: description` (the description as its SKILL.md frontmatter has it)."""
     data = read_nofollow(info.path, SKILL_MD, limit=64 * 1024)
-    desc = ""
-    if data is not None:
-        try:
-            desc = skillfile.parse(data.decode("utf-8", "replace"))[0].get("description", "")
-        except skillfile.SkillFormatError:
-            desc = ""
+    desc = skillfile.description(None if data is None else data.decode("utf-8", "replace"))
     return len(f"- {info.name}: {desc}\n")
 
 

@@ -294,3 +294,27 @@ def test_curator_request_is_redacted_capped_and_its_window_is_the_skills_only():
     assert 'uses="2" turns="9"' in prompt.user_text and "C" * 500 not in prompt.user_text
     assert window.startswith("A body.") and "B body" in window and "uses=" not in window
     assert "curator" in prompt.system_text.lower() and prompt.schema["required"] == ["proposals", "feedback"]
+
+
+def test_review_mode_returns_a_harmful_archive_to_hold_instead_of_landing_it(lib):
+    """In review mode the pass lands no harmful archive: it hands it back in `held`, with the
+    skill's dir and its grounded harmful quotes, for the caller to hold for the user (the
+    promoter calls nothing above it); `note_held` then records the decision in history."""
+    pr = Promoter(PromoterConfig(mode="review"), turns=lib["turns"])
+    root = lib["root"]
+    assert lib["pr"].promote(intent("create", "bad-advice"), WINDOW, root).status == "landed"
+    target = str(lib["skills"] / "bad-advice")
+    for n in (1, 2):
+        pr.statedir.append_history({
+            "landing": f"fb-{n}", "action": "feedback", "version": 1, "files": {}, "at": 1.0,
+            "target": target, "layer": "project", "name": "bad-advice", "source": "reflector",
+            "verdict": "harmful", "quote": f"that advice broke the build ({n})"})
+    run = pr.lifecycle_run(root)
+    assert run.done == [] and [s.status for s in listed(lib, "bad-advice")] == ["live"]
+    [held] = run.held
+    assert (held.decision.name, held.decision.reason, held.path) == ("bad-advice", "harmful",
+                                                                     target)
+    assert held.quotes == ["that advice broke the build (1)", "that advice broke the build (2)"]
+    pr.note_held(held)
+    [mark] = [e for e in pr.history_at(target) if e["action"] == "held"]
+    assert mark["reason"] == "harmful: 2 harmful and 0 helped verdicts; held for review"

@@ -17,7 +17,9 @@ from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.learnings import state as ls
 from claude_autoharness.daemon.persist import dirs, quarantine
 from claude_autoharness.daemon.persist import state as st
+from claude_autoharness.daemon.persist.promoter import StaleMark
 from claude_autoharness.daemon.promote import records
+from claude_autoharness.daemon.promote.statedir import StateDir
 from claude_autoharness.daemon.reflect import batchstore
 from claude_autoharness.daemon.reflected import ReflectedRecords
 from claude_autoharness.daemon.reportlog import ReportLog
@@ -134,9 +136,30 @@ def test_the_old_promoter_records_load(home, tmp_path):
                     records.history_path(str(tmp_path), target))
     assert [(e["landing"], e["version"]) for e in records.read_history(str(tmp_path), target)] \
         == [("1790000000000-aaaa", 1), ("1790000001000-bbbb", 2)]
-    pending = json.loads((FORMATS / "records" / "pending-write.json").read_text())
-    assert records.landing_ok(pending)
+    pending = (FORMATS / "records" / "pending-write.json").read_bytes()
+    assert type(records.read_landing(pending)) is records.WriteLanding
     assert records.parse_provenance((FORMATS / "records" / "provenance.json").read_bytes())
+
+
+def test_the_old_promoter_count_files_load_typed_and_a_foreign_one_is_quarantined(home,
+                                                                                   tmp_path):
+    """The promoter's count files as older versions wrote them (plain JSON maps) load as the
+    typed maps, and are written back the same way; one not of its type reads as empty and
+    goes into the one quarantine instead of being half-trusted."""
+    for name in ("uses.json", "lifecycle.json", "synced-counts.json", "stale.json"):
+        shutil.copyfile(FORMATS / "records" / name, tmp_path / name)
+    sd = StateDir(str(tmp_path))
+    flaky = "/proj/a/.claude/skills/flaky"
+    assert (sd.uses(), sd.stamps()) == ({flaky: 4}, {flaky: 12})
+    assert sd.synced_counts() == {"/home/u/.claude/skills/tidy":
+                                  {"helped": 1, "turns": 9, "uses": 2}}
+    assert sd.stale() == {flaky: StaleMark(since=3, missing=["src/gone.py"])}
+    sd.set_stale(sd.stale())
+    assert json.loads((tmp_path / "stale.json").read_bytes()) == expected("records", "stale.json")
+    (tmp_path / "uses.json").write_text('{"' + flaky + '": "four"}')
+    assert sd.uses() == {} and not (tmp_path / "uses.json").exists()
+    [kept] = quarantine.files()
+    assert os.path.basename(kept).startswith("uses.json.")
 
 
 def test_the_old_reflected_keys_and_report_ledger_load(home):
@@ -226,6 +249,27 @@ def test_two_files_of_one_name_set_aside_at_once_are_both_kept(home, tmp_path, m
     assert a != b and not f.exists()
     assert sorted(Path(p).read_bytes() for p in quarantine.files()) == [b"first", b"second"]
     assert os.stat(a).st_mode & 0o777 == 0o600  # a copy is private like the state it holds
+
+
+def test_an_old_failed_landing_set_aside_in_place_is_adopted_into_the_quarantine(home):
+    """Older versions renamed a landing that could neither finish nor roll back to
+    `<landing>.json.failed` beside the pending records: at start it moves into the quarantine,
+    where status and doctor show it, and it is never replayed."""
+    paths.make_private_dirs(paths.state_dir())
+    pending = Path(paths.state_dir()) / "promote" / "pending"
+    pending.mkdir(parents=True, mode=0o700)
+    old = FORMATS / "records" / "1790000002000-cccc.json.failed"
+    shutil.copyfile(old, pending / old.name)
+    d = Daemon(home["home"])
+    try:
+        [shown] = d.status()["persistence"]["quarantined"]
+        r = ctl("doctor", "--json")
+    finally:
+        d.stop()
+    assert os.path.basename(shown).startswith(old.name + ".")
+    assert Path(shown).read_bytes() == old.read_bytes() and os.listdir(pending) == []
+    check = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["quarantine"]
+    assert check["ok"] is False and "1 corrupt file" in check["detail"]
 
 
 def test_files_older_versions_set_aside_in_place_are_adopted_at_start(home):

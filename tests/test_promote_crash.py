@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from claude_autoharness.daemon.promote import skillfile, skilltree
+from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.promote import recovery, skillfile, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
@@ -113,6 +114,28 @@ def test_recover_abandons_a_landing_someone_edited_since(env):
     assert rec.result == "abandoned"
     assert md.read_text().endswith("The user's own line.\n")
     assert os.listdir(os.path.join(env["pr"].state, "pending")) == []
+
+
+def test_a_landing_that_can_neither_finish_nor_roll_back_goes_to_the_quarantine(env,
+                                                                                  monkeypatch):
+    """An interrupted landing whose completion and rollback both fail at start is abandoned:
+    its record moves into the one quarantine (status and doctor list it), is not left among
+    the pending records, and is never retried."""
+    land(env, intent("create", "stuck", body="Old body.\n"))
+    crash_on_skill_md_replace(env, intent("update", "stuck", body="New body.\n"))
+    [pending] = os.listdir(os.path.join(env["pr"].state, "pending"))
+
+    def fail(sd, rec):
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(recovery, "complete", fail)
+    monkeypatch.setattr(recovery, "rollback", fail)
+    [rec] = Promoter(PromoterConfig()).recover()
+    assert rec.result == "abandoned"
+    assert os.listdir(os.path.join(env["pr"].state, "pending")) == []
+    [kept] = quarantine.files()
+    assert os.path.basename(kept).startswith(pending + ".")
+    assert Promoter(PromoterConfig()).recover() == []
 
 
 # The child: the same workload every run, resumed from where the parent last heard of it;

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from claude_autoharness.daemon.promote import fileops, observe, skilltree
+from claude_autoharness.daemon.promote import fileops, observe, recovery, skilltree
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.protocol.config import PromoterConfig
@@ -310,21 +310,21 @@ def test_archive_recovery_leaves_a_replaced_skill_alone(env, crash_at, monkeypat
     before the skill was removed), whose skill dir was then replaced by a hand-written skill
     of the same name: recover() abandons the archive instead of deleting the user's skill."""
     land(env, intent("create", "arch", body="Ours.\n"))
-    real_unlink_at, real_write_path = fileops.unlink_at, fileops.write_path
+    real_unlink_at, real_write_private = fileops.unlink_at, recovery.write_private
 
     def unlink_at(base, parts):
         if crash_at == "after_copy" and parts[-1] == SKILL_MD:
             raise Crash
         return real_unlink_at(base, parts)
 
-    def write_path(path, data):
+    def write_private(path, data):
         if crash_at == "before_copy" and path.endswith("meta.json"):
             raise Crash
-        return real_write_path(path, data)
+        return real_write_private(path, data)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fileops, "unlink_at", unlink_at)
-        mp.setattr(fileops, "write_path", write_path)
+        mp.setattr(recovery, "write_private", write_private)
         with pytest.raises(Crash):
             Promoter(PromoterConfig()).promote(intent("archive", "arch"), WINDOW,
                                                str(env["proj"]))

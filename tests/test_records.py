@@ -41,7 +41,8 @@ def test_todays_history_loads_in_order(tmp_path):
 
 def test_todays_archive_meta_and_provenance_load():
     """An archive's meta.json and a landed skill's provenance as written today pass."""
-    assert records.archive_meta_ok(_fixture("archive-meta.json"))
+    assert records.read_json(str(FIXTURES / "archive-meta.json"), records.ArchiveMeta) == \
+        _fixture("archive-meta.json")
     prov = (FIXTURES / "provenance.json").read_bytes()
     assert records.parse_provenance(prov) == json.loads(prov)
 
@@ -68,10 +69,11 @@ def test_a_history_not_of_our_shape_is_absent(tmp_path, change):
     lambda m: m.update(layer="team"), lambda m: m.update(archived_at="now"),
     lambda m: m.update(version=1.5), lambda m: m.pop("path"),
 ])
-def test_archive_meta_not_of_our_shape_is_refused(change):
+def test_archive_meta_not_of_our_shape_is_refused(change, tmp_path):
     meta = _fixture("archive-meta.json")
     change(meta)
-    assert not records.archive_meta_ok(meta)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    assert records.read_json(str(tmp_path / "meta.json"), records.ArchiveMeta) is None
 
 
 def test_provenance_needs_a_landing():
@@ -112,7 +114,7 @@ def test_todays_pending_landings_load(name, kind):
     """A landing record in flight as today's promoter writes it (here: an update and an
     archive, each caught by a crash before it was applied) is of our shape, as its kind."""
     rec = _fixture(name)
-    assert records.landing_ok(rec)
+    assert type(records.read_landing(json.dumps(rec).encode())) is kind
     assert type(msgspec.convert(rec, records.Landing, strict=True)) is kind
 
 

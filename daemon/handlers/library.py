@@ -57,7 +57,10 @@ class Library:
         held for the user (`hold_archive`) instead."""
         promoter = self.live.promoter
         try:
-            done = promoter.lifecycle_run(root, hold=self.hold_archive)
+            done = promoter.lifecycle_run(root)
+            for held in done.held:  # review mode: the user decides these
+                if self.hold_archive(held.decision, held.quotes):
+                    promoter.note_held(held)
             for d in done.done:
                 log.info("archived", skill=d.name, layer=d.layer, reason=d.reason,
                          uses=d.uses, turns=d.turns)
@@ -139,7 +142,7 @@ class Library:
                     text = f.read(256 * 1024)
             except (OSError, ValueError):
                 continue
-            history = self.live.promoter.statedir.history(info.path)
+            history = self.live.promoter.history_at(info.path)
             missed = (feedback.missed_quotes(history)
                       if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,

@@ -26,7 +26,7 @@ from claude_autoharness.daemon.handlers.ledger import Ledger
 from claude_autoharness.daemon.handlers.library import Library
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import adherence, lifecycle, loads
+from claude_autoharness.daemon.promote import lifecycle, loads
 from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
 from claude_autoharness.daemon.reflect import windows
 from claude_autoharness.protocol import messages as m
@@ -54,7 +54,7 @@ class Review:
         # at start
         self._send, self._inbox = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
         self.mark_due(None)
-        self.adherence = adherence.Recorder(live.promoter.statedir)
+        self.adherence = live.promoter.adherence_recorder()
         self.lessons_of: list[dict] | None = None  # the compiled checks status shows
         self.last_landing_at: float | None = None
         events.subscribe(ev.TurnCounted, self.turn_counted)
@@ -103,7 +103,7 @@ class Review:
             self.adherence.record([(c.call, c.project) for c in calls],
                                   self.live.promoter.compiled_checks, self.clock())
             if calls:
-                self.library.show_checks(adherence.lessons(self.live.promoter))
+                self.library.show_checks(self.live.promoter.lessons())
         except Exception:
             log.exception("adherence not recorded")
 
@@ -114,8 +114,8 @@ class Review:
         pr.refresh_check_table()
         if pr.compiled_checks is not self.lessons_of:  # compiled here, or by an approval
             self.lessons_of = pr.compiled_checks
-            adherence.fill_baselines(pr.statedir, pr.compiled_checks)
-            self.library.show_checks(adherence.lessons(pr))
+            pr.fill_baselines()
+            self.library.show_checks(pr.lessons())
 
     async def loop(self) -> None:
         """One pass per batch of the inbox; after a failed pass, one more a second later

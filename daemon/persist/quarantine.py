@@ -51,15 +51,16 @@ def files() -> list[str]:
 
 
 # Where older versions set a corrupt file aside in place, beside the file it was: the batch
-# journal, a project's learnings state, a skill's history, a pending landing record.
+# journal, a project's learnings state, a skill's history, a pending landing record (and a
+# landing that could neither finish nor roll back, `.json.failed`).
 LEGACY_PLACES = ("", "learnings", os.path.join("promote", "history"),
                  os.path.join("promote", "pending"))
 
 
 def adopt_legacy() -> list[str]:
-    """Move the files older versions set aside in place (`*.json.corrupt*`) into the
-    quarantine, so that status and doctor show them too; return where they went. At start,
-    before anything reads those directories."""
+    """Move the files older versions set aside in place (`*.json.corrupt*`, `*.json.failed`)
+    into the quarantine, so that status and doctor show them too; return where they went. At
+    start, before anything reads those directories."""
     out = []
     for place in LEGACY_PLACES:
         d = os.path.join(paths.state_dir(), place)
@@ -69,6 +70,7 @@ def adopt_legacy() -> list[str]:
             continue
         for name in names:
             path = os.path.join(d, name)
-            if ".json.corrupt" in name and os.path.isfile(path) and not os.path.islink(path):
+            legacy = ".json.corrupt" in name or name.endswith(".json.failed")
+            if legacy and os.path.isfile(path) and not os.path.islink(path):
                 out.append(set_aside(path, why="set aside by an older version"))
     return out

@@ -20,7 +20,8 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.promote.records import read_json
 from claude_autoharness.protocol import checkcall, checkrule, paths
 from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, SkillCheck
 from claude_autoharness.protocol.words import adherence_line
@@ -40,17 +41,12 @@ _LOCK = threading.Lock()
 
 
 def load(sd) -> dict:
-    try:
-        with open(sd.p(ADHERENCE), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json(sd.p(ADHERENCE), dict) or {}
 
 
 def _save(sd, data: dict) -> None:
     paths.make_private_dirs(sd.path)
-    fileops.write_path(sd.p(ADHERENCE), json.dumps(data, sort_keys=True).encode())
+    write_private(sd.p(ADHERENCE), json.dumps(data, sort_keys=True).encode())
 
 
 def _entry(data: dict, c: dict) -> dict:
@@ -247,16 +243,16 @@ def figures(sd, c: dict) -> list[CheckAdherence]:
     return out
 
 
-def attach(pr, infos: list) -> None:
+def attach(sd, infos: list) -> None:
     """Give each live skill of `infos` that has a check its check and its figures."""
     from claude_autoharness.daemon.promote.checktable import live_checks, skill_check
 
-    checks = {c["dir"]: c for c in live_checks(pr)}
+    checks = {c["dir"]: c for c in live_checks(sd)}
     for i in infos:
         c = checks.get(i.path) if i.status == "live" else None
         if c is not None:
             i.check = skill_check(c)
-            i.check.adherence = figures(pr.statedir, c)
+            i.check.adherence = figures(sd, c)
 
 
 def in_words(c: SkillCheck | None) -> str:
@@ -292,13 +288,13 @@ def acted(c: SkillCheck | None) -> int:
     return sum(a.reminded + a.asked + a.denied for a in c.adherence) if c is not None else 0
 
 
-def lessons(pr) -> list[LessonCheck]:
-    """Every check the hook holds calls against now, with its figures (for status, report)."""
+def lessons(sd, checks: list[dict]) -> list[LessonCheck]:
+    """Each of `checks` (the ones the hook holds calls against now) with its figures."""
     from claude_autoharness.daemon.promote.checktable import skill_check
 
     out = []
-    for c in pr.compiled_checks:
+    for c in checks:
         sc = skill_check(c)
-        sc.adherence = figures(pr.statedir, c)
+        sc.adherence = figures(sd, c)
         out.append(LessonCheck(skill=c["skill"], layer=c["layer"], check=sc))
     return out

@@ -19,8 +19,16 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.promote import fileops, gitmode, records, validate
+from claude_autoharness.daemon.persist.dirs import write_private
+from claude_autoharness.daemon.persist.promoter import (
+    Confirmation,
+    Confirmed,
+    load_map,
+    save_map,
+)
+from claude_autoharness.daemon.promote import gitmode, records
 from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
+from claude_autoharness.daemon.promote.observe import is_owned
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.protocol import checkrule, paths
@@ -31,16 +39,16 @@ CONFIRMED = "checks-confirmed.json"
 _LOCK = threading.Lock()  # confirmations are written outside a landing
 
 
-def live_checks(pr) -> list[dict]:
+def live_checks(sd) -> list[dict]:
     """Every live check, sorted by skill dir: skill, layer, dir, project root (None for the
     user layer), rule, tool, spec, proposed action, the action in force, message, since."""
-    confirmed = confirmations(pr.statedir)
+    confirmed = confirmations(sd)
     out = []
-    for target, entries in records.histories(pr.state):
+    for target, entries in records.histories(sd.path):
         last = entries[-1] if entries else {}
         if last.get("action") in (None, "archive"):
             continue
-        if not os.path.isfile(os.path.join(target, SKILL_MD)) or not pr.owned(target):
+        if not os.path.isfile(os.path.join(target, SKILL_MD)) or not is_owned(target, sd.path):
             continue
         check = parse_check_file(read_nofollow(target, CHECK_FILE))
         if check is None:
@@ -48,14 +56,14 @@ def live_checks(pr) -> list[dict]:
         rule, _ = checkrule.parse(check.rule)
         assert rule is not None  # parse_check_file parsed it
         layer = str(last.get("layer") or "project")
-        mark = confirmed.get(target) or {}
-        ok = mark.get("rule") == rule.text()
+        mark = confirmed.get(target)
+        ok = mark is not None and mark.rule == rule.text()
         out.append({
             "skill": os.path.basename(target), "layer": layer, "dir": target,
             "root": None if layer == "user" else project_of(target),
             "rule": rule.text(), "tool": rule.tool, "spec": rule.spec,
             "proposed": check.action, "action": check.action if ok else "remind",
-            "confirmed": mark.get("by") if ok else None, "message": check.message,
+            "confirmed": mark.by if mark and ok else None, "message": check.message,
             "since": landed_at(entries),
         })
     return out
@@ -80,22 +88,22 @@ def first_landing(entries: list) -> dict | None:
     return first
 
 
-def confirm_repeat(pr, skill_dir: str, rule: str, session: str | None, at: float) -> bool:
+def confirm_repeat(sd, skill_dir: str, rule: str, session: str | None, at: float) -> bool:
     """A second window showed the same violation: a check landed again with the same rule
     from another session than an earlier landing of it confirms it."""
-    entries = pr.statedir.history(skill_dir)[:-1]  # before the landing just made
+    entries = sd.history(skill_dir)[:-1]  # before the landing just made
     if not session:
         return False
     for e in reversed(entries):
         sha = (e.get("files") or {}).get(CHECK_FILE)
         try:
-            held = parse_check_file(pr.statedir.get_blob(sha)) if sha else None
+            held = parse_check_file(sd.get_blob(sha)) if sha else None
         except OSError:
             held = None
         if held is None or checkrule.parse(held.rule)[0] != checkrule.parse(rule)[0]:
             return False  # the run of landings with this rule ends here
         if e.get("session") not in (None, session):
-            return confirm(pr.statedir, skill_dir, rule, by="repeat", at=at)
+            return confirm(sd, skill_dir, rule, by="repeat", at=at)
     return False
 
 
@@ -109,11 +117,11 @@ def project_of(target: str) -> str | None:
     return os.path.dirname(os.path.dirname(root)) if root.endswith(os.sep + tail) else None
 
 
-def library_stamp(pr) -> tuple:
+def library_stamp(sd) -> tuple:
     """What changes with every landing, archive and confirmation: the history directory (each
     landing renames its history file into it) and the confirmations file; last, the table."""
     out: list[tuple[int, int, int] | None] = []
-    for path in (os.path.join(pr.state, "history"), pr.statedir.p(CONFIRMED),
+    for path in (sd.p("history"), sd.p(CONFIRMED),
                  paths.checks_table_file()):
         try:
             st = os.stat(path)
@@ -130,9 +138,9 @@ def table_bytes(checks: list[dict]) -> bytes:
     return (" ".join(tools) + "\n" + json.dumps(body, separators=(",", ":")) + "\n").encode()
 
 
-def write_table(pr) -> list[dict]:
+def write_table(sd) -> list[dict]:
     """Compile the live checks into the hook's table (atomic, 0600); the checks written."""
-    checks = live_checks(pr)
+    checks = live_checks(sd)
     data = table_bytes(checks)
     path = paths.checks_table_file()
     try:
@@ -142,21 +150,14 @@ def write_table(pr) -> list[dict]:
         same = False
     if not same:  # the hook's file changes only when the checks do
         paths.make_private_dirs(paths.state_dir())
-        fileops.write_path(path, data)
+        write_private(path, data)
     return checks
 
 
 # -- confirmations ---------------------------------------------------------------------------
 
-def confirmations(sd) -> dict[str, dict]:
-    try:
-        with open(sd.p(CONFIRMED), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(v, dict) and isinstance(v.get("rule"), str)}
+def confirmations(sd) -> Confirmed:
+    return load_map(sd.p(CONFIRMED), Confirmed) or {}
 
 
 def confirm(sd, skill_dir: str, rule: str, *, by: str, at: float) -> bool:
@@ -164,37 +165,14 @@ def confirm(sd, skill_dir: str, rule: str, *, by: str, at: float) -> bool:
     when it already was."""
     with _LOCK:
         marks = confirmations(sd)
-        if (marks.get(skill_dir) or {}).get("rule") == rule:
+        if (m := marks.get(skill_dir)) is not None and m.rule == rule:
             return False
-        marks[skill_dir] = {"rule": rule, "by": by, "at": at}
+        marks[skill_dir] = Confirmation(rule=rule, by=by, at=at)
         paths.make_private_dirs(sd.path)
-        fileops.write_path(sd.p(CONFIRMED), json.dumps(marks, sort_keys=True).encode())
+        save_map(sd.p(CONFIRMED), marks)
         return True
 
 
 def skill_check(c: dict) -> SkillCheck:
     return SkillCheck(rule=c["rule"], action=c["action"], proposed=c["proposed"],
                       message=c["message"], confirmed=c["confirmed"], since=c["since"])
-
-
-def approve(pr, name: str, project_root: str | None, layer: str | None,
-            at: float) -> SkillCheck | None:
-    """`skills check approve NAME`: the user confirms the lesson's check, so its proposed
-    action (ask, deny) applies from the next call on. None: no such skill; ValueError: the
-    skill has no check, or the name is in both layers."""
-    if not validate.name_is_contained(name):
-        return None
-    # the live skill of that name in each layer, where its landings are recorded
-    dirs = {os.path.join(root, name) for _, root, _ in pr.roots(project_root)
-            if os.path.isfile(os.path.join(root, name, SKILL_MD))}
-    if not dirs:
-        return None
-    found = [c for c in live_checks(pr)
-             if c["dir"] in dirs and (layer is None or c["layer"] == layer)]
-    if not found:
-        raise ValueError(f"{name} has no check (only a lesson autoharness landed with one has)")
-    if len(found) > 1:
-        raise ValueError(f"{name} is in both layers: say which with --layer project|user")
-    c = found[0]
-    confirm(pr.statedir, c["dir"], c["rule"], by="user", at=at)
-    return skill_check({c["dir"]: c for c in pr.write_check_table()}[c["dir"]])

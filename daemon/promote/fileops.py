@@ -1,5 +1,6 @@
-"""The promoter's file operations: every write under the skill tree goes through a directory
-fd that refuses symlinks, and every write is temp + fsync + rename + directory fsync.
+"""The promoter's file operations on the skill tree: every write goes through a directory fd
+that refuses symlinks, and is temp + fsync + rename + directory fsync (the promoter's own
+state files are written by the persistence package, `persist.dirs.write_private`).
 
 Callers reach these through the module (`fileops.write_at(...)`), so a test can stand one in
 for a full disk or a crash at an exact step.
@@ -59,11 +60,6 @@ def unlink_at(base: str, parts: list[str]) -> None:
         pass
     finally:
         os.close(dfd)
-
-
-def write_path(path: str, data: bytes) -> None:
-    """Atomic write of a state-dir file: 0600, in a 0700 directory."""
-    write_at(os.path.dirname(path), [os.path.basename(path)], data, create=False, mode=0o600)
 
 
 def unlink(path: str) -> None:

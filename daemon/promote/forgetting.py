@@ -12,39 +12,18 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.daemon.promote import attribution, duplicate, layers, skillfile
+from claude_autoharness.daemon.promote import duplicate, skillfile
 from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
 from claude_autoharness.daemon.promote.plan import SKILL_MD, Plan
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol.replies import Finding, Outcome
+from claude_autoharness.protocol.replies import Finding
 
 FORGOTTEN = "forgotten"
 
 
-def forget(pr, name: str, project_root: str | None, layer: str | None) -> Outcome:
-    """Archive the live autoharness skill `name` as forgotten (whatever its version); a
-    hand-written skill is refused, never touched."""
-    attribution.adopt(pr, project_root)
-    found = layers.find_one(name, pr.roots(project_root), layer,
-                            lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
-    if isinstance(found, Outcome):
-        return found
-    where, root, _ = found
-    if not pr.owned(os.path.join(root, name)):
-        return Outcome.rejected(attribution.not_owned(name, os.path.join(root, name)))
-    origin = {"source": "operator", "reason": "forgotten by the user (`autoharnessctl skills "
-                                              "forget`); `skills restore` brings it back"}
-    return pr.archive_owned(where, name, project_root if where == "project" else None, origin,
-                            reason=FORGOTTEN)
-
-
 def _description(meta: dict) -> str:
-    data = read_nofollow(os.path.join(meta["path"], "skill"), SKILL_MD, limit=64 * 1024)
-    try:
-        fields, _ = skillfile.parse((data or b"").decode("utf-8"))
-    except (UnicodeDecodeError, skillfile.SkillFormatError):
-        return ""
-    return str(fields.get("description") or "")
+    return skillfile.description(read_nofollow(os.path.join(meta["path"], "skill"), SKILL_MD,
+                                               limit=64 * 1024))
 
 
 def forgotten(archives: list[dict], layer: str, anchor: str | None) -> list[dict]:

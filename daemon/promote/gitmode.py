@@ -334,9 +334,10 @@ def _retarget(data: bytes, src_root: str, dst_root: str) -> bytes:
 
 # -- landing ------------------------------------------------------------------------------
 
-def message(rec: dict, evidence: str | None) -> str:
-    """The commit message: action and skill, the reason, the evidence, then trailers."""
-    h = rec["history"]
+def message(rec, evidence: str | None) -> str:
+    """The commit message of a landing record: action and skill, the reason, the evidence,
+    then trailers."""
+    h = rec.history
     lines = [f"autoharness: {h['action']} {h['name']}", ""]
     if h.get("reason"):
         lines += [h["reason"].strip(), ""]
@@ -359,18 +360,18 @@ def find_landing(t: Target, start: str, landing: str, depth: int = 200) -> str |
     return None
 
 
-def commit_landing(rec: dict, t: Target, msg: str) -> str:
+def commit_landing(rec, t: Target, msg: str) -> str:
     """Commit the mirror's copy of the landed skill onto the branch; return the commit.
 
     Idempotent: a landing already on the branch (a crash after update-ref) is not committed
     twice. Raises GitError when the branch moved and changed this same skill meanwhile.
     """
-    name = os.path.basename(rec["target"])
+    name = os.path.basename(rec.target)
     path = f"{t.prefix}/{name}" if t.prefix != "." else name
-    planned = rec["git"]["base"]
+    planned = rec.git.base
     for _ in range(CAS_ATTEMPTS):
         cur, parent = tip(t)
-        done = find_landing(t, parent, rec["id"])
+        done = find_landing(t, parent, rec.id)
         if done:
             return done
         if parent != planned and _subtree(t.top, parent, path) != _subtree(t.top, planned, path):
@@ -380,7 +381,7 @@ def commit_landing(rec: dict, t: Target, msg: str) -> str:
         new = git(t.top, "commit-tree", "--no-gpg-sign", tree, "-p", parent,
                   input=msg.encode(), env=_identity(t)).strip()
         # compare-and-swap: fails (and we rebuild) if the branch moved since we read it
-        git(t.top, "update-ref", "-m", f"autoharness: landing {rec['id']}", t.ref, new,
+        git(t.top, "update-ref", "-m", f"autoharness: landing {rec.id}", t.ref, new,
             cur or ZERO, check=False, env=_identity(t))
         if rev(t.top, t.ref) == new:
             stamp = os.path.join(t.base, "tip")

@@ -1,18 +1,19 @@
 """The promoter: the only writer of the skill tree, and its public face.
 
-An intent's proposal is shaped in memory into a plan (`shape`), checked (`observe` reads the
-tree, `validate` judges without I/O) and only then landed by the desk it is built on
-(`lander`: blobs, a journaled landing record, the record applied by `recovery`, the history
-appended). `recover()` at start finishes (or, when the tree no longer looks like ours,
-abandons) whatever a crash interrupted, and sweeps temp files. The operator's verbs (list,
-show, history, revert, restore) are in `verbs`; the library's lifecycle (probation,
-dormancy, capacity: see `lifecycle`) and the grounding of verdicts in `outcomes`, applied as
-archives with a recorded reason, so they are journaled, listed and restorable like any other.
+One service, its state dir injected at construction, built in layers that read top to
+bottom: the landing desk (`lander`: a plan's blobs, a journaled landing record, the record
+applied by `recovery`, the history appended), the operator's verbs on it (`verbs`: list,
+show, history, revert, restore, forget), the grounding of verdicts and the library's
+lifecycle (`outcomes`: probation, dormancy, capacity, see `lifecycle`), and here the intents:
+shaped in memory into a plan (`shape`), checked (`observe` reads the tree, `validate` judges
+without I/O) and only then landed. `recover()` at start finishes (or, when the tree no longer
+looks like ours, abandons) whatever a crash interrupted, and sweeps temp files.
 """
 
 import os
 
 from claude_autoharness.daemon.promote import (
+    adherence,
     checks,
     checktable,
     feedback,
@@ -21,21 +22,19 @@ from claude_autoharness.daemon.promote import (
     guard,
     layers,
     lifecycle,
-    outcomes,
     recovery,
     shape,
     validate,
-    verbs,
 )
-from claude_autoharness.daemon.promote.lander import Lander
+from claude_autoharness.daemon.promote.outcomes import Outcomes
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.recovery import Recovered
 from claude_autoharness.daemon.proposals import Finding, Intent, check_shape
 from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import Outcome, SkillCheck, SkillInfo, SkillView
+from claude_autoharness.protocol.replies import LessonCheck, Outcome, SkillCheck
 
 
-class Promoter(Lander):
+class Promoter(Outcomes):
     """Validates and lands intents, runs the lifecycle and the operator's verbs; every
     method is safe to call from one thread at a time per process, and landings are
     serialised across processes by a file lock."""
@@ -117,46 +116,18 @@ class Promoter(Lander):
                     checktable.confirm(self.statedir, plan.skill_dir, rule, by="user",
                                        at=self.clock())
                 else:
-                    checktable.confirm_repeat(self, plan.skill_dir, rule, intent.session_id,
+                    checktable.confirm_repeat(self.statedir, plan.skill_dir, rule, intent.session_id,
                                               self.clock())
             return out
 
-    # -- the library's lifecycle -------------------------------------------------------------
-
-    def lifecycle_pass(self, project_root: str | None) -> list[lifecycle.Decision]:
-        """Archive what the counts and the evidence call for in the user layer (and the
-        project's); the archives that landed (see `lifecycle_run`)."""
-        return self.lifecycle_run(project_root).done
-
-    def lifecycle_run(self, project_root: str | None, *, hold=None,
-                      dry_run: bool = False) -> lifecycle.Pass:
-        """One lifecycle pass, at most a share of a layer, with all it decided, held for
-        review and asked for (see `outcomes.lifecycle_pass`)."""
-        return outcomes.lifecycle_pass(self, project_root, hold=hold, dry_run=dry_run)
-
-    def ground_feedback(self, rec, window: str | bytes | None) -> tuple[str, list[Finding]]:
-        """Accept a queued verdict into its skill's history, or say why not (`outcomes`)."""
-        if isinstance(window, bytes):
-            window = window.decode("utf-8", "replace")
-        return outcomes.ground(self, rec, window)
-
-    def retire(self, d: lifecycle.Decision, project_root: str | None) -> Outcome:
-        """Archive one skill for a lifecycle reason (`dormant`, `capacity`), recorded in its
-        history and archive metadata; `restore` brings it back on a fresh probation."""
-        return outcomes.retire(self, d, project_root)
-
-    def archived_since(self, project_root: str | None, since: float,
-                       reasons: tuple[str, ...] = lifecycle.URGENCY) -> list[dict]:
-        """Archive metadata of skills archived after `since` for one of `reasons`, in the user
-        layer or the given project's, oldest first."""
-        return verbs.archived_since(self, project_root, since, reasons)
+    # -- the library's readers ------------------------------------------------------------
 
     def stale_skills(self, project_root: str | None) -> list[tuple[str, list[str]]]:
         """(name, missing paths) of the project's live skills the last pass found stale."""
         root, _ = self.layer_root("project", project_root) if project_root else (None, None)
         if root is None:
             return []
-        return sorted((os.path.basename(d), m["missing"]) for d, m in self.statedir.stale().items()
+        return sorted((os.path.basename(d), m.missing) for d, m in self.statedir.stale().items()
                       if os.path.dirname(d) == root and os.path.isfile(os.path.join(d, SKILL_MD)))
 
     def record_use(self, path: str) -> str | None:
@@ -168,50 +139,55 @@ class Promoter(Lander):
         self.statedir.count_use(d)
         return d
 
-    # -- the operator's verbs (see `verbs`) ------------------------------------------------
-
-    def list_skills(self, project_root: str | None = None) -> list[SkillInfo]:
-        return verbs.list_skills(self, project_root)
-
-    def show(self, name: str, project_root: str | None = None,
-             layer: str | None = None) -> SkillView | None:
-        return verbs.show(self, name, project_root, layer)
-
-    def history(self, name: str, project_root: str | None = None,
-                layer: str | None = None) -> list[dict]:
-        return verbs.history(self, name, project_root, layer)
-
-    def revert(self, name: str, to: int | None = None, project_root: str | None = None,
-               layer: str | None = None) -> Outcome:
-        return verbs.revert(self, name, to, project_root, layer)
-
-    def forget(self, name: str, project_root: str | None = None,
-               layer: str | None = None) -> Outcome:
-        """Take an autoharness skill out of the live library, restorably; it is not learned
-        again until restored (`forgetting`)."""
-        return forgetting.forget(self, name, project_root, layer)
-
-    def restore(self, name: str, project_root: str | None = None,
-                layer: str | None = None) -> Outcome:
-        return verbs.restore(self, name, project_root, layer)
+    # -- the checks the hook holds calls against (see `checktable`) -----------------------
 
     def approve_check(self, name: str, project_root: str | None = None,
                       layer: str | None = None) -> SkillCheck | None:
-        return checktable.approve(self, name, project_root, layer, self.clock())
+        """`skills check approve NAME`: the user confirms the lesson's check, so its proposed
+        action (ask, deny) applies from the next call on. None: no such skill; ValueError: the
+        skill has no check, or the name is in both layers."""
+        if not validate.name_is_contained(name):
+            return None
+        # the live skill of that name in each layer, where its landings are recorded
+        dirs = {os.path.join(root, name) for _, root, _ in self.roots(project_root)
+                if os.path.isfile(os.path.join(root, name, SKILL_MD))}
+        if not dirs:
+            return None
+        found = [c for c in checktable.live_checks(self.statedir)
+                 if c["dir"] in dirs and (layer is None or c["layer"] == layer)]
+        if not found:
+            raise ValueError(f"{name} has no check (only a lesson autoharness landed with one has)")
+        if len(found) > 1:
+            raise ValueError(f"{name} is in both layers: say which with --layer project|user")
+        c = found[0]
+        checktable.confirm(self.statedir, c["dir"], c["rule"], by="user", at=self.clock())
+        return checktable.skill_check({c["dir"]: c for c in self.write_check_table()}[c["dir"]])
+
+    def lessons(self) -> list[LessonCheck]:
+        """Every check the hook holds calls against now, with its figures (status, report)."""
+        return adherence.lessons(self.statedir, self.compiled_checks)
+
+    def fill_baselines(self) -> None:
+        """Compute the baseline of each compiled project check that has none yet."""
+        adherence.fill_baselines(self.statedir, self.compiled_checks)
+
+    def adherence_recorder(self) -> adherence.Recorder:
+        """What counts the calls the daemon hears against the checks, in this state dir."""
+        return adherence.Recorder(self.statedir)
 
     def write_check_table(self) -> list[dict]:
         """Compile the live checks into the check hook's table (see `checktable`); they are
         kept as `compiled_checks`, what the hook holds calls against from now on."""
-        before = checktable.library_stamp(self)
-        self.compiled_checks = checktable.write_table(self)
-        self.checks_seen = before[:-1] + checktable.library_stamp(self)[-1:]  # as written
+        before = checktable.library_stamp(self.statedir)
+        self.compiled_checks = checktable.write_table(self.statedir)
+        self.checks_seen = before[:-1] + checktable.library_stamp(self.statedir)[-1:]  # as written
         return self.compiled_checks
 
     def refresh_check_table(self) -> bool:
         """Compile the table again when a landing, an archive or a confirmation happened
         since the last compile, or the table is not the file written then (removed, replaced,
         damaged); three stats when none did. Whether it was compiled."""
-        if self.checks_seen is not None and checktable.library_stamp(self) == self.checks_seen:
+        if self.checks_seen is not None and checktable.library_stamp(self.statedir) == self.checks_seen:
             return False
         self.write_check_table()
         return True

@@ -20,7 +20,16 @@ import secrets
 import time
 from collections.abc import Callable
 
-from claude_autoharness.daemon.promote import feedback, fileops, gitmode, layers, recovery, validate
+from claude_autoharness.daemon.promote import (
+    feedback,
+    fileops,
+    gitmode,
+    layers,
+    records,
+    recovery,
+    skillfile,
+    validate,
+)
 from claude_autoharness.daemon.promote.layers import Root
 from claude_autoharness.daemon.promote.observe import is_owned, observe
 from claude_autoharness.daemon.promote.plan import (
@@ -30,6 +39,8 @@ from claude_autoharness.daemon.promote.plan import (
     SKILL_MD,
     Plan,
 )
+from claude_autoharness.daemon.promote.records import ArchiveLanding, WriteLanding
+from claude_autoharness.daemon.promote.shape import duplicates
 from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
 from claude_autoharness.daemon.proposals import Finding
@@ -44,7 +55,8 @@ class Lander:
     def __init__(self, cfg: PromoterConfig, *, redactor=None, clock=time.time,
                  library: LibraryConfig | None = None,
                  listing: ListingConfig | None = None,
-                 turns: Callable[[str, str | None], int] | None = None):
+                 turns: Callable[[str, str | None], int] | None = None,
+                 statedir: StateDir | None = None):
         self.cfg = cfg
         self.clock = clock
         self._redactor = redactor
@@ -52,8 +64,9 @@ class Lander:
         self.listing = listing or ListingConfig()  # the library's share of the skill listing
         # (layer, project root) -> turns counted so far in that layer; the daemon owns them
         self.turns = turns or (lambda layer, anchor: 0)
-        self.state = promote_state_dir()
-        self.statedir = StateDir(self.state)
+        # the promoter's own store, injected (default: the state dir's `promote/`)
+        self.statedir = statedir or StateDir(promote_state_dir())
+        self.state = self.statedir.path
         self.compiled_checks: list[dict] = []  # the check table last written
         self.checks_seen: tuple | None = None  # the library's stamp when it was written
 
@@ -75,7 +88,7 @@ class Lander:
 
     def write_record(self, plan: Plan, origin: dict, *, evidence: str | None = None,
                       extra: dict[str, bytes] | None = None, base_prov: dict | None = None,
-                      to: int | None = None) -> dict:
+                      to: int | None = None) -> WriteLanding:
         """The landing record for a plan that writes files; every blob it names is stored."""
         target = plan.skill_dir
         now = self.clock()
@@ -107,19 +120,19 @@ class Lander:
         })
         new.append((PROVENANCE, json.dumps(prov, indent=1).encode()))
 
-        writes: list[list[str | None]] = []  # [rel, new blob, old blob or None]
+        writes: list[tuple[str, str, str | None]] = []
         for rel, data in new:
             old = read_nofollow(target, rel) if plan.exists else None
-            writes.append([rel, self.statedir.put_blob(data),
-                           None if old is None else self.statedir.put_blob(old)])
-        removes = [[rel, self.statedir.put_blob(read_nofollow(target, rel) or b"")]
+            writes.append((rel, self.statedir.put_blob(data),
+                           None if old is None else self.statedir.put_blob(old)))
+        removes = [(rel, self.statedir.put_blob(read_nofollow(target, rel) or b""))
                    for rel in plan.removes]
         manifest = {}
         for rel in plan.live:
             if rel not in plan.removes:
                 manifest[rel] = self.statedir.put_blob(read_nofollow(target, rel) or b"")
-        manifest.update({str(rel): str(sha) for rel, sha, _ in writes
-                         if not str(rel).startswith(PROVENANCE_DIR + "/")})
+        manifest.update({rel: sha for rel, sha, _ in writes
+                         if not rel.startswith(PROVENANCE_DIR + "/")})
         entry = {"landing": landing, "version": version, "action": plan.action, "at": now,
                  "target": target, "layer": plan.layer, "name": plan.name,
                  "source": origin.get("source"), "intent": origin.get("intent"),
@@ -128,12 +141,11 @@ class Lander:
                  "files": manifest}
         if to is not None:
             entry["to"] = to
-        return {"id": landing, "op": "write", "target": target, "anchor": plan.anchor,
-                "created_dir": not plan.exists, "writes": writes, "removes": removes,
-                "history": entry}
+        return WriteLanding(id=landing, target=target, anchor=plan.anchor, history=entry,
+                            created_dir=not plan.exists, writes=writes, removes=removes)
 
     def archive_record(self, plan: Plan, origin: dict, *, reason: str,
-                        uses: int | None = None, turns: int | None = None) -> dict:
+                        uses: int | None = None, turns: int | None = None) -> ArchiveLanding:
         target = plan.skill_dir
         now = self.clock()
         landing = landing_id(now)
@@ -159,10 +171,10 @@ class Lander:
                 "archived_at": now, "landing": landing, "version": version, "reason": reason,
                 "uses": uses, "turns": turns, "why": entry["reason"],
                 "feedback": feedback.counts(history)}
-        return {"id": landing, "op": "archive", "target": target, "anchor": plan.anchor,
-                "archive_to": dest, "meta": meta, "history": entry}
+        return ArchiveLanding(id=landing, target=target, anchor=plan.anchor, history=entry,
+                              archive_to=dest, meta=meta)
 
-    def run(self, rec: dict) -> Outcome:
+    def run(self, rec: WriteLanding | ArchiveLanding) -> Outcome:
         """Journal the record, then apply it; an I/O failure is rolled back and reported."""
         recovery.attach_git(self.statedir, rec)
         self.statedir.put_pending(rec)
@@ -175,8 +187,8 @@ class Lander:
                 raise e from None  # the record stays pending; recover() retries at start
             self.statedir.drop(rec)
             return Outcome.rejected(Finding(family="landing", code="io_error", message=str(e)))
-        entry = rec["history"]
-        path = entry.get("archive") or os.path.join(rec["target"], SKILL_MD)
+        entry = rec.history
+        path = entry.get("archive") or os.path.join(rec.target, SKILL_MD)
         return Outcome(status="landed", skill_path=path, version=entry["version"])
 
     def landed_before(self, target: str, intent_id: str) -> Outcome | None:
@@ -214,14 +226,84 @@ class Lander:
             if findings:
                 return Outcome.rejected(*findings)
             rec = self.archive_record(plan, origin, reason=reason, uses=uses, turns=turns)
-            rec["meta"].update(meta or {})
+            rec.meta.update(meta or {})
             return self.run(rec)
+
+    def whole_skill(self, plan: Plan, texts: dict[str, str]) -> Plan:
+        """`plan` with `texts` (SKILL.md among them) as the skill's whole content: what differs
+        from the tree is written, what else the tree holds is removed."""
+        target = plan.skill_dir
+        plan.exists = os.path.lexists(target)
+        plan.live = scan_tree(target)[0] if plan.exists else {}
+        plan.skill_md = texts.get(SKILL_MD)
+        plan.writes = {rel: t for rel, t in texts.items()
+                       if rel != SKILL_MD and read_nofollow(target, rel) != t.encode()}
+        plan.removes = sorted(r for r in plan.live if r not in texts and r != SKILL_MD)
+        return plan
+
+    def land_user_skill(self, name: str, texts: dict[str, str], origin: dict, *, create: bool,
+                        extra: dict[str, bytes], base_prov: dict,
+                        also: list[Finding]) -> Outcome:
+        """Land `texts` as the whole content of the autoharness skill `name` of the user layer
+        (a sync round's take-in): checked like any landing (a create against the duplicate
+        guard too), journaled, on a fresh probation when created. `extra`: files beside it
+        (evidence); `also`: findings the caller made, refused with the rest."""
+        root, anchor = self.layer_root("user", None)
+        assert root is not None  # the user layer always resolves
+        with self.statedir.locked():
+            if not validate.name_is_contained(name):
+                return Outcome.rejected(Finding(family="contained", code="name",
+                                                message="not a plain skill name"))
+            plan = self.whole_skill(Plan(action="create" if create else "update", layer="user",
+                                         name=name, root=root, anchor=anchor, state=self.state),
+                                    texts)
+            findings = self.check(plan) + also
+            if create:
+                findings += duplicates(root, name, skillfile.description(texts[SKILL_MD]))
+            if findings:
+                return Outcome.rejected(*findings)
+            if plan.exists and not base_prov:
+                base_prov = read_provenance(plan.skill_dir) or {}
+            out = self.run(self.write_record(plan, origin, extra=extra, base_prov=base_prov))
+        if out.status == "landed" and create:
+            self.stamp(plan.skill_dir, "user", None)  # its probation starts here
+        return out
 
     def stamp(self, skill_dir: str, layer: str, anchor: str | None, *,
               keep_uses: bool = False) -> None:
         """Start the skill's probation: its turns count from now (and its uses, unless kept)."""
         self.statedir.stamp(skill_dir, self.turns(layer, anchor),
                             forget_uses_at=None if keep_uses else layers.uses_key(skill_dir))
+
+    # -- counts and history, for the library's readers -------------------------------------
+
+    def archives(self) -> list[dict]:
+        """The meta of every archive of our shape, in any layer."""
+        return self.statedir.archives()
+
+    def history_at(self, target: str) -> list[dict]:
+        """Every landing and verdict recorded for the skill dir `target`, oldest first."""
+        return self.statedir.history(target)
+
+    def all_history(self) -> list[dict]:
+        """Every history entry recorded, for every target (each entry naming its target),
+        oldest first."""
+        out = [dict(e, target=e.get("target", target))
+               for target, entries in records.histories(self.state) for e in entries
+               if isinstance(e.get("at"), int | float) and isinstance(e.get("action"), str)]
+        return sorted(out, key=lambda e: (e["at"], str(e.get("landing"))))
+
+    def own_counts(self, targets: list[str]) -> dict[str, dict[str, int]]:
+        """This machine's own counts of the user skills at `targets` that started their
+        probation: uses, turns since, verdicts by kind."""
+        uses, stamps, now = self.statedir.uses(), self.statedir.stamps(), self.turns("user", None)
+        return {t: {"uses": uses.get(layers.uses_key(t), 0), "turns": max(0, now - stamps[t]),
+                    **feedback.counts(self.statedir.history(t))} for t in targets if t in stamps}
+
+    def take_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
+        """Skill dir → what the user's other machines counted (a sync round's sums); the
+        listing adds them to this machine's own."""
+        self.statedir.put_synced_counts(counts)
 
     # -- git mode and layers ---------------------------------------------------------------
 

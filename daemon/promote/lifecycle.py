@@ -26,6 +26,8 @@ Hand-written skills are never judged: they get the stage `hand-written` and no d
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from claude_autoharness.daemon.persist.promoter import StaleMark
+
 PROBATION = "probation"
 GRADUATED = "graduated"
 HAND_WRITTEN = "hand-written"
@@ -66,25 +68,35 @@ class Decision:
 
 
 @dataclass
+class Held:
+    """A harmful archive review mode keeps for the user: the skill's dir and the grounded
+    harmful quotes that call for it."""
+
+    decision: Decision
+    path: str
+    quotes: list[str]
+
+
+@dataclass
 class Pass:
     """One lifecycle pass: what it decided, carried out, held for review, left for the next
     pass (over a layer's share), and the description repairs it asked for."""
 
     planned: list[Decision] = field(default_factory=list)
     done: list[Decision] = field(default_factory=list)
-    held: list[Decision] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)  # for the caller to hold (review mode)
     held_back: int = 0
     repairs: list[tuple[str, str]] = field(default_factory=list)  # (layer, skill)
     newly_stale: list[str] = field(default_factory=list)  # project skills found stale
 
 
-def explained(d: Decision, fb, stale_mark: dict | None) -> Decision:
+def explained(d: Decision, fb, stale_mark: StaleMark | None) -> Decision:
     """The decision with its reason in words: the counts (`fb`: the skill's FeedbackCounts) or
     the missing paths that made it."""
     if d.reason == HARMFUL:
         why = f"harmful: {fb.harmful} harmful and {fb.helped} helped verdicts"
     elif d.reason == STALE and stale_mark:
-        why = f"stale: names paths that are gone ({', '.join(stale_mark['missing'])})"
+        why = f"stale: names paths that are gone ({', '.join(stale_mark.missing)})"
     else:
         return d
     return replace(d, detail=why)

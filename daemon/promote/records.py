@@ -1,9 +1,10 @@
 """The promoter's stored records as typed schemas (landing records in flight, history,
 provenance, archive meta), and the one place skill history is read and written.
 
-Records stay JSON documents on disk and dicts in the promoter (extra keys a newer or older
-version wrote are kept untouched); what a reader accepts is decided here, by decoding against
-these Structs: a record not of our shape is treated as absent, never half-trusted.
+Records stay JSON documents on disk. A landing record in flight is its Struct in the promoter;
+history entries, provenance and archive meta stay dicts (extra keys a newer or older version
+wrote are kept untouched). What a reader accepts is decided here, by decoding against these
+Structs: a record not of our shape is treated as absent, never half-trusted.
 Additive evolution only: new fields get defaults, types never change.
 """
 
@@ -11,11 +12,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
 from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.dirs import write_private
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
@@ -53,19 +55,6 @@ class Provenance(msgspec.Struct, kw_only=True):
     landings: list[ProvenanceLanding]
 
 
-class ArchiveMeta(msgspec.Struct, kw_only=True):
-    """`archive/<name>/<landing>/meta.json`: where an archived skill came from."""
-
-    name: str
-    layer: Literal["project", "user"]
-    target: str
-    landing: str
-    path: str
-    archived_at: float
-    anchor: str | None = None
-    version: int | None = None
-
-
 class ArchivePlan(msgspec.Struct, kw_only=True):
     """An archive's meta.json as its landing record plans it (the path is added on apply)."""
 
@@ -78,6 +67,12 @@ class ArchivePlan(msgspec.Struct, kw_only=True):
     version: int | None = None
 
 
+class ArchiveMeta(ArchivePlan, kw_only=True):
+    """`archive/<name>/<landing>/meta.json`: where an archived skill came from."""
+
+    path: str
+
+
 class GitPlan(msgspec.Struct, kw_only=True):
     """A landing into a git-mode mirror: the commit it is planned on, and its message."""
 
@@ -86,10 +81,14 @@ class GitPlan(msgspec.Struct, kw_only=True):
 
 
 class _Landing(msgspec.Struct, kw_only=True, tag_field="op"):
+    """A landing record in flight, as the promoter builds, journals and applies it. `history`
+    is the entry appended to the target's history once the landing is applied: a
+    `HistoryEntry` with every other key the landing knew kept as it is."""
+
     id: str
     target: str
     anchor: str | None
-    history: HistoryEntry  # appended to the target's history once the landing is applied
+    history: dict[str, Any]
     git: GitPlan | None = None
 
 
@@ -103,10 +102,11 @@ class WriteLanding(_Landing, tag="write"):
 
 
 class ArchiveLanding(_Landing, tag="archive"):
-    """`pending/<landing>.json` of an archive: the skill moves to `archive_to`."""
+    """`pending/<landing>.json` of an archive: the skill moves to `archive_to`; `meta` (an
+    `ArchivePlan`, other keys kept) becomes its meta.json."""
 
     archive_to: str
-    meta: ArchivePlan
+    meta: dict[str, Any]
 
 
 Landing = WriteLanding | ArchiveLanding
@@ -132,13 +132,16 @@ def parse_provenance(data: bytes) -> dict | None:
     return rec
 
 
-def archive_meta_ok(meta: object) -> bool:
-    return _conforms(meta, ArchiveMeta)
-
-
-def landing_ok(rec: object) -> bool:
-    """Whether a pending landing record is of our shape (recover() replays only those)."""
-    return _conforms(rec, Landing)
+def read_landing(data: bytes) -> WriteLanding | ArchiveLanding | None:
+    """A pending landing record from its bytes, or None unless it has our shape (recover()
+    replays only those)."""
+    try:
+        rec = msgspec.json.decode(data, type=Landing)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError included
+        return None
+    ok = _conforms(rec.history, HistoryEntry) and (
+        not isinstance(rec, ArchiveLanding) or _conforms(rec.meta, ArchivePlan))
+    return rec if ok else None
 
 
 # ---- history: read and written here only ---------------------------------------------------
@@ -150,35 +153,36 @@ def history_path(state: str, target: str) -> str:
                         hashlib.sha256(os.fsencode(target)).hexdigest()[:32] + ".json")
 
 
+def read_json(path: str, schema: object) -> Any:
+    """The JSON document at `path` (as dicts) if it is of `schema`, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = json.load(f)
+    except (OSError, ValueError, RecursionError):  # garbage, bad UTF-8, huge ints, deep nesting
+        return None
+    return data if _conforms(data, schema) else None
+
+
 def read_history(state: str, target: str) -> list[dict]:
     """The landings autoharness recorded for `target` (oldest first); [] when there are none
     or the file is not of our shape."""
-    try:
-        with open(history_path(state, target), "rb") as f:
-            data = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return []
-    if not _conforms(data, History) or data["target"] != target:
-        return []
-    return data["entries"]
+    data = read_json(history_path(state, target), History)
+    return data["entries"] if data and data["target"] == target else []
 
 
 def histories(state: str) -> Iterator[tuple[str, list[dict]]]:
     """(target, its landings) for every history of our shape in the state dir."""
-    for name in sorted(os.listdir(os.path.join(state, "history"))
-                       if os.path.isdir(os.path.join(state, "history")) else ()):
-        try:
-            with open(os.path.join(state, "history", name), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            continue
-        if _conforms(data, History) and history_path(state, data["target"]).endswith(name):
+    d = os.path.join(state, "history")
+    for name in sorted(os.listdir(d) if os.path.isdir(d) else ()):
+        data = read_json(os.path.join(d, name), History)
+        if data and history_path(state, data["target"]).endswith(name):
             yield data["target"], data["entries"]
 
 
-def append_history(state: str, entry: dict, *, write: Callable[[str, bytes], None]) -> None:
-    """Add one landing to its target's history (idempotent: recover() may replay it);
-    `write(path, data)` is the promoter's atomic state-dir write."""
+def append_history(state: str, entry: dict, *,
+                   write: Callable[[str, bytes], None] = write_private) -> None:
+    """Add one landing to its target's history (idempotent: recover() may replay it), written
+    whole and atomically (`write(path, data)`)."""
     path = history_path(state, entry["target"])
     entries = read_history(state, entry["target"])
     if any(e["landing"] == entry["landing"] for e in entries):

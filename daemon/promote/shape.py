@@ -109,11 +109,7 @@ def duplicates(root: str, name: str, description: str) -> list[Finding]:
         data = read_nofollow(os.path.join(root, other), SKILL_MD, limit=64 * 1024)
         if data is None:
             continue
-        try:
-            fields, _ = skillfile.parse(data.decode("utf-8"))
-        except (UnicodeDecodeError, skillfile.SkillFormatError):
-            fields = {}
-        why = duplicate.near(name, description, other, str(fields.get("description") or ""))
+        why = duplicate.near(name, description, other, skillfile.description(data))
         if why:
             out.append(shape_finding(
                 "duplicate", f"{name} is near the live skill {other} (same {why}): "

@@ -58,6 +58,16 @@ def parse(text: str) -> tuple[dict[str, str], str]:
     raise SkillFormatError("frontmatter is not closed by a `---` line")
 
 
+def description(text: str | bytes | None) -> str:
+    """The description a SKILL.md states; "" when it states none, is not UTF-8 or does not
+    parse."""
+    try:
+        data = text.decode("utf-8") if isinstance(text, bytes) else text or ""
+        return str(parse(data)[0].get("description") or "")
+    except (UnicodeDecodeError, SkillFormatError):
+        return ""
+
+
 def render(fields: dict[str, str], body: str) -> str:
     """The SKILL.md text for these frontmatter fields (in order) and body."""
     out = [FENCE]

@@ -11,18 +11,29 @@
     synced-counts.json        skill dir → uses and turns other machines counted (a sync round)
     stale.json                skill dir → {since: turn count it was found stale at, missing: [...]}
 
-Every file is 0600 in a 0700 directory, written atomically (`fileops.write_path`).
+Every file is 0600 in a 0700 directory, written atomically by the persistence package
+(`persist.dirs.write_private`); the count files are its typed maps (`persist.promoter`).
 """
 
 import fcntl
-import json
+import glob
 import os
 import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import msgspec
+
+from claude_autoharness.daemon.persist.dirs import write_private
 from claude_autoharness.daemon.persist.files import fsync_dir
+from claude_autoharness.daemon.persist.promoter import (
+    Counts,
+    Stale,
+    Synced,
+    load_map,
+    save_map,
+)
 from claude_autoharness.daemon.promote import fileops, records
 from claude_autoharness.daemon.promote.plan import TMP_PREFIX
 from claude_autoharness.protocol import paths
@@ -65,13 +76,13 @@ class StateDir:
 
     # -- landing records in flight ---------------------------------------------------------
 
-    def pending_path(self, rec: dict) -> str:
-        return self.p("pending", rec["id"] + ".json")
+    def pending_path(self, rec: records.WriteLanding | records.ArchiveLanding) -> str:
+        return self.p("pending", rec.id + ".json")
 
-    def put_pending(self, rec: dict) -> None:
-        fileops.write_path(self.pending_path(rec), json.dumps(rec).encode())
+    def put_pending(self, rec: records.WriteLanding | records.ArchiveLanding) -> None:
+        write_private(self.pending_path(rec), msgspec.json.encode(rec))
 
-    def drop(self, rec: dict) -> None:
+    def drop(self, rec: records.WriteLanding | records.ArchiveLanding) -> None:
         fileops.unlink(self.pending_path(rec))
         fsync_dir(self.p("pending"))
 
@@ -81,7 +92,7 @@ class StateDir:
         sha = fileops.sha(data)
         path = self.p("blobs", sha)
         if not os.path.exists(path):
-            fileops.write_path(path, data)
+            write_private(path, data)
         return sha
 
     def get_blob(self, sha: str) -> bytes:
@@ -97,118 +108,73 @@ class StateDir:
         return records.read_history(self.path, target)
 
     def append_history(self, entry: dict) -> None:
-        records.append_history(self.path, entry, write=fileops.write_path)
+        records.append_history(self.path, entry)
 
     def archives(self) -> list[dict]:
-        """The meta of every archive of our shape (others are skipped, never trusted)."""
-        out: list[dict] = []
-        base = self.p("archive")
-        try:
-            names = sorted(os.listdir(base))
-        except OSError:
-            return out
-        for name in names:
-            try:
-                entries = sorted(os.listdir(os.path.join(base, name)))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.startswith(TMP_PREFIX):
-                    continue
-                try:
-                    with open(os.path.join(base, name, entry, "meta.json"), "rb") as f:
-                        meta = json.load(f)
-                except (OSError, ValueError, RecursionError):
-                    continue
-                if records.archive_meta_ok(meta):
-                    out.append(meta)
-        return out
+        """The meta of every archive of our shape (others are skipped, never trusted); a
+        half-made one (its temp name is a dotfile, which the pattern skips) is none yet."""
+        pattern = os.path.join(glob.escape(self.p("archive")), "*", "*", "meta.json")
+        return [m for path in sorted(glob.glob(pattern))
+                if (m := records.read_json(path, records.ArchiveMeta))]
 
-    # -- counts: uses and lifecycle stamps -------------------------------------------------
+    # -- counts: uses, lifecycle stamps, other machines' counts, stale marks ----------------
 
-    def uses(self) -> dict[str, int]:
-        return self._read_counts(USES)
+    def uses(self) -> Counts:
+        return load_map(self.p(USES), Counts) or {}
 
-    def stamps(self) -> dict[str, int]:
-        return self._read_counts(STAMPS)
+    def stamps(self) -> Counts:
+        return load_map(self.p(STAMPS), Counts) or {}
+
+    def synced_counts(self) -> Synced:
+        """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
+        machines, as the last sync round read them; {} without sync."""
+        return load_map(self.p(SYNCED), Synced) or {}
+
+    def stale(self) -> Stale:
+        """Skill dir → when (the turn count) it was found stale, and the paths it misses."""
+        return load_map(self.p(STALE), Stale) or {}
 
     def count_use(self, key: str) -> None:
         with self._counts_lock:
             uses = self.uses()
-            uses[key] = uses.get(key, 0) + 1  # uses() holds ints only
-            paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(USES), json.dumps(uses).encode())
+            self._save(USES, {**uses, key: uses.get(key, 0) + 1})
 
     def stamp(self, skill_dir: str, turns_now: int, *, forget_uses_at: str | None) -> None:
         """Record the turn count a skill's probation starts at; drop the use count kept under
         `forget_uses_at` (None: the uses are kept)."""
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            stamps = self.stamps()
-            stamps[skill_dir] = turns_now
-            fileops.write_path(self.p(STAMPS), json.dumps(stamps).encode())
-            if forget_uses_at is not None:
-                uses = self.uses()
-                if uses.pop(forget_uses_at, None) is not None:
-                    fileops.write_path(self.p(USES), json.dumps(uses).encode())
+            self._save(STAMPS, {**self.stamps(), skill_dir: turns_now})
+            uses = self.uses()
+            if forget_uses_at is not None and uses.pop(forget_uses_at, None) is not None:
+                self._save(USES, uses)
 
-    def synced_counts(self) -> dict[str, dict[str, int]]:
-        """Skill dir → counts (uses, turns, and verdicts by kind) from the user's other
-        machines, as the last sync round read them; {} without sync."""
-        try:
-            with open(self.p(SYNCED), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        out = {}
-        for k, v in (data.items() if isinstance(data, dict) else ()):
-            if isinstance(v, dict):
-                out[k] = {n: c for n, c in v.items() if type(c) is int and c >= 0}
-        return out
-
-    def put_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
+    def put_synced_counts(self, counts: Synced) -> None:
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(SYNCED), json.dumps(counts, sort_keys=True).encode())
-    def stale(self) -> dict[str, dict]:
-        """Skill dir → {"since": turns, "missing": [paths]} of the skills found stale."""
-        try:
-            with open(self.p(STALE), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(v, dict)
-                and type(v.get("since")) is int and isinstance(v.get("missing"), list)
-                and all(isinstance(p, str) for p in v["missing"])}
+            self._save(SYNCED, counts)
 
-    def set_stale(self, marks: dict[str, dict]) -> None:
+    def set_stale(self, marks: Stale) -> None:
         with self._counts_lock:
-            paths.make_private_dirs(self.path)
-            fileops.write_path(self.p(STALE), json.dumps(marks, sort_keys=True).encode())
+            self._save(STALE, marks)
 
-    def _read_counts(self, name: str) -> dict[str, int]:
-        """A state file mapping skill dirs to counts; unreadable or malformed reads as empty
-        (the counts are advisory: a lost one restarts a probation, it never blocks a landing)."""
-        try:
-            with open(self.p(name), "rb") as f:
-                data = json.load(f)
-        except (OSError, ValueError, RecursionError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if type(v) is int}
+    def _save(self, name: str, value: object) -> None:
+        paths.make_private_dirs(self.path)
+        save_map(self.p(name), value)
 
     def sweep(self) -> None:
         """Remove temp files and half-made archives an interrupted write left."""
         for sub in ("", "pending", "blobs", "history"):
             d = self.p(sub)
             for fn in os.listdir(d):
-                if fn.startswith(TMP_PREFIX):
+                if fn.startswith(TMP_PREFIX) or _atomic_temp(fn):
                     fileops.unlink(os.path.join(d, fn))
         base = self.p("archive")
         for name in os.listdir(base):
             for entry in os.listdir(os.path.join(base, name)):
                 if entry.startswith(TMP_PREFIX):
                     shutil.rmtree(os.path.join(base, name, entry), ignore_errors=True)
+
+
+def _atomic_temp(name: str) -> bool:
+    """A temp file a state write left when it was cut short (`files.write_atomic` names it
+    `.<file>.<random>.tmp`; no file of the promoter's own is a dotfile)."""
+    return name.startswith(".") and name.endswith(".tmp")

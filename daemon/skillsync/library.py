@@ -12,10 +12,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.promote import guard, records, skillfile, validate
+from claude_autoharness.daemon.promote import guard, records, validate
 from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD, Plan
-from claude_autoharness.daemon.promote.shape import duplicates
+from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
 from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy
 from claude_autoharness.protocol.replies import Finding, Outcome
@@ -29,44 +28,6 @@ class Local:
     copies: dict[str, Copy]  # autoharness's user-layer skills by name, live or archived
     hand_written: set[str]  # names of live user-layer skills that are not ours
     targets: dict[str, str]  # name -> the skill directory it lives (or lived) at
-
-
-def read(pr: Promoter, machine: str, only: str | None = None) -> Local:
-    """The user layer as it is now; `only`: just that skill (a take-in re-reads one name
-    under the round, not the whole library)."""
-    root, _ = pr.layer_root("user", None)
-    assert root is not None  # the user layer always resolves
-    copies: dict[str, Copy] = {}
-    mine: set[str] = set()
-    targets: dict[str, str] = {}
-    try:
-        names = [only] if only is not None else sorted(os.listdir(root))
-    except OSError:
-        names = []
-    for name in names:
-        d = os.path.join(root, name)
-        if not validate.name_is_contained(name) or not os.path.isfile(os.path.join(d, SKILL_MD)):
-            continue
-        targets[name] = d
-        if not pr.owned(d):
-            mine.add(name)
-            continue
-        copy = _live_copy(d, machine)
-        if copy is not None:
-            copies[name] = copy
-    latest: dict[str, dict] = {}
-    for meta in pr.statedir.archives():
-        if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine \
-                or (only is not None and meta["name"] != only):
-            continue
-        if meta["name"] not in latest or meta["landing"] > latest[meta["name"]]["landing"]:
-            latest[meta["name"]] = meta
-    for name, meta in latest.items():
-        copy = _archived_copy(pr, meta, machine)
-        if copy is not None:
-            copies[name] = copy
-            targets.setdefault(name, meta["target"])
-    return Local(copies=copies, hand_written=mine, targets=targets)
 
 
 def _split(files: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -119,7 +80,7 @@ def _live_copy(d: str, machine: str) -> Copy | None:
     return Copy(status=LIVE, files=content, extra=extra, changed_at=at, changed_by=by)
 
 
-def _archived_copy(pr: Promoter, meta: dict, machine: str) -> Copy | None:
+def _archived_copy(meta: dict, machine: str) -> Copy | None:
     src = os.path.join(meta["path"], "skill")
     files = _read_all(src)
     if not files or SKILL_MD not in files:
@@ -132,109 +93,121 @@ def _archived_copy(pr: Promoter, meta: dict, machine: str) -> Copy | None:
                 reason=str(meta.get("reason") or ""))
 
 
-# ---- changes: each one a landing of the promoter ---------------------------------------------
-
-
-def take(pr: Promoter, name: str, remote: Copy, expected: Copy | None,
-         machine: str) -> Outcome:
-    """Make the local copy of `name` equal `remote`, unless the library moved since the
-    round read it (then nothing is done: the next round sees the new state)."""
-    now = read(pr, machine, name)
-    if name in now.hand_written:
-        return Outcome.rejected(Finding(family="owned", code="not_owned",
-                                        message=f"{name} is a hand-written skill on this machine"))
-    current = now.copies.get(name)
-    if not _unchanged(current, expected):
-        return Outcome.rejected(Finding(family="landing", code="moved",
-                                        message="the skill changed here during the round"))
-    origin = {"source": "sync", "machine": remote.changed_by, "origin_at": remote.changed_at,
-              "reason": f"synced from machine {remote.changed_by}"
-                        + (f" ({remote.reason})" if remote.reason else "")}
-    if remote.status == ARCHIVED:
-        if current is None or current.status == ARCHIVED:
-            return Outcome(status="landed")  # nothing here to archive
-        return pr.archive_owned("user", name, None, origin, reason=remote.reason or "synced",
-                                meta={"machine": origin["machine"],
-                                      "origin_at": origin["origin_at"]})
-    if current is not None and current.status == ARCHIVED:
-        out = pr.restore(name, layer="user")
-        if out.status != "landed":
-            return out
-        current = read(pr, machine, name).copies.get(name)
-        if current is not None and current.same(remote):
-            return out
-    return _write(pr, name, remote, origin, create=current is None)
-
-
 def _unchanged(a: Copy | None, b: Copy | None) -> bool:
     return (a is None and b is None) or (a is not None and a.same(b))
 
 
-def _write(pr: Promoter, name: str, copy: Copy, origin: dict, *, create: bool) -> Outcome:
-    root, anchor = pr.layer_root("user", None)
-    assert root is not None
-    try:
-        texts = {rel: data.decode("utf-8") for rel, data in copy.files.items()}
-    except UnicodeDecodeError:
-        return Outcome.rejected(Finding(family="well_formed", code="binary",
-                                        message=f"{name} holds a file that is not UTF-8 text"))
-    skill_md = texts.pop(SKILL_MD, None)
-    if skill_md is None:
-        return Outcome.rejected(Finding(family="well_formed", code="schema",
-                                        message=f"{name} has no SKILL.md"))
-    with pr.statedir.locked():
-        plan = Plan(action="create" if create else "update", layer="user", name=name,
-                    root=root, anchor=anchor, state=pr.state, skill_md=skill_md)
-        if not validate.name_is_contained(name):
-            return Outcome.rejected(Finding(family="contained", code="name",
-                                            message="not a plain skill name"))
-        target = plan.skill_dir
-        plan.exists = os.path.lexists(target)
-        plan.live = scan_tree(target)[0] if plan.exists else {}
-        plan.writes = {rel: t for rel, t in texts.items()
-                       if read_nofollow(target, rel) != t.encode()}
-        plan.removes = sorted(r for r in plan.live if r != SKILL_MD and r not in texts)
-        evidence = {rel: data for rel, data in copy.extra.items() if _EVIDENCE.fullmatch(rel)}
-        findings = pr.check(plan)
-        # what travels beside the skill is checked like it: no secret lands in a quote either
+class UserLayer:
+    """The user layer of one machine as a sync round reads and changes it, through the
+    promoter's API (every change a landing of this machine)."""
+
+    def __init__(self, promoter: Promoter, machine: str):
+        self.promoter, self.machine = promoter, machine
+        root, _ = promoter.layer_root("user", None)
+        assert root is not None  # the user layer always resolves
+        self.root = root
+
+    def read(self, only: str | None = None) -> Local:
+        """The user layer as it is now; `only`: just that skill (a take-in re-reads one name
+        under the round, not the whole library)."""
+        copies: dict[str, Copy] = {}
+        mine: set[str] = set()
+        targets: dict[str, str] = {}
+        try:
+            names = [only] if only is not None else sorted(os.listdir(self.root))
+        except OSError:
+            names = []
+        for name in names:
+            d = os.path.join(self.root, name)
+            if not validate.name_is_contained(name) or not os.path.isfile(os.path.join(d, SKILL_MD)):
+                continue
+            targets[name] = d
+            if not self.promoter.owned(d):
+                mine.add(name)
+                continue
+            copy = _live_copy(d, self.machine)
+            if copy is not None:
+                copies[name] = copy
+        latest: dict[str, dict] = {}
+        for meta in self.promoter.archives():
+            if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine \
+                    or (only is not None and meta["name"] != only):
+                continue
+            if meta["name"] not in latest or meta["landing"] > latest[meta["name"]]["landing"]:
+                latest[meta["name"]] = meta
+        for name, meta in latest.items():
+            copy = _archived_copy(meta, self.machine)
+            if copy is not None:
+                copies[name] = copy
+                targets.setdefault(name, meta["target"])
+        return Local(copies=copies, hand_written=mine, targets=targets)
+
+    # ---- changes: each one a landing of the promoter -----------------------------------------
+
+    def take(self, name: str, remote: Copy, expected: Copy | None) -> Outcome:
+        """Make the local copy of `name` equal `remote`, unless the library moved since the
+        round read it (then nothing is done: the next round sees the new state)."""
+        now = self.read(name)
+        if name in now.hand_written:
+            return Outcome.rejected(Finding(family="owned", code="not_owned",
+                                            message=f"{name} is a hand-written skill on this machine"))
+        current = now.copies.get(name)
+        if not _unchanged(current, expected):
+            return Outcome.rejected(Finding(family="landing", code="moved",
+                                            message="the skill changed here during the round"))
+        origin = {"source": "sync", "machine": remote.changed_by, "origin_at": remote.changed_at,
+                  "reason": f"synced from machine {remote.changed_by}"
+                            + (f" ({remote.reason})" if remote.reason else "")}
+        if remote.status == ARCHIVED:
+            if current is None or current.status == ARCHIVED:
+                return Outcome(status="landed")  # nothing here to archive
+            return self.promoter.archive_owned(
+                "user", name, None, origin, reason=remote.reason or "synced",
+                meta={"machine": origin["machine"], "origin_at": origin["origin_at"]})
+        if current is not None and current.status == ARCHIVED:
+            out = self.promoter.restore(name, layer="user")
+            if out.status != "landed":
+                return out
+            current = self.read(name).copies.get(name)
+            if current is not None and current.same(remote):
+                return out
+        return self._write(name, remote, origin, create=current is None)
+
+    def keep_in_history(self, name: str, loser: Copy, winner: Copy) -> Outcome:
+        """A conflict's losing version goes into the skill's history (restorable with
+        `skills revert`), and the winning one is landed back on top of it."""
+        origin = {"source": "sync", "machine": loser.changed_by, "origin_at": loser.changed_at,
+                  "reason": f"sync conflict: the version of machine {loser.changed_by}, kept in "
+                            f"history (machine {winner.changed_by}'s version won)"}
+        current = self.read(name).copies.get(name)
+        if loser.status == LIVE and current is not None and current.status == LIVE:
+            out = self._write(name, loser, origin, create=False)
+            if out.status != "landed":
+                return out
+            win_origin = {"source": "sync", "machine": winner.changed_by,
+                          "origin_at": winner.changed_at,
+                          "reason": f"sync conflict: machine {winner.changed_by}'s version won"}
+            return self._write(name, winner, win_origin, create=False)
+        return Outcome(status="landed")
+
+    def _write(self, name: str, copy: Copy, origin: dict, *, create: bool) -> Outcome:
+        try:
+            texts = {rel: data.decode("utf-8") for rel, data in copy.files.items()}
+        except UnicodeDecodeError:
+            return Outcome.rejected(Finding(family="well_formed", code="binary",
+                                            message=f"{name} holds a file that is not UTF-8 text"))
+        if SKILL_MD not in texts:
+            return Outcome.rejected(Finding(family="well_formed", code="schema",
+                                            message=f"{name} has no SKILL.md"))
         try:
             beside = {rel: data.decode("utf-8") for rel, data in copy.extra.items()}
         except UnicodeDecodeError:
             return Outcome.rejected(Finding(family="well_formed", code="binary",
                                             message=f"{name}: provenance that is not text"))
-        findings += guard.scan(beside, pr.redactor)
-        if create:
-            try:
-                fields, _ = skillfile.parse(skill_md)
-            except skillfile.SkillFormatError:
-                fields = {}
-            findings += duplicates(root, name, str(fields.get("description") or ""))
-        if findings:
-            return Outcome.rejected(*findings)
-        base = records.parse_provenance(copy.extra.get(
-            PROVENANCE, b"")) or {}
+        base = records.parse_provenance(copy.extra.get(PROVENANCE, b"")) or {}
         base.pop("target", None)
-        if plan.exists and not base:
-            base = read_provenance(target) or {}
-        out = pr.run(pr.write_record(plan, origin, extra=evidence, base_prov=base))
-    if out.status == "landed" and create:
-        pr.stamp(plan.skill_dir, "user", None)  # its probation starts here
-    return out
-
-
-def keep_in_history(pr: Promoter, name: str, loser: Copy, winner: Copy, machine: str) -> Outcome:
-    """A conflict's losing version goes into the skill's history (restorable with
-    `skills revert`), and the winning one is landed back on top of it."""
-    origin = {"source": "sync", "machine": loser.changed_by, "origin_at": loser.changed_at,
-              "reason": f"sync conflict: the version of machine {loser.changed_by}, kept in "
-                        f"history (machine {winner.changed_by}'s version won)"}
-    current = read(pr, machine, name).copies.get(name)
-    if loser.status == LIVE and current is not None and current.status == LIVE:
-        out = _write(pr, name, loser, origin, create=False)
-        if out.status != "landed":
-            return out
-        win_origin = {"source": "sync", "machine": winner.changed_by,
-                      "origin_at": winner.changed_at,
-                      "reason": f"sync conflict: machine {winner.changed_by}'s version won"}
-        return _write(pr, name, winner, win_origin, create=False)
-    return Outcome(status="landed")
+        return self.promoter.land_user_skill(
+            name, texts, origin, create=create, base_prov=base,
+            extra={rel: data for rel, data in copy.extra.items() if _EVIDENCE.fullmatch(rel)},
+            # what travels beside the skill is checked like it: no secret lands in a quote either
+            also=guard.scan(beside, self.promoter.redactor))

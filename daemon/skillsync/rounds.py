@@ -33,7 +33,7 @@ from contextlib import contextmanager
 import msgspec
 
 from claude_autoharness.daemon.persist.files import write_atomic
-from claude_autoharness.daemon.promote import feedback, layers, validate
+from claude_autoharness.daemon.promote import validate
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
 from claude_autoharness.daemon.proposals import VERDICTS
@@ -144,9 +144,9 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
         info = load()
         if not info.configured:
             raise NotSetUp("no sync repository: run `autoharnessctl sync init REMOTE` first")
-        now = clock()
+        now, layer = clock(), library.UserLayer(pr, info.machine)
         try:
-            base, result = _round(pr, cfg, info, counts=counts, now=now)
+            base, result = _round(layer, cfg, info, counts=counts, now=now)
         except (GitError, OSError) as e:
             if isinstance(e, GitError):  # the remote's: FIX_REMOTE says what to check
                 return _failed(info, cfg, now, e.reason)
@@ -161,7 +161,7 @@ def run(pr: Promoter, cfg: SyncConfig, *, counts: bool,
             info.refused = refused
             return _failed(info, cfg, now, f"could not take in "
                            f"{', '.join(x.skill for x in failed)}: {first.message}",
-                           f"make {pr.layer_root('user', None)[0]} a directory you can write, "
+                           f"make {layer.root} a directory you can write, "
                            "then run `autoharnessctl sync` again")
         info.last_fix = ""
         info.took, info.pushed, info.merged, info.refused = took, pushed, merged, refused
@@ -183,7 +183,8 @@ def _failed(info: SyncInfo, cfg: SyncConfig, now: float, reason: str, fix: str =
     return info
 
 
-def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: float):
+def _round(layer: library.UserLayer, cfg: SyncConfig, info: SyncInfo, *, counts: bool,
+           now: float):
     repo, me = repo_dir(), info.machine
     for _ in range(PUSH_ATTEMPTS):
         tip = gitrepo.fetch(repo)
@@ -194,7 +195,7 @@ def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: 
                           gitrepo.tree_files(repo, base_sha, "archived"))
         tree = gitrepo.tree_files(repo, tip)
         remote = parse_tree(tree)
-        local = library.read(pr, me)
+        local = layer.read()
         steps = {}
         for name in sorted(set(local.copies) | set(remote)):
             if name in local.hand_written:
@@ -213,7 +214,7 @@ def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: 
         for name, copy in sent.items():
             _write_copy(repo, name, copy, evidence=cfg.evidence)
         if counts:
-            _write_counts(pr, repo, me, local, _live_after(steps, local, remote))
+            _write_counts(layer, repo, me, local, _live_after(steps, local, remote))
         commit = gitrepo.commit_all(repo, f"autoharness: machine {me}: "
                                           f"{', '.join(sorted(sent)) or 'counts'}")
         if commit is not None:
@@ -224,23 +225,22 @@ def _round(pr: Promoter, cfg: SyncConfig, info: SyncInfo, *, counts: bool, now: 
                     continue  # another machine pushed first: decide again on its tip
                 raise
         if any(s.kind in ("take", "conflict") for s in steps.values()):
-            _user_root_ready(pr)
-        return commit or tip, _take_in(pr, steps, local, remote, sent, tree, me, now)
+            _user_root_ready(layer.root)
+        return commit or tip, _take_in(layer, steps, local, remote, sent, tree, now)
     raise GitError("the remote moved during each of 3 attempts; run `autoharnessctl sync` again")
 
 
-def _user_root_ready(pr: Promoter) -> None:
+def _user_root_ready(root: str) -> None:
     """The user layer's skills dir exists before anything is taken in: a fresh machine has no
     `~/.claude/skills` (nor, before Claude Code's first run, `~/.claude`). Raises OSError when
     it cannot be made, so the round fails before it takes anything in."""
-    root, _ = pr.layer_root("user", None)
-    assert root is not None
     os.makedirs(root, mode=0o700, exist_ok=True)
     if not os.access(root, os.W_OK | os.X_OK):
         raise PermissionError(13, "cannot write the user layer's skills", root)
 
 
-def _take_in(pr, steps, local, remote, sent, tree, me, now):
+def _take_in(layer: library.UserLayer, steps, local, remote, sent, tree, now):
+    me = layer.machine
     took, merged, conflicts, refused = [], [], [], []
     for name, step in steps.items():
         mine = local.copies.get(name)
@@ -248,7 +248,7 @@ def _take_in(pr, steps, local, remote, sent, tree, me, now):
             there = remote[name]
             if there.status == ARCHIVED and (mine is None or mine.status == ARCHIVED):
                 continue  # archived there, not live here: nothing to do
-            out = library.take(pr, name, there, mine, me)
+            out = layer.take(name, there, mine)
             if out.status == "landed":
                 if not there.same(mine):
                     took.append(name)
@@ -256,15 +256,15 @@ def _take_in(pr, steps, local, remote, sent, tree, me, now):
                 refused.append(SyncRefusal(skill=name, machine=there.changed_by,
                                            findings=out.findings))
         elif step.kind == "merge":
-            out = library.take(pr, name, sent[name], mine, me)
+            out = layer.take(name, sent[name], mine)
             merged.append(name)
         elif step.kind == "conflict":
             there = remote[name]
             if step.winner == "remote":
-                library.take(pr, name, there, mine, me)
+                layer.take(name, there, mine)
                 kept, other = there.changed_by, me
             else:
-                library.keep_in_history(pr, name, there, mine, me)
+                layer.keep_in_history(name, there, mine)
                 kept, other = me, there.changed_by
             conflicts.append(SyncConflict(
                 skill=name, at=now, kept=kept, other=other,
@@ -273,7 +273,7 @@ def _take_in(pr, steps, local, remote, sent, tree, me, now):
         refused.append(SyncRefusal(skill=name, machine=remote[name].changed_by, findings=[
             Finding(family="owned", code="not_owned",
                             message=f"{name} is a hand-written skill on this machine")]))
-    _merge_counts(pr, tree, me)
+    _merge_counts(layer, tree)
     pushed = sorted(n for n in sent if steps[n].kind != "merge")
     return took, pushed, merged, conflicts, refused
 
@@ -370,33 +370,22 @@ def _live_after(steps, local: library.Local, remote: dict[str, Copy]) -> set[str
     return out
 
 
-def _write_counts(pr: Promoter, repo: str, me: str, local: library.Local,
+def _write_counts(layer: library.UserLayer, repo: str, me: str, local: library.Local,
                   live: set[str]) -> None:
     """This machine's own counts (never the sums it read from others), as they will be after
     the round: a skill taken in starts at zero here."""
-    root, _ = pr.layer_root("user", None)
-    assert root is not None
-    uses, stamps = pr.statedir.uses(), pr.statedir.stamps()
-    turns_now = pr.turns("user", None)
-    skills = {}
-    for name in sorted(live):
-        copy = local.copies.get(name)
-        target = os.path.join(root, name)
-        stamp = stamps.get(target)
-        if copy is None or copy.status != LIVE or stamp is None:
-            skills[name] = {"uses": 0, "turns": 0}  # its probation starts with the take-in
-            continue
-        skills[name] = {"uses": uses.get(layers.uses_key(target), 0),
-                        "turns": max(0, turns_now - stamp),
-                        **feedback.counts(pr.statedir.history(target))}
+    here = {n: os.path.join(layer.root, n) for n in live
+            if (c := local.copies.get(n)) is not None and c.status == LIVE}
+    own = layer.promoter.own_counts(list(here.values()))
+    # none yet (taken in this round, or not stamped): its probation starts with the take-in
+    skills = {n: own.get(here.get(n, ""), {"uses": 0, "turns": 0}) for n in sorted(live)}
     _write_json(repo, f"counts/{me}.json", {"machine": me, "skills": skills})
 
 
-def _merge_counts(pr: Promoter, tree: dict[str, bytes], me: str) -> None:
+def _merge_counts(layer: library.UserLayer, tree: dict[str, bytes]) -> None:
     """Sum every other machine's counts per skill into the promoter's state, where the
     listing (and so the lifecycle) adds them to this machine's own."""
-    root, _ = pr.layer_root("user", None)
-    assert root is not None
+    me = layer.machine
     total: dict[str, dict[str, int]] = {}
     for path, data in tree.items():
         parts = path.split("/")
@@ -412,10 +401,9 @@ def _merge_counts(pr: Promoter, tree: dict[str, bytes], me: str) -> None:
         for name, c in skills.items():
             if not validate.name_is_contained(name) or not isinstance(c, dict):
                 continue
-            target = os.path.join(root, name)
-            t = total.setdefault(target, {})
+            t = total.setdefault(os.path.join(layer.root, name), {})
             for k in COUNTED:
                 v = c.get(k)
                 if type(v) is int and v > 0:
                     t[k] = t.get(k, 0) + v
-    pr.statedir.put_synced_counts(total)
+    layer.promoter.take_synced_counts(total)
