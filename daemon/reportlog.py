@@ -31,6 +31,7 @@ from collections.abc import Iterator
 
 import msgspec
 
+from claude_autoharness.daemon.persist import quarantine
 from claude_autoharness.daemon.persist.journal import RecordLog, damage
 from claude_autoharness.protocol import paths
 
@@ -119,8 +120,8 @@ class ReportLog:
         if bad:
             with self._lock:
                 records, bad = self.log.read()
-                if bad:
-                    self.log.set_aside(damage(bad))
+                if bad:  # a copy first: a crash before the rewrite loses nothing
+                    quarantine.set_aside(self.log.path, copy=True, why=damage(bad))
                     self.log.rewrite(records)
         return records
 
