@@ -56,7 +56,7 @@ KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives wi
 DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
-SNAPSHOT_JOURNAL_FACTOR = 3  # a start replays at most this many snapshots' size of journal
+SNAPSHOT_JOURNAL_FACTOR = 4  # a start replays at most this many snapshots' size of journal
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 

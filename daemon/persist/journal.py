@@ -65,7 +65,7 @@ class Lines:
             lines = f.read().split(b"\n")
         out, bad = [], []
         for n, line in enumerate(lines, 1):
-            if not line.strip():
+            if not line or line.isspace():
                 continue
             ok = check(line)
             if ok is False or (ok is None and self.sealed):
