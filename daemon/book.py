@@ -56,7 +56,7 @@ KEEP_EVENT_IDS = 4096  # the latest event ids besides replays: a copy arrives wi
 DEFAULT_RETENTION_S = 14 * 86_400
 PARK_AFTER_INTERRUPTIONS = 3  # a job that was running when the daemon died this often waits
 SNAPSHOT_MIN_JOURNAL_BYTES = 1 << 20
-SNAPSHOT_JOURNAL_FACTOR = 2  # a start replays at most this many snapshots' size of journal
+SNAPSHOT_JOURNAL_FACTOR = 4  # a start replays at most this many snapshots' size of journal
 PRUNE_EVERY_S = 60.0
 TABLES = ("watcher", "markers")  # the State fields other parts fill in (`Book.tables`)
 
@@ -104,8 +104,9 @@ class Book(JobBook):
         A job found running was interrupted: it runs again (`sessions.resume_interrupted`);
         one interrupted more than PARK_AFTER_INTERRUPTIONS times waits, backing off, first.
         """
-        self.state = document.load(paths.snapshot_file(), st.State,
-                                   previous=paths.previous_snapshot_file()) or st.State()
+        self.state = st.unpacked(document.load(paths.snapshot_file(), st.Snapshot,
+                                               previous=paths.previous_snapshot_file())
+                                 or st.Snapshot())
         self._snap_seq = self.state.journal_seq
         try:
             self._snap_size = os.path.getsize(paths.snapshot_file())
@@ -205,8 +206,7 @@ class Book(JobBook):
         self.state.capture = self.capture_stats.to_state()
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
-        self.state.saved_at = self.clock()
-        data = seal(encoder.encode(self.state))
+        data = seal(encoder.encode(st.packed(self.state)))
         self.parts.reset(self.state)
         self._touched.clear()
         self.journal.rotate()

@@ -7,10 +7,10 @@ is reflected the uuids of its records are added here, and later windows of any s
 those records out (`capture.window.cut_window(reflected=...)`).
 
 Each uuid is kept as a 64-bit key (blake2b), the newest `MAX_KEPT` of them: in memory a set and
-their order, on disk an append-only file of 8-byte keys (0600), rewritten down to the newest
-`MAX_KEPT` once it holds twice as many. A torn or lost tail (a crash) only means a record may be
-reflected a second time: never a lesson lost. With a million keys the odds that a new record's
-key collides with one of them are about 1 in 10^13.
+their order, on disk an append-only file of 8-byte keys (0600, `persist.files.AppendFile`),
+rewritten down to the newest `MAX_KEPT` once it holds twice as many. A torn or lost tail (a
+crash) only means a record may be reflected a second time: never a lesson lost. With a million
+keys the odds that a new record's key collides with one of them are about 1 in 10^13.
 
 `add` does blocking I/O (call it from a worker thread); `in` is safe from any thread.
 """
@@ -26,6 +26,7 @@ from collections.abc import Iterable
 import structlog
 
 from claude_autoharness.daemon.persist.dirs import recheck_dir, write_private
+from claude_autoharness.daemon.persist.files import append_durably
 from claude_autoharness.protocol import paths
 
 log = structlog.get_logger("autoharness")
@@ -107,17 +108,8 @@ class ReflectedRecords:
 
     def _append(self, keys: list[int]) -> None:
         recheck_dir(os.path.dirname(os.path.abspath(self.path)))  # never into a swapped state dir
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            data = self._encode(keys)
-            if os.fstat(fd).st_size % KEY_BYTES:  # a torn tail: realign before appending
-                self._rewrite()
-                return
-            os.write(fd, data)
-            os.fsync(fd)
-            self._on_disk += len(keys)
-        finally:
-            os.close(fd)
+        append_durably(self.path, self._encode(keys), unit=KEY_BYTES)  # a torn tail cut off
+        self._on_disk += len(keys)
 
     def _rewrite(self) -> None:
         write_private(self.path, self._encode(self._order))

@@ -22,6 +22,7 @@ KEEP_TOOL_IDS = 256  # per session: more than the calls both witnesses can disag
 MAX_BACKOFF_S = 3600.0
 
 class Session(msgspec.Struct, kw_only=True, omit_defaults=True):
+    # fields are only ever added at the end: a snapshot keeps sessions as rows of values
     session_id: str
     activity: int = 0
     watermark: int = 0

@@ -7,6 +7,9 @@ import threading
 import time
 from functools import partial
 
+import msgspec
+
+from claude_autoharness.daemon.persist.state import Snapshot, unpacked
 from claude_autoharness.protocol import paths
 from fake_anthropic import FakeAnthropic, error_reply, hang, tool_reply
 from harness import Daemon, hook, wait_for
@@ -104,4 +107,6 @@ def test_five_kills_during_the_model_call_resume_the_job_and_count_answered_erro
     [job] = snap["jobs"].values()
     assert (job["kind"], job["status"]) == ("session_end", "done")
     assert job["attempts"] == 1 and job["interrupted"] == 5
-    assert job["window_end"] == t.stat().st_size == snap["sessions"]["tail"]["watermark"]
+    sessions = unpacked(msgspec.json.decode((home["home"] / "state" / "snapshot.json")
+                                            .read_bytes(), type=Snapshot)).sessions
+    assert job["window_end"] == t.stat().st_size == sessions["tail"].watermark

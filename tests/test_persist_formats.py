@@ -175,6 +175,28 @@ def test_the_old_reflected_keys_and_report_ledger_load(home):
     assert [r.get("session") for r in log.records("context")] == ["s-one", "s-two"]
 
 
+def test_a_snapshot_of_session_rows_loads_its_sessions_whole(home):
+    """Snapshots keep sessions as rows, their fields' values in order without names: one so
+    written loads every field back (a field put anywhere but at the end of `Session` would
+    misread it, and this fails)."""
+    paths.make_private_dirs(paths.state_dir())
+    shutil.copyfile(FORMATS / "rows" / "snapshot.json", paths.snapshot_file())
+    book = loaded_book()
+    assert msgspec.to_builtins(book.state.sessions) == expected("rows", "expected.json")["sessions"]
+    assert quarantine.files() == []
+
+
+def test_a_sealed_report_ledger_reads_every_kind(home):
+    """The ledger's typed, sealed records, one of each kind, read back whole."""
+    paths.make_private_dirs(paths.state_dir())
+    shutil.copyfile(FORMATS / "misc" / "report-sealed.jsonl", paths.report_log_file())
+    recs = list(ReportLog().records())
+    assert [r["k"] for r in recs] == ["usage", "context", "use", "reminder", "calls"]
+    assert (recs[0]["input_tokens"], recs[2]["turn"], recs[3]["skills"], recs[4]["total"]) == (
+        10, 3, ["user/x"], 4)
+    assert quarantine.files() == []
+
+
 def test_every_file_set_aside_shows_in_status_and_doctor(home):
     """A corrupt snapshot, intent file, batch journal, pending landing record and spool record,
     each found by a different part of the daemon at start, all land in the one quarantine:

@@ -4,13 +4,17 @@ archive causes and feedback written by other versions are read when present."""
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from claude_autoharness.daemon import pricing
+from claude_autoharness.daemon.persist import quarantine
+from claude_autoharness.daemon.persist.checksum import check
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.lifecycle import Decision
 from claude_autoharness.daemon.reportlog import ReportLog
+from claude_autoharness.protocol import paths
 from claude_autoharness.protocol.config import PromoterConfig
 from fake_anthropic import DEFAULT_USAGE, FakeAnthropic, tool_reply
 from fake_claude import install, result
@@ -217,10 +221,11 @@ def test_claude_backend_usage_is_recorded_with_the_job(home, monkeypatch):
         e.daemon.stop()
 
 
-def test_ledger_skips_torn_lines_and_counts_a_call_once(short_tmp):
-    """A torn last line is skipped and the next record starts on its own line; a usage record
-    written twice for the same call (results read again after a restart) counts once."""
-    path = str(short_tmp / "state" / "report.jsonl")
+def test_ledger_skips_torn_lines_and_counts_a_call_once(home):
+    """A torn last line is skipped and the next record starts on its own line; the ledger is
+    set aside in the quarantine (once) and rewritten without it; a usage record written twice
+    for the same call (results read again after a restart) counts once."""
+    path = paths.report_log_file()
     log = ReportLog(path)
     u = {"input_tokens": 5, "output_tokens": 1}
     log.usage(job="j1", attempt=1, kind="threshold", backend="anthropic", model="m", usage=u)
@@ -231,6 +236,9 @@ def test_ledger_skips_torn_lines_and_counts_a_call_once(short_tmp):
     log.append("context", chars=12)
     assert [(x["job"], x["attempt"]) for x in log.records("usage")] == [("j1", 1), ("j1", 2)]
     assert [x["chars"] for x in log.records("context")] == [12]
+    [aside] = quarantine.files()
+    assert b'"job":"torn' in Path(aside).read_bytes()
+    assert b"torn" not in Path(path).read_bytes() and check(Path(path).read_bytes().split()[0])
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
 
 

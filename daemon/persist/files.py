@@ -63,10 +63,15 @@ class AppendFile:
     it) and never swallows the next record. A file found ending mid-line at `open` is torn too.
     `size` counts every byte in the file, a partial line included. Not thread-safe: callers
     serialise appends.
+
+    With `unit`, a file of fixed-size binary records instead: a partial record at the end (a
+    crash mid-append, a failed cut back) is cut off before the next append, which it would
+    otherwise misalign; losing it loses only that record.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, unit: int = 0):
         self.path = path
+        self.unit = unit
         self.fd: int | None = None
         self.size = 0
         self.torn = False
@@ -76,7 +81,8 @@ class AppendFile:
                      | os.O_NOFOLLOW, 0o600)
         try:
             size = os.fstat(fd).st_size
-            torn = bool(size) and os.pread(fd, 1, size - 1) != b"\n"
+            torn = size % self.unit != 0 if self.unit else \
+                bool(size) and os.pread(fd, 1, size - 1) != b"\n"
         except BaseException:
             os.close(fd)
             raise
@@ -86,7 +92,11 @@ class AppendFile:
         """Write `data` (whole lines) at the end; return the bytes added. On OSError nothing of
         it is left behind (or the file is marked torn), and the error is raised."""
         assert self.fd is not None
-        if self.torn:
+        if self.torn and self.unit:
+            os.ftruncate(self.fd, self.size - self.size % self.unit)
+            self.size -= self.size % self.unit
+            self.torn = False
+        elif self.torn:
             data = b"\n" + data
         try:
             write_all(self.fd, data)
@@ -117,17 +127,19 @@ class AppendFile:
             self.fd = None
 
 
-def append_durably(path: str, data: bytes) -> None:
-    """Append whole lines to `path` and fsync them (and the directory entry of a new file),
-    with the same guarantee as `AppendFile.append`: a failed append leaves no partial line in
-    front of the next one. For files appended to rarely, by whichever process holds them."""
+def append_durably(path: str, data: bytes, *, sync: bool = True, unit: int = 0) -> None:
+    """Append whole lines (or `unit`-byte records) to `path` and fsync them (and the directory
+    entry of a new file; neither with `sync=False`), with the same guarantee as
+    `AppendFile.append`: a failed append leaves no partial line or record in front of the next
+    one. For files appended to rarely, by whichever process holds them."""
     created = not os.path.exists(path)
-    f = AppendFile(path)
+    f = AppendFile(path, unit=unit)
     f.open()
     try:
         f.append(data)
-        f.sync()
+        if sync:
+            f.sync()
     finally:
         f.close()
-    if created:
+    if created and sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))

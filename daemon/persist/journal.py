@@ -65,7 +65,7 @@ class Lines:
             lines = f.read().split(b"\n")
         out, bad = [], []
         for n, line in enumerate(lines, 1):
-            if not line.strip():
+            if not line or line.isspace():
                 continue
             ok = check(line)
             if ok is False or (ok is None and self.sealed):
@@ -253,9 +253,10 @@ class Journal(Generic[S]):
 
 class RecordLog(Generic[R]):
     """One JSON-lines file of records whose every append is durable (fsynced, the directory
-    entry too when the file is new) before it returns; a failed append leaves no partial line
-    in front of the next. `rewrite` replaces the whole file atomically. Not thread-safe:
-    callers serialise writes. Never written into a state dir swapped since start."""
+    entry too when the file is new, unless asked not to) before it returns; a failed append
+    leaves no partial line in front of the next. `rewrite` replaces the whole file atomically.
+    Not thread-safe: callers serialise writes. Never written into a state dir swapped since
+    start."""
 
     def __init__(self, path: str, record_type: object):
         self.path = path
@@ -274,10 +275,12 @@ class RecordLog(Generic[R]):
         paths.make_private_dirs(d)
         recheck_dir(d)
 
-    def append(self, records: Sequence[R]) -> None:
+    def append(self, records: Sequence[R], *, sync: bool = True) -> None:
+        """`sync=False`: one `write()`, no fsync (a process crash loses nothing, a power
+        loss may), for records that are cheap to lose."""
         if records:
             self._ready()
-            append_durably(self.path, encode_lines(records))
+            append_durably(self.path, encode_lines(records), sync=sync)
 
     def rewrite(self, records: Iterable[R]) -> None:
         self._ready()

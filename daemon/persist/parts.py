@@ -9,8 +9,7 @@ import msgspec
 from claude_autoharness.daemon.persist.journal import encoder
 from claude_autoharness.daemon.persist.state import PartsRecord, State
 
-_OWN_RECORDS = frozenset({"schema", "journal_seq", "saved_at", "sessions", "jobs", "turns",
-                          "seen_ids"})
+_OWN_RECORDS = frozenset({"schema", "journal_seq", "sessions", "jobs", "turns", "seen_ids"})
 
 
 class Parts:

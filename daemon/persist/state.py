@@ -7,6 +7,9 @@ the jobs it created or changed, the event's id) is one record, appended before a
 Records carry post-states, so applying one twice is harmless; a session's post-state travels
 without its `tool_ids`, whose additions travel in `calls` (a record stays small however many
 calls the session remembers).
+
+A snapshot (`Snapshot`, written `packed`, read `unpacked`) keeps its sessions as rows of values
+without field names: a third of its size, so it is rewritten less often for the same restart.
 """
 
 import msgspec
@@ -44,11 +47,10 @@ class Turns(msgspec.Struct, kw_only=True):
 
 
 class State(msgspec.Struct, kw_only=True):
-    """The snapshot."""
+    """The daemon's state; on disk as its `Snapshot`."""
 
     schema: int = SCHEMA
     journal_seq: int = 0
-    saved_at: float = 0.0
     sessions: dict[str, Session] = {}
     jobs: dict[str, Job] = {}
     jobs_done: int = 0
@@ -137,6 +139,40 @@ class TurnRecord(Sequenced, tag="turn"):
 
 Record = (EventRecord | CallsRecord | JobsRecord | PartsRecord | ForgetRecord | SessionRecord
           | CarryRecord | TurnRecord)
+
+
+class SessionRow(Session, array_like=True):
+    """A session as a snapshot keeps it: its fields' values in order, without their names
+    (a third of a snapshot's bytes). `Session`'s fields are only ever added at its end."""
+
+
+class Snapshot(State):
+    """The state as a snapshot holds it: its sessions as rows (older versions wrote them in
+    `sessions`, read as they are)."""
+
+    session_rows: list[SessionRow] = []
+
+
+def packed(state: State) -> Snapshot:
+    rows = [msgspec.structs.astuple(s) for s in state.sessions.values()]
+    return Snapshot(**{**_fields(state), "sessions": {}, "session_rows": rows})
+
+
+_DEFAULTS = msgspec.structs.asdict(Session(session_id=""))
+
+
+def unpacked(snap: Snapshot) -> State:
+    state = State(**_fields(snap))
+    for row in snap.session_rows:
+        # a value equal to its default is left to it: as omitted, it is not journaled
+        state.sessions[row.session_id] = Session(**{
+            k: v for k, v in zip(Session.__struct_fields__, msgspec.structs.astuple(row), strict=True)
+            if k == "session_id" or v != _DEFAULTS[k]})
+    return state
+
+
+def _fields(state: State) -> dict:
+    return {name: getattr(state, name) for name in State.__struct_fields__}
 
 
 def light(session: Session) -> Session:
