@@ -8,11 +8,11 @@ import time
 
 import msgspec
 
-from claude_autoharness.client.conn import ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
+from ..protocol import messages as m
+from ..protocol import paths
+from ..protocol import replies as r
+from .conn import ask
+from .errors import CtlError
 
 
 def collect(names: list[str], all_: bool, since: str | None) -> list[str]:

@@ -96,7 +96,7 @@ def output(action: str, c: dict) -> str:
 
 
 def main(raw: bytes) -> None:
-    from claude_autoharness.protocol import paths
+    from ..protocol import paths
 
     table = read_table(paths.checks_table_file())
     if not table:
@@ -113,7 +113,7 @@ def main(raw: bytes) -> None:
     if not isinstance(ev, dict) or ev.get("hook_event_name") != "PreToolUse" \
             or not isinstance(data, dict) or not isinstance(data.get("checks"), list):
         return
-    from claude_autoharness.protocol.checkcall import decide
+    from ..protocol.checkcall import decide
 
     found = decide(ev, data["checks"], os.path.expanduser("~"))
     if found is not None:

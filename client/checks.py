@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from claude_autoharness.client.conn import START_HINT, start_hint
-from claude_autoharness.client.verbs.sync import FIX_REMOTE
-from claude_autoharness.protocol import PROTOCOL, VERSION, private, spool
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from ..protocol import PROTOCOL, VERSION, private, spool
+from ..protocol import replies as r
+from ..protocol.words import plural
+from .conn import START_HINT, start_hint
+from .verbs.sync import FIX_REMOTE
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
 RESTART_HINT = ("restart it: `autoharnessctl restart` (`service stop`, then `service "
@@ -137,7 +137,7 @@ def check_daemon(status: r.Status | Foreign | None, error: str | None,
 
 def _autostart_note(tries_file: str | None, now: float) -> str:
     """The hooks' autostart back-off, in words ("" when no spawn is outstanding)."""
-    from claude_autoharness.client import hook
+    from . import hook
 
     tries, last = hook.autostart_tries(tries_file) if tries_file else (0, 0.0)
     if not tries:
@@ -301,7 +301,7 @@ def _key_open_to_others(config_file: str) -> str:
 def check_project(project: str) -> Check:
     """The project's off switch (`.claude/autoharness.toml`) is well formed; the daemon takes
     a malformed one as off, so it is a failure with the exact fix."""
-    from claude_autoharness.daemon.offline import project_switch
+    from ..daemon.offline import project_switch
 
     enabled, problem, path = project_switch(project)
     if problem:
@@ -317,7 +317,7 @@ def check_project(project: str) -> Check:
 
 def _local_reflector(cfg, env: Mapping[str, str]) -> tuple[str, str]:
     """(backend, reason) from this process's view, when the daemon cannot tell us."""
-    from claude_autoharness.daemon import offline
+    from ..daemon import offline
 
     info = offline.reflector_available(cfg, env)
     return info["backend"], info.get("reason") or ""

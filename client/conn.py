@@ -5,9 +5,9 @@ import socket
 
 import msgspec
 
-from claude_autoharness.protocol import VERSION, framing, paths, private
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ..protocol import VERSION, framing, paths, private
+from ..protocol import messages as m
+from ..protocol import replies as r
 
 START_HINT = ("start it with `autoharnessctl start` (or `autoharnessctl service start` when it "
               "runs as a service)")

@@ -6,10 +6,13 @@ import argparse
 import os
 import sys
 
-from claude_autoharness.client import conn
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs import (
+from ..protocol import VERSION
+from ..protocol.config import ConfigError
+from ..protocol.words import printable
+from . import conn
+from .conn import DaemonError, DaemonUnreachable
+from .errors import CtlError
+from .verbs import (
     capture,
     curate,
     demo,
@@ -31,10 +34,7 @@ from claude_autoharness.client.verbs import (
     stop,
     sync,
 )
-from claude_autoharness.client.verbs.common import seconds
-from claude_autoharness.protocol import VERSION
-from claude_autoharness.protocol.config import ConfigError
-from claude_autoharness.protocol.words import printable
+from .verbs.common import seconds
 
 # In the order `autoharnessctl --help` lists them.
 VERBS = (status, flush, start, stop, restart, pause, resume, capture, learn, queue, skills,

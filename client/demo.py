@@ -22,12 +22,12 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask, call
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.files import find_script
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
+from ..protocol import messages as m
+from ..protocol import paths
+from ..protocol import replies as r
+from .conn import DaemonError, DaemonUnreachable, ask, call
+from .errors import CtlError
+from .files import find_script
 
 SKILL = "migrate-before-integration-tests"
 LESSON = "Always run make migrate before the integration tests: they need the new schema."
@@ -145,7 +145,7 @@ def run(say: Callable[[str], None] = print) -> int:
 
 
 def _start(env: dict[str, str], base: str) -> subprocess.Popen:
-    from claude_autoharness.client.verbs.start import daemon_command
+    from .verbs.start import daemon_command
 
     log = open(os.path.join(base, "daemon.log"), "ab")
     with log:

@@ -15,8 +15,8 @@ import shutil
 import struct
 import zlib
 
-from claude_autoharness.daemon import offline
-from claude_autoharness.protocol import VERSION
+from ..daemon import offline
+from ..protocol import VERSION
 
 # Marks a directory as one we exported, so a later export may replace it.
 MARKER = ".autoharness-export"

@@ -11,8 +11,8 @@ import subprocess
 import sys
 import sysconfig
 
-from claude_autoharness.daemon.offline import write_atomic
-from claude_autoharness.protocol import paths, private
+from ..daemon.offline import write_atomic
+from ..protocol import paths, private
 
 
 def default_mode() -> int:

@@ -67,7 +67,7 @@ VIAS = (b"plugin", b"settings")  # AUTOHARNESS_VIA, set by the install that runs
 
 def envelope(raw: bytes, ts: float, eid: bytes, via: bytes = b"") -> bytes:
     """The `hook` request of the wire protocol (protocol/messages.py), built by hand."""
-    from claude_autoharness.protocol import PROTOCOL
+    from ..protocol import PROTOCOL
 
     if not raw.strip():
         raw = b"null"
@@ -96,7 +96,7 @@ def decodable(raw: bytes) -> bool:
 def frame(body: bytes) -> bytes:
     """A length-prefixed frame as protocol/framing.py makes it, with the header size the
     protocol package defines (already imported: no module more on the hot path)."""
-    from claude_autoharness.protocol import FRAME_HEADER
+    from ..protocol import FRAME_HEADER
 
     return len(body).to_bytes(FRAME_HEADER, "big") + body
 
@@ -109,7 +109,7 @@ def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT
     """
     import _socket
 
-    from claude_autoharness.protocol.private import peer_uid
+    from ..protocol.private import peer_uid
 
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -127,7 +127,7 @@ def send(path: str, body: bytes, wait: float, connect_wait: float = CONNECT_WAIT
             return b""
         # The reply deadline starts only once the (possibly large) send is done.
         s.settimeout(wait)
-        from claude_autoharness.protocol import FRAME_HEADER
+        from ..protocol import FRAME_HEADER
 
         try:
             header = recv_exactly(s, FRAME_HEADER)
@@ -169,8 +169,8 @@ def spool(state_dir: str, name: str, record: bytes) -> bool:
     through a symlink (each directory is checked through the descriptor it is written by).
     When the record cannot be written (a full disk), an empty `lost-event.` marker is left in
     the state dir, which needs no data block, so the daemon counts and reports the loss."""
-    from claude_autoharness.protocol.paths import SPOOL, make_private_dirs
-    from claude_autoharness.protocol.private import open_private_dir
+    from ..protocol.paths import SPOOL, make_private_dirs
+    from ..protocol.private import open_private_dir
 
     try:
         sfd = open_private_dir(state_dir, make=make_private_dirs)
@@ -194,7 +194,7 @@ def spool(state_dir: str, name: str, record: bytes) -> bool:
 
 
 def _write_record(dfd: int, name: str, record: bytes) -> bool:
-    from claude_autoharness.protocol.private import open_in
+    from ..protocol.private import open_in
 
     tmp = "." + name
     try:
@@ -221,8 +221,8 @@ def _write_record(dfd: int, name: str, record: bytes) -> bool:
 def _note_lost(sfd: int, name: str) -> bool:
     """The event could not be kept: say so where the daemon looks (an empty file needs no
     data block, so it is made on a full disk too) and on stderr (Claude Code's debug output)."""
-    from claude_autoharness.protocol.private import open_in
-    from claude_autoharness.protocol.spool import LOST_PREFIX  # already loaded: its caller's
+    from ..protocol.private import open_in
+    from ..protocol.spool import LOST_PREFIX  # already loaded: its caller's
 
     try:
         os.close(open_in(sfd, LOST_PREFIX + name, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
@@ -288,8 +288,8 @@ def start_daemon(paths, sock_path: str) -> bool:
     import fcntl
     import time
 
-    from claude_autoharness.protocol import PROTOCOL
-    from claude_autoharness.protocol.private import open_in, open_private_dir
+    from ..protocol import PROTOCOL
+    from ..protocol.private import open_in, open_private_dir
 
     try:
         sfd = open_private_dir(paths.state_dir(), make=paths.make_private_dirs)
@@ -329,7 +329,7 @@ def start_daemon(paths, sock_path: str) -> bool:
             return False
     finally:
         os.close(sfd)
-    from claude_autoharness.protocol import trust
+    from ..protocol import trust
 
     os.set_inheritable(fd, True)
     env = trust.autostart_env(os.environ, os.getcwd())
@@ -360,7 +360,7 @@ def start_daemon(paths, sock_path: str) -> bool:
 def untrusted(paths) -> str:
     """Why this session's environment cannot start a daemon or keep events ("" when it can):
     its locations may be a repository's (protocol/trust.py)."""
-    from claude_autoharness.protocol import trust
+    from ..protocol import trust
 
     try:
         cwd = os.getcwd()
@@ -405,7 +405,7 @@ def main() -> None:
         return
     if env.get("AUTOHARNESS_HOOK") == "check":  # the check hook's own entry: decide, count nothing
         if env.get("AUTOHARNESS_CHILD_SESSION") != "1":
-            from claude_autoharness.client.checkhook import main as check
+            from .checkhook import main as check
 
             check(raw)
         return
@@ -419,7 +419,7 @@ def report(raw: bytes, env) -> None:
     """Hand the event to the daemon (starting it if it may) and print its output, or spool it."""
     import time
 
-    from claude_autoharness.protocol import paths
+    from ..protocol import paths
 
     # A random id per event: a spooled copy keeps it, so the daemon counts the event once
     # however many copies reach it (a reply lost after the daemon acted, a replay cut short).
@@ -441,7 +441,7 @@ def report(raw: bytes, env) -> None:
     if not reply or b'"hook_reply"' not in reply:
         if (reply and refused(reply)) or not decodable(raw):
             return
-        from claude_autoharness.protocol.spool import record_name
+        from ..protocol.spool import record_name
 
         if not autostart and untrusted(paths):
             return

@@ -19,16 +19,18 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.files import (
+from ..daemon.offline import write_atomic
+from ..protocol import paths, private
+from .errors import CtlError
+from .files import (
     atomic_write,
     default_mode,
     find_script,
     missing_dirs,
     private_dir,
 )
-from claude_autoharness.client.preflight import dir_problem, state_problem
-from claude_autoharness.client.settings import (
+from .preflight import dir_problem, state_problem
+from .settings import (
     COMMANDS,
     HOOK,
     Source,
@@ -45,8 +47,6 @@ from claude_autoharness.client.settings import (
     unwire,
     wire,
 )
-from claude_autoharness.daemon.offline import write_atomic
-from claude_autoharness.protocol import paths, private
 
 
 class InstallError(CtlError):

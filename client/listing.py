@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.client.verbs.common import print_json
+from .verbs.common import print_json
 
 
 def do_listing(args) -> int:
-    from claude_autoharness.daemon.offline import listing_summary
-    from claude_autoharness.protocol.config import load
+    from ..daemon.offline import listing_summary
+    from ..protocol.config import load
 
     project = os.path.abspath(args.project) if args.project else os.getcwd()
     s = listing_summary(load(), project)
@@ -41,8 +41,8 @@ def listing_or_none(project: str | None, cfg=None):
     """The listing summary for `project` (None when it cannot be worked out: an unreadable
     config, a broken file), for the verbs that add it to what they print."""
     try:
-        from claude_autoharness.daemon.offline import listing_summary
-        from claude_autoharness.protocol.config import Config, ConfigError, load
+        from ..daemon.offline import listing_summary
+        from ..protocol.config import Config, ConfigError, load
 
         try:
             cfg = cfg or load()
@@ -56,7 +56,7 @@ def listing_or_none(project: str | None, cfg=None):
 def check_listing(project: str | None, cfg=None):
     """doctor's `listing` check: a warning, with the fix, when Claude Code will list learned
     skills by name only."""
-    from claude_autoharness.client.checks import Check
+    from .checks import Check
 
     s = listing_or_none(project, cfg)
     if s is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.client.files import private_dir
-from claude_autoharness.protocol import paths, private
+from ..protocol import paths, private
+from .files import private_dir
 
 
 def _probe(d: str) -> str:
@@ -57,7 +57,7 @@ def state_problem(sub: str) -> str:
 def start_problem() -> str:
     """Why a daemon started now would not run: an invalid config (it refuses to start on one)
     or a state directory it cannot use. `restart` asks before it stops the running one."""
-    from claude_autoharness.protocol.config import ConfigError, load
+    from ..protocol.config import ConfigError, load
 
     try:
         load(paths.config_file())

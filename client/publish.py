@@ -3,7 +3,7 @@
 Offline and read-only: it reads refs and logs, prints the exact commands, and pushes nothing.
 """
 
-from claude_autoharness.daemon import offline
+from ..daemon import offline
 
 
 def publish(project: str) -> tuple[int, str]:

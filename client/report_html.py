@@ -13,8 +13,8 @@ import html
 import json
 import math
 
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import learned_words
+from ..protocol import replies as r
+from ..protocol.words import learned_words
 
 W, BAR_H, GAP = 640, 22, 8
 COLORS = {"user": "#4c72b0", "project": "#dd8452", "landed": "#55a868", "archived": "#c44e52",

@@ -17,11 +17,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from importlib import resources
 
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.files import find_script
-from claude_autoharness.client.stopping import STOP_WAIT_S, stop_daemon, wait_gone
-from claude_autoharness.protocol import paths
+from ..protocol import paths
+from .conn import DaemonError, DaemonUnreachable
+from .errors import CtlError
+from .files import find_script
+from .stopping import STOP_WAIT_S, stop_daemon, wait_gone
 
 ACTIONS = ("install", "uninstall", "start", "stop", "status")
 # Carried into the service so the daemon sees the same files as the hooks and the CLI. PATH is

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import plistlib
 
-from claude_autoharness.client.files import atomic_write, private_dir
-from claude_autoharness.client.service import (
+from ..protocol import paths
+from .files import atomic_write, private_dir
+from .service import (
     AUTOSTART_NOTE,
     Manager,
     ServiceError,
@@ -19,7 +20,6 @@ from claude_autoharness.client.service import (
     stop_running_daemon,
     template,
 )
-from claude_autoharness.protocol import paths
 
 LABEL = "com.autoharness.daemon"
 PLIST = f"{LABEL}.plist"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.client.files import atomic_write
-from claude_autoharness.client.service import (
+from ..protocol import paths
+from .files import atomic_write
+from .service import (
     AUTOSTART_NOTE,
     Manager,
     ServiceError,
@@ -19,7 +20,6 @@ from claude_autoharness.client.service import (
     stop_running_daemon,
     template,
 )
-from claude_autoharness.protocol import paths
 
 UNIT = "autoharness.service"
 SOCKET_UNIT = "autoharness.socket"

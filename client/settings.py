@@ -16,9 +16,9 @@ import os
 import shlex
 from dataclasses import dataclass
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.hook import CHILD_DENIED_TOOLS, CHILD_DENY
-from claude_autoharness.protocol import paths
+from ..protocol import paths
+from .errors import CtlError
+from .hook import CHILD_DENIED_TOOLS, CHILD_DENY
 
 HOOK = "autoharness-hook"
 PLUGIN = "autoharness"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from claude_autoharness.client.checks import Check
-from claude_autoharness.protocol import replies as r
+from ..protocol import replies as r
+from .checks import Check
 
 
 def check_settings(cfg, sources: dict[str, str], status: r.Status | None,

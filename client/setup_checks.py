@@ -8,10 +8,10 @@ import os
 import shutil
 from collections.abc import Mapping
 
-from claude_autoharness.client import settings
-from claude_autoharness.client.checks import Check
-from claude_autoharness.client.files import find_script
-from claude_autoharness.protocol.paths import slash_command
+from ..protocol.paths import slash_command
+from . import settings
+from .checks import Check
+from .files import find_script
 
 
 def _scope_of(src: settings.Source) -> str:

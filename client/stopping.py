@@ -12,10 +12,10 @@ import fcntl
 import os
 import time
 
-from claude_autoharness.client.conn import DaemonNotRunning, ask
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
+from ..protocol import messages as m
+from ..protocol import paths
+from ..protocol import replies as r
+from .conn import DaemonNotRunning, ask
 
 # a daemon exits within its own stop deadline (8 s) however it is stuck; past this it is frozen
 STOP_WAIT_S = 15.0

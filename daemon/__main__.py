@@ -1,3 +1,3 @@
-from claude_autoharness.daemon.app import main
+from .app import main
 
 main()

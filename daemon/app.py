@@ -15,16 +15,16 @@ from typing import TextIO, cast
 import anyio
 import structlog
 
-from claude_autoharness.daemon import listener as accept
-from claude_autoharness.daemon import proctitle, shutdown
-from claude_autoharness.daemon.core import Daemon
-from claude_autoharness.daemon.persist import dirs
-from claude_autoharness.daemon.persist.health import describe
-from claude_autoharness.daemon.server import Server
-from claude_autoharness.protocol import VERSION, paths, private
-from claude_autoharness.protocol.config import ConfigError, settings_env
-from claude_autoharness.protocol.config import load as load_config
-from claude_autoharness.protocol.words import printable
+from ..protocol import VERSION, paths, private
+from ..protocol.config import ConfigError, settings_env
+from ..protocol.config import load as load_config
+from ..protocol.words import printable
+from . import listener as accept
+from . import proctitle, shutdown
+from .core import Daemon
+from .persist import dirs
+from .persist.health import describe
+from .server import Server
 
 log = structlog.get_logger("autoharness")
 SWITCH_INTERVAL_S = 0.0005

@@ -34,19 +34,19 @@ from collections.abc import Callable, Iterable
 import anyio
 import structlog
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon import tokens
-from claude_autoharness.daemon.capture.packet import CaptureStats, Packet
-from claude_autoharness.daemon.jobchanges import JobBook, created_by
-from claude_autoharness.daemon.persist import document
-from claude_autoharness.daemon.persist import state as st
-from claude_autoharness.daemon.persist.checksum import seal
-from claude_autoharness.daemon.persist.dirs import write_private
-from claude_autoharness.daemon.persist.health import PersistenceHealth
-from claude_autoharness.daemon.persist.journal import Journal, encoder
-from claude_autoharness.daemon.persist.parts import Parts
-from claude_autoharness.daemon.persist.replay import apply_records
-from claude_autoharness.protocol import paths
+from ..protocol import paths
+from . import sessions as sm
+from . import tokens
+from .capture.packet import CaptureStats, Packet
+from .jobchanges import JobBook, created_by
+from .persist import document
+from .persist import state as st
+from .persist.checksum import seal
+from .persist.dirs import write_private
+from .persist.health import PersistenceHealth
+from .persist.journal import Journal, encoder
+from .persist.parts import Parts
+from .persist.replay import apply_records
 
 log = structlog.get_logger("autoharness")
 

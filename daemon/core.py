@@ -19,42 +19,42 @@ from typing import Any
 import anyio
 import structlog
 
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.capture.source import list_transcripts, transcript_roots
-from claude_autoharness.daemon.events import Events
-from claude_autoharness.daemon.handlers.hooks import Hooks
-from claude_autoharness.daemon.handlers.jobs import Jobs
-from claude_autoharness.daemon.handlers.learnings import Learnings
-from claude_autoharness.daemon.handlers.ledger import Ledger
-from claude_autoharness.daemon.handlers.library import Library
-from claude_autoharness.daemon.handlers.prompt import PromptReminders
-from claude_autoharness.daemon.handlers.report import Report
-from claude_autoharness.daemon.handlers.review import Review
-from claude_autoharness.daemon.handlers.session_start import SessionStartContext
-from claude_autoharness.daemon.handlers.skills import Skills
-from claude_autoharness.daemon.handlers.status import StatusReport, StatusSources
-from claude_autoharness.daemon.handlers.sync import SyncRounds
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.learnings.markers import MarkerIndexer
-from claude_autoharness.daemon.listener import Connections
-from claude_autoharness.daemon.live import Live, fixed_changes
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.proposals import Finding
-from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.batches import BatchRunner
-from claude_autoharness.daemon.reflect.pipeline import Reflection
-from claude_autoharness.daemon.reflect.pool import ReflectorPool
-from claude_autoharness.daemon.reflected import ReflectedRecords
-from claude_autoharness.daemon.spool import SpoolReplayer
-from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
-from claude_autoharness.daemon.witness import ToolUseWitness
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol import spool as spool_files
-from claude_autoharness.protocol.config import Config, ConfigError, settings_env
-from claude_autoharness.protocol.config import load as load_config
+from ..protocol import messages as m
+from ..protocol import paths
+from ..protocol import replies as r
+from ..protocol import spool as spool_files
+from ..protocol.config import Config, ConfigError, settings_env
+from ..protocol.config import load as load_config
+from .book import Book
+from .capture.source import list_transcripts, transcript_roots
+from .events import Events
+from .handlers.hooks import Hooks
+from .handlers.jobs import Jobs
+from .handlers.learnings import Learnings
+from .handlers.ledger import Ledger
+from .handlers.library import Library
+from .handlers.prompt import PromptReminders
+from .handlers.report import Report
+from .handlers.review import Review
+from .handlers.session_start import SessionStartContext
+from .handlers.skills import Skills
+from .handlers.status import StatusReport, StatusSources
+from .handlers.sync import SyncRounds
+from .intents import IntentQueue
+from .learnings.markers import MarkerIndexer
+from .listener import Connections
+from .live import Live, fixed_changes
+from .persist import quarantine
+from .projects import ProjectSwitches
+from .proposals import Finding
+from .reflect import backends
+from .reflect.batches import BatchRunner
+from .reflect.pipeline import Reflection
+from .reflect.pool import ReflectorPool
+from .reflected import ReflectedRecords
+from .spool import SpoolReplayer
+from .watcher import TranscriptIndex, TranscriptWatcher
+from .witness import ToolUseWitness
 
 log = structlog.get_logger("autoharness")
 
@@ -251,7 +251,7 @@ class Daemon:
         await anyio.sleep(PRELOAD_AFTER_S)
         try:
             if backends.choose_backend(self.live.cfg.reflector) == "anthropic":
-                from claude_autoharness.daemon.reflect.backends import anthropic as sdk
+                from .reflect.backends import anthropic as sdk
 
                 await anyio.to_thread.run_sync(sdk.preload)
         except Exception:

@@ -9,7 +9,7 @@ Advisory and in memory (a day's worth, bounded): not state, nothing journaled.
 
 from __future__ import annotations
 
-from claude_autoharness.protocol.replies import DeliveryInfo
+from ..protocol.replies import DeliveryInfo
 
 WINDOW_S = 86_400.0
 MAX_SESSIONS = 1_000

@@ -14,8 +14,8 @@ The states, first match wins:
 
 from __future__ import annotations
 
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural, waiting_reason
+from ..protocol import replies as r
+from ..protocol.words import plural, waiting_reason
 
 NO_BACKEND_FIX = ("give the daemon a reflector: ANTHROPIC_API_KEY (or reflector.api_key in "
                   "the config) in its environment, or Claude Code's `claude` on its PATH, then "

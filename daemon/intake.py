@@ -15,7 +15,7 @@ from collections import Counter
 
 import msgspec
 
-from claude_autoharness.daemon.proposals import (
+from .proposals import (
     Finding,
     Proposal,
     proposal_from_obj,
@@ -39,7 +39,7 @@ class Scanner:
 
     def __init__(self, redactor=None):
         if redactor is None:
-            from claude_autoharness.daemon.capture.redact import default_redactor
+            from .capture.redact import default_redactor
 
             redactor = default_redactor()
         self._r = redactor
@@ -86,7 +86,7 @@ def scan_proposal(p: Proposal, scan: Scanner) -> tuple[Proposal, Counter]:
 
 def judge_proposal(raw, index: int, window: str, max_intents: int, scan: Scanner) -> tuple:
     """(proposal or None, raw text or None, findings) for one raw proposal."""
-    from claude_autoharness.daemon.promote.evidence import evidence_in_window
+    from .promote.evidence import evidence_in_window
 
     proposal, problems = proposal_from_obj(raw)
     findings: list[Finding] = []
@@ -119,7 +119,7 @@ def judge_verdict(raw, index: int, window: str, scan: Scanner, *, fresh: str | N
     quote it, so a record re-read (by /learn) is never judged twice. The curator sees skills,
     not work: its verdicts are refused. One verdict per skill per window is the promoter's
     check (`repeated`), made once the first is grounded: an invalid one takes no one's place."""
-    from claude_autoharness.daemon.promote.evidence import evidence_in_window
+    from .promote.evidence import evidence_in_window
 
     verdict, problems = verdict_from_obj(raw)
     findings = [Finding(family="well_formed", code="schema", message=scan.redact(m)[:500])

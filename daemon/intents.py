@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import msgspec
 
-from claude_autoharness.daemon.intake import Scanner, dedupe_key, judge_proposal, judge_verdict
-from claude_autoharness.daemon.persist.journal import RecordLog, damage
-from claude_autoharness.daemon.proposals import (
+from ..protocol import paths
+from .intake import Scanner, dedupe_key, judge_proposal, judge_verdict
+from .persist.journal import RecordLog, damage
+from .proposals import (
     SOURCES,
     STATUSES,
     VERDICT_STATUSES,
@@ -34,7 +35,6 @@ from claude_autoharness.daemon.proposals import (
     Intent,
     VerdictRecord,
 )
-from claude_autoharness.protocol import paths
 
 
 class AddRecord(msgspec.Struct, kw_only=True, tag_field="op", tag="add"):

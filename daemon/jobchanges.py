@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # nothing but the standard library at run time: the offline facade loads it
     import anyio
 
-    from claude_autoharness.daemon.sessions import Job, Session
-    from claude_autoharness.protocol.replies import Packet
+    from ..protocol.replies import Packet
+    from .sessions import Job, Session
 
 
 class JobBook(ABC):

@@ -28,7 +28,7 @@ import anyio
 import structlog
 from anyio.abc import SocketListener, SocketStream
 
-from claude_autoharness.protocol.framing import MAX_FRAME
+from ..protocol.framing import MAX_FRAME
 
 log = structlog.get_logger("autoharness")
 

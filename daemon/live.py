@@ -9,10 +9,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.capture.redact import Redactor, redactor_for
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
-from claude_autoharness.protocol.config import Config, ConfigError
+from ..protocol.config import Config, ConfigError
+from .capture.redact import Redactor, redactor_for
+from .promote.land import Promoter
+from .promote.statedir import StateDir, promote_state_dir
 
 # Keys a reload does not change in a running daemon (they apply at its next start), and which
 # part read them once. Every other key applies the next time a part reads `Live.cfg`.

@@ -21,12 +21,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 # The promoter's temp-file prefix (a plain constant): an export's temp dirs carry it too.
-from claude_autoharness.daemon.jobchanges import JobBook
-from claude_autoharness.daemon.promote.plan import TMP_PREFIX as TMP_PREFIX
+from .jobchanges import JobBook
+from .promote.plan import TMP_PREFIX as TMP_PREFIX
 
 if TYPE_CHECKING:
-    from claude_autoharness.daemon.promote.library import ReviewBranch, SkillFile
-    from claude_autoharness.protocol.replies import (
+    from ..protocol.replies import (
         Intent,
         LearningsSaved,
         ListingSummary,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
         SkillInfo,
         SyncInfo,
     )
+    from .promote.library import ReviewBranch, SkillFile
 
 
 class OfflineError(Exception):
@@ -45,10 +45,10 @@ class OfflineError(Exception):
 def capture_packet(path: str, start: int = 0) -> "Packet":
     """The packet a model would receive for `path` from byte `start`, redacted with the
     configured rules. Only transcripts under the transcript roots are read."""
-    from claude_autoharness.daemon.capture.packet import build_packet
-    from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
-    from claude_autoharness.daemon.live import make_redactor
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from .capture.packet import build_packet
+    from .capture.source import TranscriptRefused, resolve, transcript_roots
+    from .live import make_redactor
 
     cfg = load_config()
     try:
@@ -64,8 +64,8 @@ def capture_packet(path: str, start: int = 0) -> "Packet":
 
 def destination() -> str:
     """Where the configured backend would send a window, in words (from here, not the daemon)."""
-    from claude_autoharness.daemon.reflect import backends
-    from claude_autoharness.protocol import config
+    from ..protocol import config
+    from .reflect import backends
 
     try:
         cfg = config.load().reflector
@@ -76,7 +76,7 @@ def destination() -> str:
 
 def format_packet(packet: "Packet") -> str:
     """A capture packet (as `capture_packet` or the daemon returns it) for reading."""
-    from claude_autoharness.daemon.capture.packet import format_packet as fmt
+    from .capture.packet import format_packet as fmt
 
     return fmt(packet)
 
@@ -84,7 +84,7 @@ def format_packet(packet: "Packet") -> str:
 # ---- replay ------------------------------------------------------------------------------------
 
 def valid_session_id(sid: str) -> bool:
-    from claude_autoharness.daemon.sessions import valid_session_id as valid
+    from .sessions import valid_session_id as valid
 
     return valid(sid)
 
@@ -94,9 +94,9 @@ def stage_transcript(path: str, sid: str) -> str:
     transcripts only under its roots, and the file named here may live anywhere."""
     import shutil
 
-    from claude_autoharness.daemon.capture.source import open_transcript
-    from claude_autoharness.daemon.persist import dirs
-    from claude_autoharness.protocol import paths
+    from ..protocol import paths
+    from .capture.source import open_transcript
+    from .persist import dirs
 
     dirs.ensure_private_dir(paths.state_dir())
     dirs.ensure_private_dir(paths.replays_dir())
@@ -123,15 +123,15 @@ def replay_dry_run(events: list[dict], path: str) -> "list[Intent]":
     import anyio
     import msgspec
 
-    from claude_autoharness.daemon import sessions as sm
-    from claude_autoharness.daemon.events import Events
-    from claude_autoharness.daemon.intents import IntentQueue
-    from claude_autoharness.daemon.live import Live, new_id
-    from claude_autoharness.daemon.projects import ProjectSwitches
-    from claude_autoharness.daemon.reflect import backends
-    from claude_autoharness.daemon.reflect.pipeline import Reflection
-    from claude_autoharness.daemon.reflect.pool import ReflectorPool
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from . import sessions as sm
+    from .events import Events
+    from .intents import IntentQueue
+    from .live import Live, new_id
+    from .projects import ProjectSwitches
+    from .reflect import backends
+    from .reflect.pipeline import Reflection
+    from .reflect.pool import ReflectorPool
 
     _log_warnings_to_stderr()  # stdout carries the intents
     cfg = load_config()
@@ -238,7 +238,7 @@ class _NoCounters:
 
 def lookback_days() -> int:
     """The configured marker lookback (7 when the config cannot be read)."""
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
 
     try:
         return load_config().learnings.lookback_days
@@ -248,28 +248,28 @@ def lookback_days() -> int:
 
 def markers_of_transcript(path: str) -> list:
     """Unprocessed markers of one transcript (processed ids are its project's)."""
-    from claude_autoharness.daemon.learnings.markers import scan_file, slug_for
-    from claude_autoharness.daemon.learnings.save import pending
-    from claude_autoharness.daemon.learnings.state import load
+    from .learnings.markers import scan_file, slug_for
+    from .learnings.save import pending
+    from .learnings.state import load
 
     return pending(scan_file(path), load(slug_for(path)).processed_ids)
 
 
 def slug_of_transcript(path: str) -> str:
-    from claude_autoharness.daemon.learnings.markers import slug_for
+    from .learnings.markers import slug_for
 
     return slug_for(path)
 
 
 def slug_of_project(project_root: str) -> str:
-    from claude_autoharness.daemon.learnings import service
+    from .learnings import service
 
     return service.slug_of(project_root)
 
 
 def project_markers(slug: str) -> list:
     """Unprocessed markers of a project's recent transcripts, scanned from the files."""
-    from claude_autoharness.daemon.learnings import service
+    from .learnings import service
 
     return service.project_markers(slug, None, lookback_days=lookback_days())
 
@@ -277,7 +277,7 @@ def project_markers(slug: str) -> list:
 def print_report(markers: list, *, as_json: bool, listing: bool, silent_if_empty: bool,
                  plugin: bool = False) -> None:
     """`plugin`: the plugin's commands are in effect (`/autoharness:save-learnings`)."""
-    from claude_autoharness.daemon.learnings import report as rp
+    from .learnings import report as rp
 
     if as_json:
         import json
@@ -296,10 +296,10 @@ def save_learnings(project: str, transcripts: list[str], *,
                    dry_run: bool) -> "LearningsSaved":
     """The save on the files themselves (no daemon), with the configured redactor: a
     redaction config that cannot be loaded fails the save (never weaker redaction)."""
-    from claude_autoharness.daemon.intents import IntentQueue
-    from claude_autoharness.daemon.learnings import service
-    from claude_autoharness.daemon.live import make_redactor
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from .intents import IntentQueue
+    from .learnings import service
+    from .live import make_redactor
 
     try:
         redactor = make_redactor(load_config())
@@ -315,7 +315,7 @@ def save_learnings(project: str, transcripts: list[str], *,
 
 
 def rule_text() -> str:
-    from claude_autoharness.daemon.learnings.context import rule_text as text
+    from .learnings.context import rule_text as text
 
     return text()
 
@@ -324,7 +324,7 @@ def rule_text() -> str:
 
 def reflector_available(cfg, env: Mapping[str, str]) -> dict:
     """Which backend this environment would use, and why (never the key itself)."""
-    from claude_autoharness.daemon.reflect.backends.base import available
+    from .reflect.backends.base import available
 
     return available(cfg, env)
 
@@ -332,22 +332,22 @@ def reflector_available(cfg, env: Mapping[str, str]) -> dict:
 # ---- files and the library ---------------------------------------------------------------------
 
 def write_atomic(path: str, data: bytes, mode: int = 0o600) -> None:
-    from claude_autoharness.daemon.persist.files import write_atomic as write
+    from .persist.files import write_atomic as write
 
     write(path, data, mode)
 
 
 def list_skills(project_root: str | None) -> "list[SkillInfo]":
     """The configured library's skills, live then archived, as `skills list` shows them."""
-    from claude_autoharness.daemon.promote import library
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from .promote import library
 
     return library.list_skills(load_config().promoter, project_root)
 
 
 def listing_summary(cfg, project_root: str | None) -> "ListingSummary":
     """Claude Code's skill listing for a session in `project_root`, predicted from files."""
-    from claude_autoharness.daemon.listing.view import project_summary
+    from .listing.view import project_summary
 
     return project_summary(cfg, project_root)
 
@@ -355,23 +355,23 @@ def listing_summary(cfg, project_root: str | None) -> "ListingSummary":
 def skill_files(skill_dir: str) -> "list[SkillFile]":
     """A skill's files, autoharness's own included and each marked as which, read without
     following a symlink: what an export copies."""
-    from claude_autoharness.daemon.promote import library
+    from .promote import library
 
     return library.skill_files(skill_dir)
 
 
 def review_branch(project: str) -> "ReviewBranch":
     """The project's git-mode review branch with the configured promoter settings."""
-    from claude_autoharness.daemon.promote import library
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from .promote import library
 
     return library.review_branch(load_config().promoter, project)
 
 
 def sync_init(remote: str) -> "SyncInfo":
     """`sync init REMOTE`: set the sync repository up; ValueError says why it could not be."""
-    from claude_autoharness.daemon.skillsync import rounds
-    from claude_autoharness.daemon.skillsync.gitrepo import GitError
+    from .skillsync import rounds
+    from .skillsync.gitrepo import GitError
 
     try:
         return rounds.init(remote)
@@ -384,9 +384,9 @@ def sync_init(remote: str) -> "SyncInfo":
 def sync_round() -> "SyncInfo":
     """One sync round in this process (no daemon runs): skills travel, counts do not (the
     daemon counts the turns). ValueError: not set up, or a round is already running."""
-    from claude_autoharness.daemon.promote.land import Promoter
-    from claude_autoharness.daemon.skillsync import rounds
-    from claude_autoharness.protocol.config import load as load_config
+    from ..protocol.config import load as load_config
+    from .promote.land import Promoter
+    from .skillsync import rounds
 
     cfg = load_config()
     pr = Promoter(cfg.promoter, library=cfg.library)
@@ -400,7 +400,7 @@ def sync_round() -> "SyncInfo":
 def project_switch(project: str) -> tuple[bool, str, str]:
     """(enabled, problem, path) of a project's off switch file, read as the daemon reads it
     (a malformed one is off, with the problem)."""
-    from claude_autoharness.daemon.projects import SWITCH_FILE, read_switch
+    from .projects import SWITCH_FILE, read_switch
 
     path = os.path.join(project, SWITCH_FILE)
     return (*read_switch(path), path)

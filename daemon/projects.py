@@ -10,8 +10,8 @@ import threading
 import time
 import tomllib
 
-from claude_autoharness.daemon.capture.source import TranscriptRefused, open_regular
-from claude_autoharness.protocol.words import printable
+from ..protocol.words import printable
+from .capture.source import TranscriptRefused, open_regular
 
 SWITCH_FILE = os.path.join(".claude", "autoharness.toml")
 

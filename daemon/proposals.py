@@ -8,12 +8,12 @@ can still be recorded as a rejected intent.
 import msgspec
 
 # The shapes the queue replies carry live with the replies; these names are the daemon's.
-from claude_autoharness.protocol.replies import Check as Check
-from claude_autoharness.protocol.replies import Finding as Finding
-from claude_autoharness.protocol.replies import Intent as Intent
-from claude_autoharness.protocol.replies import Proposal as Proposal
-from claude_autoharness.protocol.replies import Verdict as Verdict
-from claude_autoharness.protocol.replies import VerdictRecord as VerdictRecord
+from ..protocol.replies import Check as Check
+from ..protocol.replies import Finding as Finding
+from ..protocol.replies import Intent as Intent
+from ..protocol.replies import Proposal as Proposal
+from ..protocol.replies import Verdict as Verdict
+from ..protocol.replies import VerdictRecord as VerdictRecord
 
 ACTIONS = ("create", "update", "patch", "add_file", "remove_file", "archive")
 LAYERS = ("project", "user")

@@ -25,9 +25,9 @@ from collections.abc import Iterable
 
 import structlog
 
-from claude_autoharness.daemon.persist.dirs import recheck_dir, write_private
-from claude_autoharness.daemon.persist.files import append_durably
-from claude_autoharness.protocol import paths
+from ..protocol import paths
+from .persist.dirs import recheck_dir, write_private
+from .persist.files import append_durably
 
 log = structlog.get_logger("autoharness")
 

@@ -19,15 +19,15 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon import pricing
-from claude_autoharness.daemon.listing.recall import split as recall_split
-from claude_autoharness.daemon.promote import skillfile
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import SKILL_MD
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.daemon.proposals import Intent
-from claude_autoharness.daemon.reportlog import ReportLog
-from claude_autoharness.protocol import replies as r
+from ..protocol import replies as r
+from . import pricing
+from .listing.recall import split as recall_split
+from .promote import skillfile
+from .promote.land import Promoter
+from .promote.plan import SKILL_MD
+from .promote.skilltree import read_nofollow
+from .proposals import Intent
+from .reportlog import ReportLog
 
 DAY_S = 86_400
 WRITE_ACTIONS = ("create", "update", "patch", "add_file", "remove_file")

@@ -31,9 +31,9 @@ from collections.abc import Iterator
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.journal import RecordLog, damage
-from claude_autoharness.protocol import paths
+from ..protocol import paths
+from .persist import quarantine
+from .persist.journal import RecordLog, damage
 
 MAX_BYTES = 16 * 1024 * 1024  # past this the file is compacted to the last KEEP_S
 KEEP_S = 400 * 86_400

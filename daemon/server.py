@@ -25,9 +25,9 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from claude_autoharness.daemon.listener import Connection, FrameBudget
-from claude_autoharness.protocol import PROTOCOL, framing
-from claude_autoharness.protocol import messages as m
+from ..protocol import PROTOCOL, framing
+from ..protocol import messages as m
+from .listener import Connection, FrameBudget
 
 log = structlog.get_logger("autoharness")
 

@@ -13,11 +13,11 @@ import anyio
 import msgspec
 import structlog
 
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import spool as files
+from ..protocol import messages as m
+from ..protocol import paths
+from ..protocol import spool as files
+from .book import Book
+from .persist import quarantine
 
 log = structlog.get_logger("autoharness")
 

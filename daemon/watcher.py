@@ -26,7 +26,7 @@ from typing import Protocol
 
 import structlog
 
-from claude_autoharness.daemon.capture.source import (
+from .capture.source import (
     TranscriptRefused,
     open_transcript,
     stat_transcript,

@@ -17,8 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from claude_autoharness.daemon.capture.records import main_assistant
-from claude_autoharness.daemon.sessions import is_learn_call
+from .capture.records import main_assistant
+from .sessions import is_learn_call
 
 MAX_PENDING = 100_000  # calls held for the daemon; beyond this (no one takes them) drop oldest
 

@@ -7,7 +7,7 @@ adherence with it, from the same table, so the counts say what the hook did.
 
 import os
 
-from claude_autoharness.protocol import checkrule
+from . import checkrule
 
 RANK = {"remind": 1, "ask": 2, "deny": 3}
 OWN = ("autoharnessctl", "autoharness-hook", "autoharnessd")  # autoharness's own programs

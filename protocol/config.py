@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config_strings import string_problem
-from claude_autoharness.protocol.words import printable
+from . import paths
+from .config_strings import string_problem
+from .words import printable
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
@@ -456,7 +456,7 @@ def _decode_error(text: str, path: str, names: dict[str, str], env: dict[str, st
     dotted = at.group(1) if at else ""
     unknown = re.search(r"unknown field `([^`]+)`", text)
     if unknown:
-        from claude_autoharness.protocol.words import doc
+        from .words import doc
         key = f"{dotted}.{unknown.group(1)}" if dotted else unknown.group(1)
         return ConfigError(f"{path}: invalid config: unknown key `{key}`{_unknown(key)}", key=key,
                            fix=f"remove or correct it in {path} ({doc('configuration.md')} "

@@ -3,7 +3,7 @@
 Stdlib only, so the hook client can frame without importing msgspec.
 """
 
-from claude_autoharness.protocol import FRAME_HEADER
+from . import FRAME_HEADER
 
 MAX_FRAME = 64 * 1024 * 1024  # a Write of a multi-MB file arrives whole in the hook payload
 HEADER = FRAME_HEADER

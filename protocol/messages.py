@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from claude_autoharness.protocol import PROTOCOL
+from . import PROTOCOL
 
 QueueOp = Literal["list", "show", "approve", "reject", "feedback"]
 SkillsOp = Literal["list", "show", "history", "revert", "restore", "approve_check", "forget"]

@@ -16,7 +16,7 @@ Stdlib only (`os`, `stat`, `pwd`, and `paths`): the hook imports it on its cold 
 import os
 import stat
 
-from claude_autoharness.protocol.paths import within
+from .paths import within
 
 # Where autoharness's own files are, and what the daemon's children find files with (the ssh
 # agent: `sync` pushes with git). Checked by `untrusted_location`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from claude_autoharness.protocol.replies import CheckAdherence, Finding, Learned, Status
+from .replies import CheckAdherence, Finding, Learned, Status
 
 
 def printable(text: str) -> str:

@@ -33,6 +33,19 @@ def test_sources_cite_nothing_outside_the_repository():
     assert hits == []
 
 
+def test_package_modules_import_each_other_relatively():
+    """The checkout's top level is the package's, so a relative import names the file it
+    reads: an absolute `claude_autoharness.` import inside the package would hide the import
+    graph from anything that reads the checkout rather than an installed copy."""
+    absolute = re.compile(r"^\s*(from|import)\s+claude_autoharness\b")
+    files = [REPO / "__init__.py", REPO / "__main__.py"]
+    files += [p for d in ("daemon", "client", "protocol") for p in sorted((REPO / d).rglob("*.py"))]
+    hits = [f"{p.relative_to(REPO)}:{n}" for p in files
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if absolute.match(line)]
+    assert hits == []
+
+
 def test_no_test_module_imports_another_test_module():
     """Shared fixtures live in conftest.py and shared helpers in *_support.py modules."""
     offenders = []

@@ -74,7 +74,7 @@ def test_the_sdist_builds_the_same_release(dist):
     assert meta["Name"] == "claude-autoharness" and meta["Version"] == VERSION
     for need in ("README.md", "LICENSE", "pyproject.toml", "client/autoharness-hook",
                  "systemd/autoharness.service", "commands/learn.md",
-                 "daemon/capture/redact_rules.toml", "client/toplevel/__main__.py"):
+                 "daemon/capture/redact_rules.toml", "__main__.py"):
         assert need in names, need
 
 

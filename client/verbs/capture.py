@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import msgspec
 
-from claude_autoharness.client.conn import DaemonUnreachable, ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, print_json
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ..conn import DaemonUnreachable, ask
+from ..errors import CtlError
+from .common import JSON_HELP, print_json
 
 
 def add_parser(sub) -> None:
@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
 
 
 def do_capture(args) -> int:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     if bool(args.session) == bool(args.transcript):
         raise CtlError("name exactly one of --session ID or --transcript PATH", code=2)

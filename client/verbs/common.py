@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import waiting_reason
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import waiting_reason
+from ..conn import DaemonError, DaemonUnreachable, ask
 
 JSON_HELP = "print JSON instead of text"
 

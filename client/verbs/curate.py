@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, print_json
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import plural
+from ..conn import call, typed
+from ..errors import CtlError
+from .common import JSON_HELP, print_json
 
 
 def add_parser(sub) -> None:

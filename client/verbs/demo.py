@@ -18,6 +18,6 @@ def add_parser(sub) -> None:
 
 
 def do_demo(args) -> int:
-    from claude_autoharness.client import demo
+    from .. import demo
 
     return demo.run()

@@ -13,8 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from functools import partial
 
-from claude_autoharness.client import settings
-from claude_autoharness.client.checks import (
+from ...protocol import messages as m
+from ...protocol import paths, trust
+from ...protocol import replies as r
+from ...protocol.words import printable
+from .. import settings
+from ..checks import (
     NEEDS_STATUS,
     UNREADABLE,
     Check,
@@ -36,15 +40,11 @@ from claude_autoharness.client.checks import (
     read_status,
     skipped,
 )
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, call
-from claude_autoharness.client.files import worktree_top
-from claude_autoharness.client.settings_check import check_settings
-from claude_autoharness.client.setup_checks import check_commands, check_duplicates, check_hooks
-from claude_autoharness.client.verbs.sync import read_info as sync_info
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths, trust
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import printable
+from ..conn import DaemonError, DaemonUnreachable, call
+from ..files import worktree_top
+from ..settings_check import check_settings
+from ..setup_checks import check_commands, check_duplicates, check_hooks
+from .sync import read_info as sync_info
 
 
 def add_parser(sub) -> None:
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
 
 
 def check_listing(project, cfg):
-    from claude_autoharness.client.listing import check_listing as check
+    from ..listing import check_listing as check
 
     return check(project, cfg)
 
@@ -79,13 +79,13 @@ def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Ch
     cfg, cfg_error, cfg_fix = None, None, ""
     cfg_sources: dict[str, str] = {}
     try:
-        from claude_autoharness.protocol.config import ConfigError, load
+        from ...protocol.config import ConfigError, load
 
         cfg = load(cfg_file, dict(env), cfg_sources)
     except ConfigError as e:
         cfg_error, cfg_fix = e.what, e.fix
     if cfg is None:
-        from claude_autoharness.protocol.config import Config
+        from ...protocol.config import Config
 
         cfg = Config()
     sources = settings.settings_sources(project)

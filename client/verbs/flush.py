@@ -3,11 +3,11 @@ activity."""
 
 from __future__ import annotations
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, print_json, warn_if_waiting
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ..conn import call, typed
+from ..errors import CtlError
+from .common import JSON_HELP, print_json, warn_if_waiting
 
 
 def add_parser(sub) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import difflib
 import os
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.files import worktree_top
-from claude_autoharness.client.install import (
+from ..errors import CtlError
+from ..files import worktree_top
+from ..install import (
     Change,
     InstallError,
     Plan,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from claude_autoharness.client.conn import ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import warn_if_waiting
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ..conn import ask
+from ..errors import CtlError
+from .common import warn_if_waiting
 
 
 def add_parser(sub) -> None:

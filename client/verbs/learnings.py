@@ -11,19 +11,19 @@ import sys
 
 import msgspec
 
-from claude_autoharness.client import settings
-from claude_autoharness.client.conn import DaemonNotRunning, ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import plural
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import plural
+from .. import settings
+from ..conn import DaemonNotRunning, ask
+from ..errors import CtlError
 
 TERMINAL_NOTE = ("no hook input on stdin (a terminal): reporting this project's transcripts, as "
                  "--previous-transcripts does; --transcript-path FILE lists one transcript")
 
 
 def _print_report(markers, args, *, listing: bool) -> None:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     offline.print_report(markers, as_json=args.json, listing=listing,
                          silent_if_empty=args.silent_if_empty, plugin=_plugin_only(args))
@@ -32,7 +32,7 @@ def _print_report(markers, args, *, listing: bool) -> None:
 def _plugin_only(args) -> bool:
     """Whether the commands in effect are the plugin's (`/autoharness:save-learnings`): it is
     enabled and no settings install put `/save-learnings` in a commands dir."""
-    from claude_autoharness.protocol import paths
+    from ...protocol import paths
 
     project = os.path.abspath(getattr(args, "project", None) or os.getcwd())
     sources = settings.settings_sources(project)
@@ -43,7 +43,7 @@ def _plugin_only(args) -> bool:
 
 
 def _report(args) -> int:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     hook_mode = not args.previous_transcripts and not args.transcript_path
     if hook_mode and _stdin_is_terminal():
@@ -86,14 +86,14 @@ def _stdin_is_terminal() -> bool:
 
 
 def _projects_hint() -> str:
-    from claude_autoharness.protocol import paths
+    from ...protocol import paths
 
     return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
 def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> r.LearningsSaved:
     """The save on the files themselves (no daemon)."""
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     try:
         return offline.save_learnings(project, transcripts, dry_run=dry_run)
@@ -126,7 +126,7 @@ def _save(args) -> int:
 
 
 def _rule(args) -> int:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     print(offline.rule_text())
     return 0

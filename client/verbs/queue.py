@@ -3,12 +3,12 @@ and what the promoter made of them, and the reflector's verdicts on skills."""
 
 from __future__ import annotations
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, print_json
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import finding_text, findings_text, indent, when
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import finding_text, findings_text, indent, when
+from ..conn import call, typed
+from ..errors import CtlError
+from .common import JSON_HELP, print_json
 
 
 def add_parser(sub) -> None:

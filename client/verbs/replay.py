@@ -17,13 +17,13 @@ import time
 
 import msgspec
 
-from claude_autoharness.client.batch import batch_replay
-from claude_autoharness.client.conn import ask, call
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, waiting_note
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import findings_text, plural
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import findings_text, plural
+from ..batch import batch_replay
+from ..conn import ask, call
+from ..errors import CtlError
+from .common import JSON_HELP, waiting_note
 
 
 def add_parser(sub) -> None:
@@ -57,7 +57,7 @@ def add_parser(sub) -> None:
 def do_replay(args) -> int:
     """Jobs still waiting when `--wait` runs out (or unable to run) are the error, after the
     intents so far are printed."""
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     if args.cancel or args.batch:
         return batch_replay(args)
@@ -119,7 +119,7 @@ def print_intents(intents: list[r.Intent], waiting: str, as_json: bool) -> None:
 
 
 def session_id_for(path: str, given: str | None) -> str:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     if given:
         if not offline.valid_session_id(given):

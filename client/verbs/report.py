@@ -10,11 +10,11 @@ import json
 import os
 import sys
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.verbs.skills import check_line
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line, learned_words, plural
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import adherence_line, learned_words, plural
+from ..conn import call, typed
+from .skills import check_line
 
 HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
 DESCRIPTION = """The library's health over the last N days (and today): reflections run,
@@ -53,8 +53,8 @@ def _turns(text: str) -> int:
 def do_report(args) -> int:
     req = m.Report(days=args.days, turns=args.turns)
     data = call(req)
-    from claude_autoharness.client.files import worktree_top
-    from claude_autoharness.client.listing import listing_or_none
+    from ..files import worktree_top
+    from ..listing import listing_or_none
 
     listing = listing_or_none(worktree_top(os.getcwd()))
     if isinstance(data, dict) and listing is not None:
@@ -63,7 +63,7 @@ def do_report(args) -> int:
         data = dict(data, listing=msgspec.to_builtins(listing))
     rep = typed(data, r.Report, req)
     if args.html:
-        from claude_autoharness.client.report_html import render
+        from ..report_html import render
 
         path = os.path.abspath(args.html)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -3,11 +3,11 @@ one (this installation's: what an upgrade or a config change needs)."""
 
 from __future__ import annotations
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.preflight import start_problem
-from claude_autoharness.client.stopping import stop_daemon, wait_gone
-from claude_autoharness.client.verbs.start import READY_TIMEOUT_S, do_start
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..errors import CtlError
+from ..preflight import start_problem
+from ..stopping import stop_daemon, wait_gone
+from .start import READY_TIMEOUT_S, do_start
 
 
 def add_parser(sub) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from claude_autoharness.client.conn import ask
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ..conn import ask
 
 
 def add_parser(sub) -> None:

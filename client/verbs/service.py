@@ -6,11 +6,11 @@ from __future__ import annotations
 import shutil
 import sys
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.service import ACTIONS, AUTOSTART_NOTE, Manager
-from claude_autoharness.client.service_launchd import Launchd
-from claude_autoharness.client.service_systemd import Systemd
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..errors import CtlError
+from ..service import ACTIONS, AUTOSTART_NOTE, Manager
+from ..service_launchd import Launchd
+from ..service_systemd import Systemd
 
 
 def add_parser(sub) -> None:

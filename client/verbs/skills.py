@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import time
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.verbs.common import JSON_HELP, ago, print_json
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line, findings_text, learned_words, plural, when
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import adherence_line, findings_text, learned_words, plural, when
+from ..conn import call, typed
+from ..errors import CtlError
+from .common import JSON_HELP, ago, print_json
 
 OPS = ("list", "show", "history", "revert", "restore", "forget", "check", "publish", "export",
        "listing")
@@ -63,7 +63,7 @@ def do_skills(args) -> int:
     if args.op == "check":
         return _check(args)
     if args.op == "listing":
-        from claude_autoharness.client.listing import do_listing
+        from ..listing import do_listing
 
         return do_listing(args)
     if args.op != "list" and not args.name:
@@ -126,7 +126,7 @@ def check_line(c: r.SkillCheck) -> str:
 
 
 def _export(args) -> int:
-    from claude_autoharness.client import export
+    from .. import export
 
     if not args.plugin:
         raise CtlError("say where: --plugin DIR", code=2, verb="skills export")
@@ -152,7 +152,7 @@ def _export(args) -> int:
 
 
 def _publish(args) -> int:
-    from claude_autoharness.client.publish import publish
+    from ..publish import publish
 
     code, text = publish(os.path.abspath(args.project or os.getcwd()))
     if code:

@@ -14,13 +14,13 @@ import subprocess
 import sys
 import time
 
-from claude_autoharness.client.checks import last_log_error
-from claude_autoharness.client.conn import DaemonError, DaemonUnreachable, ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.files import private_dir
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths, private
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import paths, private
+from ...protocol import replies as r
+from ..checks import last_log_error
+from ..conn import DaemonError, DaemonUnreachable, ask
+from ..errors import CtlError
+from ..files import private_dir
 
 READY_TIMEOUT_S = 30.0
 

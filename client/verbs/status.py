@@ -6,19 +6,19 @@ from __future__ import annotations
 import os
 import time
 
-from claude_autoharness.client.conn import call, typed
-from claude_autoharness.client.verbs.common import (
+from ...protocol import PROTOCOL, VERSION
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.words import adherence_line, plural, waiting_reason
+from ..conn import call, typed
+from .common import (
     ago,
     count,
     print_json,
     waiting_note,
 )
-from claude_autoharness.client.verbs.skills import check_line
-from claude_autoharness.client.verbs.sync import format_info
-from claude_autoharness.protocol import PROTOCOL, VERSION
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import adherence_line, plural, waiting_reason
+from .skills import check_line
+from .sync import format_info
 
 
 def add_parser(sub) -> None:
@@ -67,8 +67,8 @@ def seen_share(seen: dict[str, int]) -> str:
     return f"{100 * sent // total}%/{100 * seen.get('digest_bytes', 0) // total}%"
 def this_listing():
     """Claude Code's skill listing for a session started here (worked out from files)."""
-    from claude_autoharness.client.files import worktree_top
-    from claude_autoharness.client.listing import listing_or_none
+    from ..files import worktree_top
+    from ..listing import listing_or_none
 
     return listing_or_none(worktree_top(os.getcwd()))
 

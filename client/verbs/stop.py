@@ -3,9 +3,9 @@ state on the way out)."""
 
 from __future__ import annotations
 
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.client.stopping import STOP_WAIT_S, stop_daemon, wait_gone
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..errors import CtlError
+from ..stopping import STOP_WAIT_S, stop_daemon, wait_gone
 
 NOT_RUNNING = "autoharnessd is not running: nothing to stop"
 

@@ -9,12 +9,12 @@ import time
 
 import msgspec
 
-from claude_autoharness.client.conn import DaemonNotRunning, ask
-from claude_autoharness.client.errors import CtlError
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.words import doc, findings_text
+from ...protocol import messages as m
+from ...protocol import paths
+from ...protocol import replies as r
+from ...protocol.words import doc, findings_text
+from ..conn import DaemonNotRunning, ask
+from ..errors import CtlError
 
 ROUND_TIMEOUT_S = 600.0
 FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "
@@ -90,7 +90,7 @@ def _ask(req: m.Sync) -> r.SyncInfo | None:
 
 
 def _offline_round() -> r.SyncInfo:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     try:
         return offline.sync_round()
@@ -99,7 +99,7 @@ def _offline_round() -> r.SyncInfo:
 
 
 def _init(args) -> int:
-    from claude_autoharness.daemon import offline
+    from ...daemon import offline
 
     if not args.remote:
         raise CtlError("name the git remote to sync through (a URL, an ssh path, or a local "

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.lines import BackwardLines, find_end
-from claude_autoharness.daemon.capture.source import open_transcript
+from .lines import BackwardLines, find_end
+from .source import open_transcript
 
 MAX_LINE_BYTES = 1024 * 1024
 

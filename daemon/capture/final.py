@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.lines import BackwardLines, find_end
-from claude_autoharness.daemon.capture.records import main_assistant
-from claude_autoharness.daemon.capture.sniff import SNIFF_BYTES, record_type, record_type_from_tail
-from claude_autoharness.daemon.capture.source import open_transcript
+from .lines import BackwardLines, find_end
+from .records import main_assistant
+from .sniff import SNIFF_BYTES, record_type, record_type_from_tail
+from .source import open_transcript
 
 MAX_FINAL_RAW = 1024 * 1024  # redacted at most this much of a final text
 MAX_FINAL_CHARS = 16_000  # a job keeps this much of it (a window clips records shorter still)

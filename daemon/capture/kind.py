@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.source import TranscriptRefused, open_transcript
+from .source import TranscriptRefused, open_transcript
 
 HEAD_BYTES = 256 * 1024
 _MAX_LINES = 200

@@ -10,12 +10,12 @@ a turn's final answer the transcript does not hold yet is carried as the window'
 import os
 from collections.abc import Container, Sequence
 
-from claude_autoharness.daemon.capture.digest import build_digest
-from claude_autoharness.daemon.capture.final import final_record
-from claude_autoharness.daemon.capture.kind import check_transcript
-from claude_autoharness.daemon.capture.records import WORK_TYPES
-from claude_autoharness.daemon.capture.window import cut_window
-from claude_autoharness.protocol.replies import Packet
+from ...protocol.replies import Packet
+from .digest import build_digest
+from .final import final_record
+from .kind import check_transcript
+from .records import WORK_TYPES
+from .window import cut_window
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:

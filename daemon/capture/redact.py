@@ -23,14 +23,14 @@ import os
 import re
 from collections.abc import Iterable
 
-from claude_autoharness.daemon.capture.redact_checks import is_placeholder, luhn_ok
-from claude_autoharness.daemon.capture.redact_compile import (
+from .redact_checks import is_placeholder, luhn_ok
+from .redact_compile import (
     compile_allow,
     compile_rule,
     load_rule_data,
 )
-from claude_autoharness.daemon.capture.redact_engine import Engine
-from claude_autoharness.daemon.capture.redact_records import keep_records
+from .redact_engine import Engine
+from .redact_records import keep_records
 
 __all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
            "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]

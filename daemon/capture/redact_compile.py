@@ -16,8 +16,8 @@ from typing import Any
 
 import re2
 
-from claude_autoharness.daemon.capture.redact_checks import CHECKS
-from claude_autoharness.daemon.capture.redact_scan import (
+from .redact_checks import CHECKS
+from .redact_scan import (
     BYTES,
     LOWER,
     PATTERN,

@@ -13,9 +13,9 @@
    escapes and UTF-8 sequences (`safe_span`), and merged where they overlap.
 """
 
-from claude_autoharness.daemon.capture.redact_compile import Rule
-from claude_autoharness.daemon.capture.redact_scan import RUNS_TABLE, NeedleScan
-from claude_autoharness.daemon.capture.redact_views import (
+from .redact_compile import Rule
+from .redact_scan import RUNS_TABLE, NeedleScan
+from .redact_views import (
     PERCENT_RUN,
     b64_text_blobs,
     continues_after_break,

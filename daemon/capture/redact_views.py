@@ -18,7 +18,7 @@ import re
 
 import re2
 
-from claude_autoharness.daemon.capture.redact_scan import BYTES
+from .redact_scan import BYTES
 
 # a line break inside a token: raw (after a shell's `\` continuation too) or JSON-escaped (once
 # or more), then indentation or the line number a Read result or `cat -n` puts before each line

@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Iterable, Sequence
 
-from claude_autoharness.protocol import paths
+from ...protocol import paths
 
 SUFFIX = ".jsonl"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)

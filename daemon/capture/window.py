@@ -43,9 +43,10 @@ from collections.abc import Container, Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.clip import clip_raw, fit, squeeze
-from claude_autoharness.daemon.capture.lines import CHUNK, BackwardLines, find_end
-from claude_autoharness.daemon.capture.records import (
+from ..learnings.markers import markers_in_text
+from .clip import clip_raw, fit, squeeze
+from .lines import CHUNK, BackwardLines, find_end
+from .records import (
     assistant_texts,
     is_compact_boundary,
     is_compact_summary,
@@ -53,14 +54,13 @@ from claude_autoharness.daemon.capture.records import (
     tool_blocks,
     work_kind,
 )
-from claude_autoharness.daemon.capture.sniff import (
+from .sniff import (
     SNIFF_BYTES,
     record_type,
     record_type_from_tail,
     record_uuid_from_tail,
 )
-from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.learnings.markers import markers_in_text
+from .source import open_transcript
 
 DEFAULT_MAX_SCAN_BYTES = 16 * 1024 * 1024
 MAX_DECODE_BYTES = 4 * 1024 * 1024  # a longer record is kept raw, by its head and end

@@ -18,23 +18,23 @@ import anyio
 import msgspec
 import structlog
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.capture.final import final_answer_text
-from claude_autoharness.daemon.deliveries import Deliveries
-from claude_autoharness.daemon.events import CallHeard, Events, SkillUsed, TurnCounted
-from claude_autoharness.daemon.handlers.ledger import Ledger
-from claude_autoharness.daemon.handlers.prompt import PromptReminders
-from claude_autoharness.daemon.handlers.session_start import (
+from ...protocol import checkrule, paths
+from ...protocol import messages as m
+from .. import sessions as sm
+from ..book import Book
+from ..capture.final import final_answer_text
+from ..deliveries import Deliveries
+from ..events import CallHeard, Events, SkillUsed, TurnCounted
+from ..live import Live, new_id
+from ..projects import ProjectSwitches
+from ..spool import clip
+from .ledger import Ledger
+from .prompt import PromptReminders
+from .session_start import (
     SessionStartContext,
     StartContext,
     StartInputs,
 )
-from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.spool import clip
-from claude_autoharness.protocol import checkrule, paths
-from claude_autoharness.protocol import messages as m
 
 log = structlog.get_logger("autoharness")
 

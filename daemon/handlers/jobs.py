@@ -6,14 +6,14 @@ from collections.abc import Callable, Container
 import anyio
 import structlog
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.capture.packet import build_packet
-from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
-from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.watcher import TranscriptIndex
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from .. import sessions as sm
+from ..book import Book
+from ..capture.packet import build_packet
+from ..capture.source import TranscriptRefused, resolve, transcript_roots
+from ..live import Live, new_id
+from ..watcher import TranscriptIndex
 
 log = structlog.get_logger("autoharness")
 

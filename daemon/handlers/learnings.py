@@ -5,15 +5,15 @@ from typing import assert_never
 
 import anyio
 
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.capture.source import transcript_roots
-from claude_autoharness.daemon.events import Events, IntentsQueued
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.learnings import report as lreport
-from claude_autoharness.daemon.learnings import service as lservice
-from claude_autoharness.daemon.learnings.markers import MarkerIndexer
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.protocol import messages as m
+from ...protocol import messages as m
+from ..book import Book
+from ..capture.source import transcript_roots
+from ..events import Events, IntentsQueued
+from ..intents import IntentQueue
+from ..learnings import report as lreport
+from ..learnings import service as lservice
+from ..learnings.markers import MarkerIndexer
+from ..live import Live
 
 
 class Learnings:

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import structlog
 
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.reportlog import ReportLog
-from claude_autoharness.daemon.sessions import Session
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..live import Live
+from ..reportlog import ReportLog
+from ..sessions import Session
 
 log = structlog.get_logger("autoharness")
 

@@ -12,19 +12,19 @@ from collections.abc import Callable
 import anyio
 import structlog
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.events import Events, JobDone
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.listing.read import frontmatter
-from claude_autoharness.daemon.live import Live, new_id
-from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.promote import adherence, feedback, lifecycle
-from claude_autoharness.daemon.proposals import Intent, Proposal, curator_session
-from claude_autoharness.daemon.reflect import windows
-from claude_autoharness.daemon.reflect.curate import CuratedSkill
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from .. import sessions as sm
+from ..book import Book
+from ..events import Events, JobDone
+from ..intents import IntentQueue
+from ..listing.read import frontmatter
+from ..live import Live, new_id
+from ..projects import ProjectSwitches
+from ..promote import adherence, feedback, lifecycle
+from ..proposals import Intent, Proposal, curator_session
+from ..reflect import windows
+from ..reflect.curate import CuratedSkill
 
 log = structlog.get_logger("autoharness")
 
@@ -238,7 +238,7 @@ def stage_counts(infos) -> dict[str, int]:
 def too_long(skill_md: str, cfg) -> int:
     """A learned skill's description length when the curator is to shorten it (over
     `promoter.max_description_chars`, or not opening with when to use it); 0 when it is fine."""
-    from claude_autoharness.daemon.promote.validate import description_findings
+    from ..promote.validate import description_findings
 
     desc = frontmatter(skill_md).get("description", "")
     return len(desc) if description_findings(desc, cfg.max_description_chars) else 0

@@ -12,13 +12,13 @@ reminder that comes late is no reminder, and the prompt goes on without one.
 import anyio
 import msgspec
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.handlers.ledger import Ledger
-from claude_autoharness.daemon.listing.remind import matches, reminder
-from claude_autoharness.daemon.listing.triggers import TriggerIndex
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.projects import ProjectSwitches
+from .. import sessions as sm
+from ..book import Book
+from ..listing.remind import matches, reminder
+from ..listing.triggers import TriggerIndex
+from ..live import Live
+from ..projects import ProjectSwitches
+from .ledger import Ledger
 
 PREFIX = sm.REMINDED  # a context part: the skill (`<layer>/<name>`) the session was reminded of
 MAX_PROMPT_CHARS = 20_000  # of a prompt, matched at most (a paste can be megabytes)

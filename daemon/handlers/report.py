@@ -14,14 +14,14 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
-from claude_autoharness.daemon import reportdata
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.handlers.ledger import Ledger
-from claude_autoharness.daemon.handlers.status import StatusReport
-from claude_autoharness.daemon.headline import headline
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.protocol import messages as m
+from ...protocol import messages as m
+from .. import reportdata
+from ..book import Book
+from ..headline import headline
+from ..intents import IntentQueue
+from ..live import Live
+from .ledger import Ledger
+from .status import StatusReport
 
 MAX_DAYS = 3660
 
@@ -71,7 +71,7 @@ class Report:
 def listed_full(cfg, infos) -> dict[tuple[str, str, str | None], bool]:
     """(layer, name, project) -> whether Claude Code lists the learned skill with its
     description, as predicted for a session in its project (the user layer: in none)."""
-    from claude_autoharness.daemon.listing.view import project_summary
+    from ..listing.view import project_summary
 
     out: dict[tuple[str, str, str | None], bool] = {}
     live = [i for i, _ in infos if i.status == "live"]

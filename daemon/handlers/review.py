@@ -21,17 +21,17 @@ from typing import Any, assert_never
 import anyio
 import structlog
 
-from claude_autoharness.daemon import events as ev
-from claude_autoharness.daemon.handlers.ledger import Ledger
-from claude_autoharness.daemon.handlers.library import Library
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import lifecycle, loads
-from claude_autoharness.daemon.proposals import Finding, Intent, VerdictRecord
-from claude_autoharness.daemon.reflect import windows
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import Outcome
+from ...protocol import messages as m
+from ...protocol import paths
+from ...protocol.replies import Outcome
+from .. import events as ev
+from ..intents import IntentQueue
+from ..live import Live
+from ..promote import lifecycle, loads
+from ..proposals import Finding, Intent, VerdictRecord
+from ..reflect import windows
+from .ledger import Ledger
+from .library import Library
 
 log = structlog.get_logger("autoharness")
 

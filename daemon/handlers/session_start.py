@@ -14,17 +14,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.learnings import context as lctx
-from claude_autoharness.daemon.learnings import report as lreport
-from claude_autoharness.daemon.learnings.markers import MarkerIndexer, slug_for
-from claude_autoharness.daemon.learnings.service import slug_of
-from claude_autoharness.daemon.learnings.state import load as load_learning_state
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.proposals import ACTIONS, LAYERS, Intent, Proposal
-from claude_autoharness.daemon.skillsync import rounds as sync_rounds
-from claude_autoharness.protocol.replies import SyncConflict
-from claude_autoharness.protocol.words import plural
+from ...protocol.replies import SyncConflict
+from ...protocol.words import plural
+from ..intents import IntentQueue
+from ..learnings import context as lctx
+from ..learnings import report as lreport
+from ..learnings.markers import MarkerIndexer, slug_for
+from ..learnings.service import slug_of
+from ..learnings.state import load as load_learning_state
+from ..live import Live
+from ..proposals import ACTIONS, LAYERS, Intent, Proposal
+from ..skillsync import rounds as sync_rounds
 
 PROMOTER_SUMMARY_CHARS = 1_000
 SKILL_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -94,7 +94,7 @@ class SessionStartContext:
     def listing_note(self, root: str | None) -> str:
         """The learned skills Claude Code lists by name only in this session, said to the
         model (their descriptions are not in its skill list) with why (blocking)."""
-        from claude_autoharness.daemon.listing.view import project_summary
+        from ..listing.view import project_summary
 
         try:
             s = project_summary(self.live.cfg, root, self.live.promoter.list_skills(root))

@@ -5,12 +5,12 @@ from typing import assert_never
 
 import anyio
 
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.projects import ProjectSwitches
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.skillsync import rounds as sync_rounds
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol.replies import SkillView
+from ...protocol import messages as m
+from ...protocol.replies import SkillView
+from ..live import Live
+from ..projects import ProjectSwitches
+from ..promote.land import Promoter
+from ..skillsync import rounds as sync_rounds
 
 
 def _to(req: m.Skills) -> int | None:

@@ -11,30 +11,30 @@ from dataclasses import dataclass
 
 import anyio
 
-from claude_autoharness.daemon import spool
-from claude_autoharness.daemon.book import Book
-from claude_autoharness.daemon.deliveries import Deliveries
-from claude_autoharness.daemon.handlers.library import Library
-from claude_autoharness.daemon.handlers.review import Review
-from claude_autoharness.daemon.handlers.sync import SyncRounds
-from claude_autoharness.daemon.intents import IntentQueue
-from claude_autoharness.daemon.learnings import report as lreport
-from claude_autoharness.daemon.learnings.markers import MarkerIndexer
-from claude_autoharness.daemon.learnings.state import load as load_learning_state
-from claude_autoharness.daemon.listener import Connections
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.backends import routing
-from claude_autoharness.daemon.reflect.batches import BatchRunner
-from claude_autoharness.daemon.reflect.pipeline import today
-from claude_autoharness.daemon.reflect.pool import ReflectorPool
-from claude_autoharness.daemon.spool import SpoolReplayer
-from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
-from claude_autoharness.protocol import PROTOCOL, VERSION
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.config import autostarted
+from ...protocol import PROTOCOL, VERSION
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ...protocol.config import autostarted
+from .. import spool
+from ..book import Book
+from ..deliveries import Deliveries
+from ..intents import IntentQueue
+from ..learnings import report as lreport
+from ..learnings.markers import MarkerIndexer
+from ..learnings.state import load as load_learning_state
+from ..listener import Connections
+from ..live import Live
+from ..persist import quarantine
+from ..reflect import backends
+from ..reflect.backends import routing
+from ..reflect.batches import BatchRunner
+from ..reflect.pipeline import today
+from ..reflect.pool import ReflectorPool
+from ..spool import SpoolReplayer
+from ..watcher import TranscriptIndex, TranscriptWatcher
+from .library import Library
+from .review import Review
+from .sync import SyncRounds
 
 DAY_S = 86_400
 

@@ -8,10 +8,10 @@ from typing import assert_never
 import anyio
 import structlog
 
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.skillsync import rounds
-from claude_autoharness.protocol import messages as m
-from claude_autoharness.protocol import replies as r
+from ...protocol import messages as m
+from ...protocol import replies as r
+from ..live import Live
+from ..skillsync import rounds
 
 log = structlog.get_logger("autoharness")
 

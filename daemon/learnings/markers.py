@@ -18,10 +18,10 @@ from collections.abc import Container, Iterable, Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.records import Record, main_assistant
-from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import MarkerInfo
+from ...protocol import paths
+from ...protocol.replies import MarkerInfo
+from ..capture.records import Record, main_assistant
+from ..capture.source import open_transcript
 
 PREFIX = b"<!-- learning"
 _PREFIX_STR = PREFIX.decode()

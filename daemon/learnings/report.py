@@ -10,10 +10,10 @@ from collections.abc import Callable, Container, Iterable, Sequence
 
 import msgspec
 
-from claude_autoharness.daemon.capture.source import list_transcripts, stat_transcript
-from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
-from claude_autoharness.protocol.paths import slash_command
-from claude_autoharness.protocol.replies import LearningsReport, MarkerInfo
+from ...protocol.paths import slash_command
+from ...protocol.replies import LearningsReport, MarkerInfo
+from ..capture.source import list_transcripts, stat_transcript
+from .markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
 
 SAVE_COMMAND = "/save-learnings"
 NO_MARKERS = "📝 learning-capture: no unprocessed markers"

@@ -16,10 +16,10 @@ from typing import Protocol
 
 import msgspec
 
-from claude_autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
-from claude_autoharness.daemon.persist.files import write_atomic
-from claude_autoharness.daemon.proposals import Intent, Proposal
-from claude_autoharness.protocol.replies import LearningsSaved
+from ...protocol.replies import LearningsSaved
+from ..persist.files import write_atomic
+from ..proposals import Intent, Proposal
+from .markers import Marker, dedupe, is_processed
 
 INTENT_KINDS = ("pattern", "anti-pattern", "convention", "bug-fix")
 _LABEL = {"pattern": "Do", "anti-pattern": "Avoid", "convention": "Convention",
@@ -353,7 +353,7 @@ def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState,
     under `.claude/` are often committed.
     """
     if redactor is None:
-        from claude_autoharness.daemon.capture.redact import default_redactor
+        from ..capture.redact import default_redactor
 
         redactor = default_redactor()
     now = time.time() if now is None else now

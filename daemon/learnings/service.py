@@ -10,13 +10,13 @@ from collections.abc import Sequence
 import msgspec
 import structlog
 
-from claude_autoharness.daemon.capture.source import TranscriptRefused, resolve, transcript_roots
-from claude_autoharness.daemon.learnings import report as rp
-from claude_autoharness.daemon.learnings.markers import Marker, MarkerIndexer, scan_file
-from claude_autoharness.daemon.learnings.save import pending, save_markers
-from claude_autoharness.daemon.learnings.state import LearningState, load
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import LearningsSaved
+from ...protocol import paths
+from ...protocol.replies import LearningsSaved
+from ..capture.source import TranscriptRefused, resolve, transcript_roots
+from . import report as rp
+from .markers import Marker, MarkerIndexer, scan_file
+from .save import pending, save_markers
+from .state import LearningState, load
 
 log = structlog.get_logger("autoharness")
 
@@ -63,7 +63,7 @@ def save_project(project_root: str, indexer: MarkerIndexer | None, queue, *, loo
     the intents at the queue's door. `LearningsSaved.intents` names the ids the queue stored.
     """
     if redactor is None:
-        from claude_autoharness.daemon.capture.redact import default_redactor  # only a save needs it
+        from ..capture.redact import default_redactor  # only a save needs it
 
         redactor = default_redactor()
     slug = slug_of(project_root)

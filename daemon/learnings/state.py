@@ -19,8 +19,8 @@ from datetime import datetime
 
 import msgspec
 
-from claude_autoharness.daemon.persist import document
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..persist import document
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000

@@ -6,7 +6,7 @@ Another version lists other entries; a user can set `listing.bundled_chars` to t
 bundled skills take, and the prediction uses that instead of this table's sum.
 """
 
-from claude_autoharness.daemon.listing.predict import Entry
+from .predict import Entry
 
 VERSION = "2.1.328"
 

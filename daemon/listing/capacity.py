@@ -5,10 +5,10 @@ learned ones) to name-only. The user layer is in every session's listing: it is 
 and a project's learned skills get the share the user layer leaves. Reads files (the skills'
 descriptions, Claude Code's settings); the arithmetic is predict.py's."""
 
-from claude_autoharness.daemon.listing import bundled, read
-from claude_autoharness.daemon.listing.predict import budget, cut
-from claude_autoharness.daemon.listing.width import width
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
+from ..promote.skilltree import read_nofollow
+from . import bundled, read
+from .predict import budget, cut
+from .width import width
 
 MAX_SKILL_BYTES = 64 * 1024
 

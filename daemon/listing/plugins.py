@@ -13,8 +13,8 @@ file says so: the prediction cannot see it. Read-only, bounded, no symlink follo
 import json
 import os
 
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..promote.skilltree import read_nofollow
 
 MAX_JSON_BYTES = 4 * 1024 * 1024
 EVERYWHERE = ("user", "managed")

@@ -22,7 +22,7 @@ Same entries, budget and scores in, same listing out.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.listing.width import width
+from .width import width
 
 CHARS_PER_TOKEN = 4
 DEFAULT_FRACTION = 0.01

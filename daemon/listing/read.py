@@ -10,10 +10,10 @@ import re
 import time
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.listing import bundled, plugins
-from claude_autoharness.daemon.listing.predict import DEFAULT_MAX_DESC, Entry, usage_score
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..promote.skilltree import read_nofollow
+from . import bundled, plugins
+from .predict import DEFAULT_MAX_DESC, Entry, usage_score
 
 MAX_SKILL_BYTES = 64 * 1024
 MAX_STATE_BYTES = 16 * 1024 * 1024  # .claude.json holds every project's history: bounded

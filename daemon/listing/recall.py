@@ -14,7 +14,7 @@ Pure: the ledger's records and the predicted listing come in as values.
 import os
 from collections.abc import Iterable
 
-from claude_autoharness.protocol import replies as r
+from ...protocol import replies as r
 
 
 def split(infos: list[tuple[r.SkillInfo, str | None]], uses: Iterable[dict],

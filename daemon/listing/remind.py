@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.promote.duplicate import content_words
+from ..promote.duplicate import content_words
 
 MIN_SHARED = 2
 SHARE = 0.4

@@ -6,10 +6,10 @@ import os
 import threading
 from collections.abc import Callable
 
-from claude_autoharness.daemon.listing.read import frontmatter, listed_description
-from claude_autoharness.daemon.listing.remind import Trigger, trigger
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..promote.skilltree import read_nofollow
+from .read import frontmatter, listed_description
+from .remind import Trigger, trigger
 
 MAX_SKILL_BYTES = 64 * 1024
 MAX_CACHED = 64  # projects whose triggers are kept

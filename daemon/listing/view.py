@@ -2,9 +2,9 @@
 prediction for what Claude Code will send, and what it means for autoharness's skills in
 words, with the fix. Reads files (read.py); the arithmetic is predict.py's."""
 
-from claude_autoharness.daemon.listing import read
-from claude_autoharness.daemon.listing.predict import Listing, budget, predict
-from claude_autoharness.protocol.replies.listing import ListingLine, ListingSummary
+from ...protocol.replies.listing import ListingLine, ListingSummary
+from . import read
+from .predict import Listing, budget, predict
 
 FIX = ("shorten the descriptions of the learned skills (`autoharnessctl curate` repairs long "
        "ones), turn off skills you do not need (`/skills` in Claude Code), or give the listing "
@@ -74,7 +74,7 @@ def project_summary(cfg, project_root: str | None, infos=None, *,
     """The summary for a session in `project_root` under config `cfg`; `infos` the live
     skills (SkillInfo) when the caller has them, else read from the library."""
     if infos is None:
-        from claude_autoharness.daemon.promote.library import list_skills
+        from ..promote.library import list_skills
 
         infos = list_skills(cfg.promoter, project_root)
     lst = cfg.listing

@@ -3,9 +3,9 @@ no write goes into a directory swapped since (for another user's, or for a link)
 
 import os
 
-from claude_autoharness.daemon.persist.files import write_atomic
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.private import private_problem
+from ...protocol import paths
+from ...protocol.private import private_problem
+from .files import write_atomic
 
 
 def ensure_private_dir(path: str) -> None:

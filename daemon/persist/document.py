@@ -9,9 +9,9 @@ from typing import TypeVar
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.checksum import check, seal
-from claude_autoharness.daemon.persist.dirs import write_private
+from . import quarantine
+from .checksum import check, seal
+from .dirs import write_private
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from claude_autoharness.protocol import replies as r
+from ...protocol import replies as r
 
 log = structlog.get_logger("autoharness")
 

@@ -25,11 +25,11 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.checksum import check, seal
-from claude_autoharness.daemon.persist.dirs import recheck_dir
-from claude_autoharness.daemon.persist.files import AppendFile, append_durably, fsync_dir, write_atomic
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from . import quarantine
+from .checksum import check, seal
+from .dirs import recheck_dir
+from .files import AppendFile, append_durably, fsync_dir, write_atomic
 
 encoder = msgspec.json.Encoder()
 

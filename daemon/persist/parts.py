@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 
-from claude_autoharness.daemon.persist.journal import encoder
-from claude_autoharness.daemon.persist.state import PartsRecord, State
+from .journal import encoder
+from .state import PartsRecord, State
 
 _OWN_RECORDS = frozenset({"schema", "journal_seq", "sessions", "jobs", "turns", "seen_ids"})
 

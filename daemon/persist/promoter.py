@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.dirs import write_private
+from . import quarantine
+from .dirs import write_private
 
 T = TypeVar("T")
 

@@ -12,8 +12,8 @@ import time
 
 import structlog
 
-from claude_autoharness.daemon.persist.dirs import ensure_private_dir
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from .dirs import ensure_private_dir
 
 log = structlog.get_logger("autoharness")
 

@@ -4,9 +4,9 @@ Records carry post-states: applying one twice changes nothing, except a turn, wh
 applied once (its seq is newer than the snapshot's only until a snapshot covers it).
 """
 
-from claude_autoharness.daemon import sessions as sm
-from claude_autoharness.daemon.persist import state as st
-from claude_autoharness.daemon.persist.parts import PartsReplay
+from .. import sessions as sm
+from . import state as st
+from .parts import PartsReplay
 
 
 def apply_records(state: st.State, records: list[st.Record]) -> list[str]:

@@ -14,8 +14,8 @@ without field names: a third of its size, so it is rewritten less often for the 
 
 import msgspec
 
-from claude_autoharness.daemon.persist.journal import Sequenced
-from claude_autoharness.daemon.sessions import Job, Session
+from ..sessions import Job, Session
+from .journal import Sequenced
 
 SCHEMA = 1
 

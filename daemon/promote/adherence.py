@@ -20,11 +20,11 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.persist.dirs import write_private
-from claude_autoharness.daemon.promote.records import read_json
-from claude_autoharness.protocol import checkcall, checkrule, paths
-from claude_autoharness.protocol.replies import CheckAdherence, LessonCheck, SkillCheck
-from claude_autoharness.protocol.words import adherence_line
+from ...protocol import checkcall, checkrule, paths
+from ...protocol.replies import CheckAdherence, LessonCheck, SkillCheck
+from ...protocol.words import adherence_line
+from ..persist.dirs import write_private
+from .records import read_json
 
 ADHERENCE = "adherence.json"
 COUNTS = ("calls", "violations", "reminded", "asked", "approved", "declined", "denied",
@@ -138,7 +138,7 @@ def answered(transcript: str, tool_use_id: str) -> str | None:
 def _read(path: str, *, tail: int = 0) -> bytes:
     """A transcript's bytes (its last `tail` bytes, or its first BASELINE_BYTES), opened
     only beneath the transcript roots; b"" when it cannot be."""
-    from claude_autoharness.daemon.capture.source import open_transcript, transcript_roots
+    from ..capture.source import open_transcript, transcript_roots
 
     try:
         fd = open_transcript(path, transcript_roots())
@@ -245,7 +245,7 @@ def figures(sd, c: dict) -> list[CheckAdherence]:
 
 def attach(sd, infos: list) -> None:
     """Give each live skill of `infos` that has a check its check and its figures."""
-    from claude_autoharness.daemon.promote.checktable import live_checks, skill_check
+    from .checktable import live_checks, skill_check
 
     checks = {c["dir"]: c for c in live_checks(sd)}
     for i in infos:
@@ -290,7 +290,7 @@ def acted(c: SkillCheck | None) -> int:
 
 def lessons(sd, checks: list[dict]) -> list[LessonCheck]:
     """Each of `checks` (the ones the hook holds calls against now) with its figures."""
-    from claude_autoharness.daemon.promote.checktable import skill_check
+    from .checktable import skill_check
 
     out = []
     for c in checks:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.daemon.promote import fileops
-from claude_autoharness.daemon.promote.plan import SKILL_MD
-from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
-from claude_autoharness.protocol.replies import Finding, Learned
+from ...protocol.replies import Finding, Learned
+from . import fileops
+from .plan import SKILL_MD
+from .skilltree import read_nofollow, read_provenance, scan_tree
 
 ELSEWHERE = "elsewhere"
 NOT_MANAGED = "not managed here"  # its stage: this home's lifecycle does not judge it

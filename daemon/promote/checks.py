@@ -16,9 +16,9 @@ Pure: the window comes in as text, the rest as arguments.
 import json
 import os
 
-from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
-from claude_autoharness.daemon.proposals import CHECK_MODES, Check, Finding
-from claude_autoharness.protocol import checkrule
+from ...protocol import checkrule
+from ..proposals import CHECK_MODES, Check, Finding
+from .evidence import decode_escapes, normalize
 
 CHECK_FILE = "check.json"
 MAX_MESSAGE = 300

@@ -19,20 +19,20 @@ import json
 import os
 import threading
 
-from claude_autoharness.daemon.persist.dirs import write_private
-from claude_autoharness.daemon.persist.promoter import (
+from ...protocol import checkrule, paths
+from ...protocol.replies import SkillCheck
+from ..persist.dirs import write_private
+from ..persist.promoter import (
     Confirmation,
     Confirmed,
     load_map,
     save_map,
 )
-from claude_autoharness.daemon.promote import gitmode, records
-from claude_autoharness.daemon.promote.checks import CHECK_FILE, parse_check_file
-from claude_autoharness.daemon.promote.observe import is_owned
-from claude_autoharness.daemon.promote.plan import SKILL_MD
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol import checkrule, paths
-from claude_autoharness.protocol.replies import SkillCheck
+from . import gitmode, records
+from .checks import CHECK_FILE, parse_check_file
+from .observe import is_owned
+from .plan import SKILL_MD
+from .skilltree import read_nofollow
 
 TABLE_VERSION = 1
 CONFIRMED = "checks-confirmed.json"

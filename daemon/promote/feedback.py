@@ -21,8 +21,8 @@ and in `skills show`. The current version's `missed` quotes are what a descripti
 sent and must quote.
 """
 
-from claude_autoharness.daemon.promote.evidence import evidence_in_window
-from claude_autoharness.daemon.proposals import LOADED_VERDICTS, VERDICTS, Finding
+from ..proposals import LOADED_VERDICTS, VERDICTS, Finding
+from .evidence import evidence_in_window
 
 FEEDBACK = "feedback"
 REPAIR_ASKED = "repair_asked"  # history action: a description repair was asked of the curator

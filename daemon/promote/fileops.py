@@ -10,8 +10,8 @@ import hashlib
 import os
 import secrets
 
-from claude_autoharness.daemon.promote.plan import TMP_PREFIX
-from claude_autoharness.daemon.promote.skilltree import open_dir
+from .plan import TMP_PREFIX
+from .skilltree import open_dir
 
 
 def sha(data: bytes) -> str:

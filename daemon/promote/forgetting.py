@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 
-from claude_autoharness.daemon.promote import duplicate, skillfile
-from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
-from claude_autoharness.daemon.promote.plan import SKILL_MD, Plan
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.protocol.replies import Finding
+from ...protocol.replies import Finding
+from . import duplicate, skillfile
+from .layers import same_dir, shape_finding
+from .plan import SKILL_MD, Plan
+from .skilltree import read_nofollow
 
 FORGOTTEN = "forgotten"
 

@@ -29,11 +29,11 @@ import subprocess
 import tomllib
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.capture.source import open_regular
-from claude_autoharness.daemon.persist.files import write_atomic
-from claude_autoharness.daemon.promote import fileops
-from claude_autoharness.daemon.promote.plan import PROVENANCE, TMP_PREFIX
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..capture.source import open_regular
+from ..persist.files import write_atomic
+from . import fileops
+from .plan import PROVENANCE, TMP_PREFIX
 
 DEFAULT_BRANCH = "autoharness/skills"
 PROJECT_CONFIG = os.path.join(".claude", "autoharness.toml")

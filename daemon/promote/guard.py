@@ -14,7 +14,7 @@ line: linear, and equivalent for the patterns used here.
 
 import re
 
-from claude_autoharness.daemon.proposals import Finding
+from ..proposals import Finding
 
 FAMILY = "safe"
 

@@ -12,7 +12,10 @@ looks like ours, abandons) whatever a crash interrupted, and sweeps temp files.
 
 import os
 
-from claude_autoharness.daemon.promote import (
+from ...protocol import paths
+from ...protocol.replies import LessonCheck, Outcome, SkillCheck
+from ..proposals import Finding, Intent, check_shape
+from . import (
     adherence,
     checks,
     checktable,
@@ -26,12 +29,9 @@ from claude_autoharness.daemon.promote import (
     shape,
     validate,
 )
-from claude_autoharness.daemon.promote.outcomes import Outcomes
-from claude_autoharness.daemon.promote.plan import SKILL_MD
-from claude_autoharness.daemon.promote.recovery import Recovered
-from claude_autoharness.daemon.proposals import Finding, Intent, check_shape
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.replies import LessonCheck, Outcome, SkillCheck
+from .outcomes import Outcomes
+from .plan import SKILL_MD
+from .recovery import Recovered
 
 
 class Promoter(Outcomes):

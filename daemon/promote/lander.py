@@ -20,7 +20,10 @@ import secrets
 import time
 from collections.abc import Callable
 
-from claude_autoharness.daemon.promote import (
+from ...protocol.config import LibraryConfig, ListingConfig, PromoterConfig
+from ...protocol.replies import Outcome
+from ..proposals import Finding
+from . import (
     feedback,
     fileops,
     gitmode,
@@ -30,22 +33,19 @@ from claude_autoharness.daemon.promote import (
     skillfile,
     validate,
 )
-from claude_autoharness.daemon.promote.layers import Root
-from claude_autoharness.daemon.promote.observe import is_owned, observe
-from claude_autoharness.daemon.promote.plan import (
+from .layers import Root
+from .observe import is_owned, observe
+from .plan import (
     EVIDENCE_DIR,
     PROVENANCE,
     PROVENANCE_DIR,
     SKILL_MD,
     Plan,
 )
-from claude_autoharness.daemon.promote.records import ArchiveLanding, WriteLanding
-from claude_autoharness.daemon.promote.shape import duplicates
-from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
-from claude_autoharness.daemon.promote.statedir import StateDir, promote_state_dir
-from claude_autoharness.daemon.proposals import Finding
-from claude_autoharness.protocol.config import LibraryConfig, ListingConfig, PromoterConfig
-from claude_autoharness.protocol.replies import Outcome
+from .records import ArchiveLanding, WriteLanding
+from .shape import duplicates
+from .skilltree import read_nofollow, read_provenance, scan_tree
+from .statedir import StateDir, promote_state_dir
 
 
 class Lander:
@@ -73,7 +73,7 @@ class Lander:
     @property
     def redactor(self):
         if self._redactor is None:
-            from claude_autoharness.daemon.capture.redact import default_redactor
+            from ..capture.redact import default_redactor
             self._redactor = default_redactor()
         return self._redactor
 

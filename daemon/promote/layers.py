@@ -6,11 +6,11 @@ is applied, so a path re-pointed in between is refused, never written through.""
 import os
 from collections.abc import Callable
 
-from claude_autoharness.daemon.promote import gitmode, validate
-from claude_autoharness.daemon.proposals import LAYERS
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config import PromoterConfig
-from claude_autoharness.protocol.replies import Finding, Outcome
+from ...protocol import paths
+from ...protocol.config import PromoterConfig
+from ...protocol.replies import Finding, Outcome
+from ..proposals import LAYERS
+from . import gitmode, validate
 
 Root = tuple[str, str, str | None]  # (layer, resolved skills dir, anchor it must stay inside)
 

@@ -8,13 +8,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
-from claude_autoharness.daemon.promote import fileops, gitmode
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.daemon.promote.statedir import promote_state_dir
-from claude_autoharness.protocol.config import PromoterConfig
-from claude_autoharness.protocol.replies import SkillInfo
+from ...protocol.config import PromoterConfig
+from ...protocol.replies import SkillInfo
+from . import fileops, gitmode
+from .land import Promoter
+from .plan import PROVENANCE, PROVENANCE_DIR
+from .skilltree import read_nofollow
+from .statedir import promote_state_dir
 
 # "skill": the skill's own files (SKILL.md, references/, ...); "provenance": autoharness's
 # record of its landings; "evidence": autoharness's other files (the evidence quotes).

@@ -26,7 +26,7 @@ Hand-written skills are never judged: they get the stage `hand-written` and no d
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
-from claude_autoharness.daemon.persist.promoter import StaleMark
+from ..persist.promoter import StaleMark
 
 PROBATION = "probation"
 GRADUATED = "graduated"

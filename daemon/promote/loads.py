@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from claude_autoharness.protocol import paths
+from ...protocol import paths
 
 SKILL_MD = "SKILL.md"
 SKILL_REF = "skill:"

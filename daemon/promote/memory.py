@@ -17,8 +17,8 @@ import re
 import stat
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.promote import duplicate, restate, skillfile
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from . import duplicate, restate, skillfile
 
 MAX_FILE_BYTES = 64 * 1024
 MAX_TOPIC_FILES = 50

@@ -7,9 +7,9 @@ Reads only, never through a symlink below the layer root.
 import os
 from dataclasses import replace
 
-from claude_autoharness.daemon.promote import attribution, gitmode, records, skilltree, validate
-from claude_autoharness.daemon.promote.plan import SKILL_MD, Plan, Seen
-from claude_autoharness.daemon.promote.statedir import promote_state_dir
+from . import attribution, gitmode, records, skilltree, validate
+from .plan import SKILL_MD, Plan, Seen
+from .statedir import promote_state_dir
 
 
 def is_owned(skill_dir: str, state: str | None = None) -> bool:

@@ -12,10 +12,13 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from claude_autoharness.daemon.listing import capacity
-from claude_autoharness.daemon.listing.predict import DEFAULT_MAX_DESC as MAX_LISTED_DESC
-from claude_autoharness.daemon.persist.promoter import Stale, StaleMark
-from claude_autoharness.daemon.promote import (
+from ...protocol.replies import Outcome
+from ...protocol.words import plural
+from ..listing import capacity
+from ..listing.predict import DEFAULT_MAX_DESC as MAX_LISTED_DESC
+from ..persist.promoter import Stale, StaleMark
+from ..proposals import Finding, VerdictRecord
+from . import (
     adherence,
     feedback,
     gitmode,
@@ -25,12 +28,9 @@ from claude_autoharness.daemon.promote import (
     stale,
     validate,
 )
-from claude_autoharness.daemon.promote.plan import SKILL_MD
-from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.daemon.promote.verbs import Verbs
-from claude_autoharness.daemon.proposals import Finding, VerdictRecord
-from claude_autoharness.protocol.replies import Outcome
-from claude_autoharness.protocol.words import plural
+from .plan import SKILL_MD
+from .skilltree import read_nofollow
+from .verbs import Verbs
 
 HELD = "held"  # history action: an archive the evidence calls for waits for the user
 

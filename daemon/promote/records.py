@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.dirs import write_private
+from ..persist import quarantine
+from ..persist.dirs import write_private
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):

@@ -14,19 +14,19 @@ import shutil
 
 import msgspec
 
-from claude_autoharness.daemon.persist import quarantine
-from claude_autoharness.daemon.persist.dirs import write_private
-from claude_autoharness.daemon.persist.files import fsync_dir
-from claude_autoharness.daemon.promote import fileops, gitmode, records, skilltree
-from claude_autoharness.daemon.promote.observe import is_owned
-from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX
-from claude_autoharness.daemon.promote.records import (
+from ..persist import quarantine
+from ..persist.dirs import write_private
+from ..persist.files import fsync_dir
+from . import fileops, gitmode, records, skilltree
+from .observe import is_owned
+from .plan import SKILL_MD, TMP_PREFIX
+from .records import (
     ArchiveLanding,
     GitPlan,
     Landing,
     WriteLanding,
 )
-from claude_autoharness.daemon.promote.statedir import StateDir
+from .statedir import StateDir
 
 
 class Recovered(msgspec.Struct, kw_only=True):

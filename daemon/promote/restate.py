@@ -20,7 +20,7 @@ different rules it wrongly catches, against the word-overlap test it replaces.
 
 import re
 
-from claude_autoharness.daemon.promote.duplicate import STOPWORDS
+from .duplicate import STOPWORDS
 
 MIN_SHARED = 3
 CONTAINED = 0.6

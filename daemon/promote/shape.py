@@ -6,13 +6,13 @@ missing, a patch that does not match once, a near duplicate, a lesson the user k
 import os
 from collections.abc import Callable
 
-from claude_autoharness.daemon.promote import duplicate, memory, skillfile, validate
-from claude_autoharness.daemon.promote.checks import CHECK_FILE, check_text
-from claude_autoharness.daemon.promote.evidence import evidence_in_window
-from claude_autoharness.daemon.promote.layers import shape_finding
-from claude_autoharness.daemon.promote.plan import SKILL_MD, TMP_PREFIX, Plan
-from claude_autoharness.daemon.promote.skilltree import read_nofollow, scan_tree
-from claude_autoharness.daemon.proposals import Finding, Intent, Proposal, curator_layer
+from ..proposals import Finding, Intent, Proposal, curator_layer
+from . import duplicate, memory, skillfile, validate
+from .checks import CHECK_FILE, check_text
+from .evidence import evidence_in_window
+from .layers import shape_finding
+from .plan import SKILL_MD, TMP_PREFIX, Plan
+from .skilltree import read_nofollow, scan_tree
 
 
 def shape(p: Proposal, root: str, anchor: str | None, project_root: str | None, *,

@@ -7,9 +7,9 @@ Never writes; `fileops` writes through the same `open_dir`.
 import os
 import stat
 
-from claude_autoharness.daemon.capture.source import open_dir_beneath
-from claude_autoharness.daemon.promote import records
-from claude_autoharness.daemon.promote.plan import (
+from ..capture.source import open_dir_beneath
+from . import records
+from .plan import (
     MAX_PROVENANCE_BYTES,
     PROVENANCE,
     PROVENANCE_DIR,

@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 
-from claude_autoharness.daemon.promote import gitmode
+from . import gitmode
 
 MAX_PATHS = 50  # per skill
 _BACKTICK = re.compile(r"`([^`\n]{1,300})`")

@@ -25,18 +25,18 @@ from contextlib import contextmanager
 
 import msgspec
 
-from claude_autoharness.daemon.persist.dirs import write_private
-from claude_autoharness.daemon.persist.files import fsync_dir
-from claude_autoharness.daemon.persist.promoter import (
+from ...protocol import paths
+from ..persist.dirs import write_private
+from ..persist.files import fsync_dir
+from ..persist.promoter import (
     Counts,
     Stale,
     Synced,
     load_map,
     save_map,
 )
-from claude_autoharness.daemon.promote import fileops, records
-from claude_autoharness.daemon.promote.plan import TMP_PREFIX
-from claude_autoharness.protocol import paths
+from . import fileops, records
+from .plan import TMP_PREFIX
 
 USES = "uses.json"
 STAMPS = "lifecycle.json"

@@ -10,11 +10,12 @@ Pure: no file I/O, no state dir, no environment. What the live tree holds comes 
 import os
 import re
 
-from claude_autoharness.daemon.listing.remind import first_clause
-from claude_autoharness.daemon.promote import guard, skillfile
-from claude_autoharness.daemon.promote.checks import CHECK_FILE
-from claude_autoharness.daemon.promote.evidence import evidence_in_window
-from claude_autoharness.daemon.promote.plan import (
+from ..listing.remind import first_clause
+from ..proposals import Finding, Proposal
+from . import guard, skillfile
+from .checks import CHECK_FILE
+from .evidence import evidence_in_window
+from .plan import (
     MAX_DESCRIPTION,
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -25,7 +26,6 @@ from claude_autoharness.daemon.promote.plan import (
     Plan,
     Seen,
 )
-from claude_autoharness.daemon.proposals import Finding, Proposal
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

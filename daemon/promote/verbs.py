@@ -7,8 +7,15 @@ validated, journaled, recorded in history), through the landing desk they are bu
 import os
 import shutil
 
-from claude_autoharness.daemon.persist.promoter import Stale
-from claude_autoharness.daemon.promote import (
+from ...protocol.replies import (
+    FeedbackCounts,
+    Finding,
+    Outcome,
+    SkillInfo,
+    SkillView,
+)
+from ..persist.promoter import Stale
+from . import (
     adherence,
     attribution,
     feedback,
@@ -18,9 +25,9 @@ from claude_autoharness.daemon.promote import (
     lifecycle,
     records,
 )
-from claude_autoharness.daemon.promote.lander import Lander
-from claude_autoharness.daemon.promote.layers import same_dir, shape_finding
-from claude_autoharness.daemon.promote.plan import (
+from .lander import Lander
+from .layers import same_dir, shape_finding
+from .plan import (
     EVIDENCE_DIR,
     PROVENANCE,
     PROVENANCE_DIR,
@@ -28,14 +35,7 @@ from claude_autoharness.daemon.promote.plan import (
     TMP_PREFIX,
     Plan,
 )
-from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
-from claude_autoharness.protocol.replies import (
-    FeedbackCounts,
-    Finding,
-    Outcome,
-    SkillInfo,
-    SkillView,
-)
+from .skilltree import read_nofollow, read_provenance, scan_tree
 
 # `show` returns SKILL.md whole; a bigger (hand-written) one is shown empty, not loaded.
 MAX_SHOW_BYTES = 1024 * 1024

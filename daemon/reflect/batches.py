@@ -41,16 +41,16 @@ import anyio
 import msgspec
 import structlog
 
-from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.events import Events, IntentsQueued
-from claude_autoharness.daemon.reflect import backends, batchstore, windows
-from claude_autoharness.daemon.reflect.backends import anthropic_batches as api
-from claude_autoharness.daemon.reflect.backends.base import has_api_key
-from claude_autoharness.daemon.reflect.batchstore import Batch, Item, Journal
-from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
-from claude_autoharness.daemon.reflect.pool import Projects, SeenRecords
-from claude_autoharness.protocol import replies as r
-from claude_autoharness.protocol.messages import BatchOp
+from ...protocol import replies as r
+from ...protocol.messages import BatchOp
+from ..capture.source import open_transcript
+from ..events import Events, IntentsQueued
+from . import backends, batchstore, windows
+from .backends import anthropic_batches as api
+from .backends.base import has_api_key
+from .batchstore import Batch, Item, Journal
+from .pipeline import Reflection, evidence_of
+from .pool import Projects, SeenRecords
 
 log = structlog.get_logger("autoharness")
 
@@ -328,7 +328,7 @@ class BatchRunner:
         """The request of every item, the uuids of the records each window carries, the items
         that failed (with why) and those with nothing left to send (blocking: reads
         transcripts, saves windows; changes nothing: the loop applies what it returns)."""
-        from claude_autoharness.daemon.reflect.backends.anthropic import request_params
+        from .backends.anthropic import request_params
 
         rf = self.reflection
         reqs, uuids, failed, empty = [], {}, [], []
@@ -385,7 +385,7 @@ class BatchRunner:
         self.changed.set()
 
     async def _take(self, item: Item, kind: str, payload) -> None:
-        from claude_autoharness.daemon.reflect.backends.anthropic import reply_result, usage_of
+        from .backends.anthropic import reply_result, usage_of
 
         if kind == "canceled":
             self.j.canceled(item, "the batch was canceled")
@@ -431,7 +431,7 @@ class BatchRunner:
     async def _api(self, fn, *args, requests: int = 1):
         """`fn(client, *args)`, one Batches API call (`requests` of them), in a worker thread;
         counted here, on the loop, where status reads the count."""
-        from claude_autoharness.daemon.reflect.backends import anthropic as sdk
+        from .backends import anthropic as sdk
 
         self.j.counted(requests=requests)
         return await anyio.to_thread.run_sync(sdk.call, self.live.cfg.reflector,

@@ -12,8 +12,8 @@ import os
 
 import msgspec
 
-from claude_autoharness.daemon.persist import document
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..persist import document
 
 
 class Item(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
-from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, block_nonce, tool_schema
+from .prompt import TOOL_NAME, Prompt, block_nonce, tool_schema
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,15 @@ from typing import Protocol
 
 import anyio
 
-from claude_autoharness.daemon.capture.packet import Packet, build_packet
-from claude_autoharness.daemon.live import Live
-from claude_autoharness.daemon.promote import memory, skillfile
-from claude_autoharness.daemon.promote.evidence import decode_escapes, normalize
-from claude_autoharness.daemon.proposals import Intent
-from claude_autoharness.daemon.reflect import backends, windows
-from claude_autoharness.daemon.reflect.prompt import Prompt, build_request
-from claude_autoharness.daemon.reflect.sessionloads import SessionLoads
-from claude_autoharness.daemon.sessions import Session
+from ..capture.packet import Packet, build_packet
+from ..live import Live
+from ..promote import memory, skillfile
+from ..promote.evidence import decode_escapes, normalize
+from ..proposals import Intent
+from ..sessions import Session
+from . import backends, windows
+from .prompt import Prompt, build_request
+from .sessionloads import SessionLoads
 
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read", "cache_creation")
 

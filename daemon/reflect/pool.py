@@ -23,27 +23,27 @@ from typing import Protocol
 import anyio
 import structlog
 
-from claude_autoharness.daemon.capture.final import final_answer_written
-from claude_autoharness.daemon.capture.packet import Packet
-from claude_autoharness.daemon.capture.source import (
+from ..capture.final import final_answer_written
+from ..capture.packet import Packet
+from ..capture.source import (
     TranscriptRefused,
     resolve,
     stat_transcript,
     transcript_roots,
 )
-from claude_autoharness.daemon.capture.window import tail_start
-from claude_autoharness.daemon.events import Events, JobDone
-from claude_autoharness.daemon.jobchanges import JobBook
-from claude_autoharness.daemon.persist.health import describe
-from claude_autoharness.daemon.reflect import backends
-from claude_autoharness.daemon.reflect.backends import routing
-from claude_autoharness.daemon.reflect.curate import (
+from ..capture.window import tail_start
+from ..events import Events, JobDone
+from ..jobchanges import JobBook
+from ..persist.health import describe
+from ..sessions import Job, backoff
+from . import backends
+from .backends import routing
+from .curate import (
     CuratedSkill,
     build_curate_request,
     wants_model,
 )
-from claude_autoharness.daemon.reflect.pipeline import Reflection, evidence_of
-from claude_autoharness.daemon.sessions import Job, backoff
+from .pipeline import Reflection, evidence_of
 
 log = structlog.get_logger("autoharness")
 

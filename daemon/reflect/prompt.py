@@ -12,7 +12,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from claude_autoharness.daemon.proposals import ACTIONS, CHECK_MODES, LAYERS, VERDICTS
+from ..proposals import ACTIONS, CHECK_MODES, LAYERS, VERDICTS
 
 TOOL_NAME = "propose_skill_changes"
 TOOL_DESCRIPTION = (
@@ -84,7 +84,7 @@ def skill_index_text(skill_index) -> str:
 
 def memory_index_text(memory) -> str:
     """The user's own memory (CLAUDE.md files, auto memory), one lesson a line; "" if none."""
-    from claude_autoharness.daemon.promote.memory import index_text
+    from ..promote.memory import index_text
 
     text = index_text(memory)
     if not text:

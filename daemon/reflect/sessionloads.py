@@ -16,8 +16,8 @@ import os
 import threading
 from collections.abc import Sequence
 
-from claude_autoharness.daemon.capture.source import open_transcript
-from claude_autoharness.daemon.promote.loads import line_refs
+from ..capture.source import open_transcript
+from ..promote.loads import line_refs
 
 CHUNK = 1024 * 1024
 MAX_LINE_BYTES = 4 * 1024 * 1024

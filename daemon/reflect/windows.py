@@ -4,8 +4,8 @@ proposal's evidence really was in what the model saw."""
 
 import os
 
-from claude_autoharness.daemon.persist.dirs import ensure_private_dir, write_private
-from claude_autoharness.protocol import paths
+from ...protocol import paths
+from ..persist.dirs import ensure_private_dir, write_private
 
 
 def window_path(job_id: str) -> str:

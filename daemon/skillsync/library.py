@@ -12,12 +12,12 @@ import os
 import re
 from dataclasses import dataclass
 
-from claude_autoharness.daemon.promote import guard, records, validate
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
-from claude_autoharness.daemon.promote.skilltree import read_nofollow, read_provenance, scan_tree
-from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy
-from claude_autoharness.protocol.replies import Finding, Outcome
+from ...protocol.replies import Finding, Outcome
+from ..promote import guard, records, validate
+from ..promote.land import Promoter
+from ..promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
+from ..promote.skilltree import read_nofollow, read_provenance, scan_tree
+from .model import ARCHIVED, LIVE, Copy
 
 EVIDENCE_PREFIX = f"{PROVENANCE_DIR}/evidence/"
 _EVIDENCE = re.compile(re.escape(EVIDENCE_PREFIX) + r"[0-9a-f]{64}\.txt")

@@ -32,17 +32,17 @@ from contextlib import contextmanager
 
 import msgspec
 
-from claude_autoharness.daemon.persist.files import write_atomic
-from claude_autoharness.daemon.promote import validate
-from claude_autoharness.daemon.promote.land import Promoter
-from claude_autoharness.daemon.promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
-from claude_autoharness.daemon.proposals import VERDICTS
-from claude_autoharness.daemon.skillsync import gitrepo, library
-from claude_autoharness.daemon.skillsync.gitrepo import GitError
-from claude_autoharness.daemon.skillsync.model import ARCHIVED, LIVE, Copy, decide
-from claude_autoharness.protocol import paths
-from claude_autoharness.protocol.config import SyncConfig
-from claude_autoharness.protocol.replies import Finding, SyncConflict, SyncInfo, SyncRefusal
+from ...protocol import paths
+from ...protocol.config import SyncConfig
+from ...protocol.replies import Finding, SyncConflict, SyncInfo, SyncRefusal
+from ..persist.files import write_atomic
+from ..promote import validate
+from ..promote.land import Promoter
+from ..promote.plan import PROVENANCE, PROVENANCE_DIR, SKILL_MD
+from ..proposals import VERDICTS
+from . import gitrepo, library
+from .gitrepo import GitError
+from .model import ARCHIVED, LIVE, Copy, decide
 
 ORIGIN = f"{PROVENANCE_DIR}/origin.json"
 PUSH_ATTEMPTS = 3

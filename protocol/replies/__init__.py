@@ -7,16 +7,16 @@ fields get defaults, a field's type never changes. One submodule per subject; ev
 re-exported here, so callers write `replies.Status`.
 """
 
-from claude_autoharness.protocol.replies.capture import (
+from .capture import (
     Packet,
 )
-from claude_autoharness.protocol.replies.codec import (
+from .codec import (
     Part,
     ReplyMismatch,
     T,
     decode,
 )
-from claude_autoharness.protocol.replies.jobs import (
+from .jobs import (
     BatchCanceled,
     BatchSubmitted,
     CuratePlan,
@@ -29,20 +29,20 @@ from claude_autoharness.protocol.replies.jobs import (
     PlannedArchive,
     Stopping,
 )
-from claude_autoharness.protocol.replies.learnings import (
+from .learnings import (
     LearningsReport,
     LearningsSaved,
     MarkerInfo,
 )
-from claude_autoharness.protocol.replies.listing import ListingLine, ListingSummary
-from claude_autoharness.protocol.replies.queue import (
+from .listing import ListingLine, ListingSummary
+from .queue import (
     Check,
     Intent,
     Proposal,
     Verdict,
     VerdictRecord,
 )
-from claude_autoharness.protocol.replies.report import (
+from .report import (
     ContextCost,
     Count,
     Funnel,
@@ -61,7 +61,7 @@ from claude_autoharness.protocol.replies.report import (
     SkillRow,
     Tokens,
 )
-from claude_autoharness.protocol.replies.skills import (
+from .skills import (
     CheckAdherence,
     FeedbackCounts,
     Finding,
@@ -74,7 +74,7 @@ from claude_autoharness.protocol.replies.skills import (
     SyncInfo,
     SyncRefusal,
 )
-from claude_autoharness.protocol.replies.status import (
+from .status import (
     BatchesInfo,
     BatchInFlight,
     CallCounts,

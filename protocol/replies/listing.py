@@ -1,7 +1,7 @@
 """The skill listing Claude Code will send, as autoharness predicts it (status, doctor,
 report, `skills listing`)."""
 
-from claude_autoharness.protocol.replies.codec import Part
+from .codec import Part
 
 
 class ListingLine(Part):

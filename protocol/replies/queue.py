@@ -2,7 +2,7 @@
 
 import msgspec
 
-from claude_autoharness.protocol.replies.skills import Finding
+from .skills import Finding
 
 
 class Check(msgspec.Struct, kw_only=True):

@@ -2,9 +2,9 @@
 
 import msgspec
 
-from claude_autoharness.protocol.replies.codec import Part
-from claude_autoharness.protocol.replies.listing import ListingSummary
-from claude_autoharness.protocol.replies.skills import Learned, SkillCheck
+from .codec import Part
+from .listing import ListingSummary
+from .skills import Learned, SkillCheck
 
 
 class Count(Part):

@@ -4,9 +4,9 @@ from typing import Any
 
 import msgspec
 
-from claude_autoharness.protocol.replies.codec import Part
-from claude_autoharness.protocol.replies.listing import ListingSummary
-from claude_autoharness.protocol.replies.skills import FeedbackCounts, SkillCheck, SyncInfo
+from .codec import Part
+from .listing import ListingSummary
+from .skills import FeedbackCounts, SkillCheck, SyncInfo
 
 
 class CallCounts(Part):

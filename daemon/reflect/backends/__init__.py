@@ -7,7 +7,7 @@ Importing this package is cheap; the SDK is imported only when the anthropic bac
 
 from types import ModuleType
 
-from claude_autoharness.daemon.reflect.backends.base import (
+from .base import (
     BACKENDS,
     NO_BACKEND,
     BackendError,
@@ -28,11 +28,11 @@ def reflect(backend: str, prompt, cfg, **kwargs) -> ReflectResult:
     """Run one reflection on the named backend. Blocking: call it from a worker thread."""
     mod: ModuleType
     if backend == "anthropic":
-        from claude_autoharness.daemon.reflect.backends import anthropic as mod
+        from . import anthropic as mod
     elif backend == "claude":
-        from claude_autoharness.daemon.reflect.backends import claude as mod
+        from . import claude as mod
     elif backend == "openai":
-        from claude_autoharness.daemon.reflect.backends import openai as mod
+        from . import openai as mod
     else:
         raise PermanentError(f"{NO_BACKEND}: {backend!r} cannot reflect")
     return mod.reflect(prompt, cfg, **kwargs)

@@ -11,7 +11,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from claude_autoharness.daemon.reflect.backends.base import (
+from ..prompt import TOOL_NAME, Prompt, tool_definition
+from .base import (
     PermanentError,
     ReflectResult,
     TransientError,
@@ -20,7 +21,6 @@ from claude_autoharness.daemon.reflect.backends.base import (
     empty_usage,
     feedback_of,
 )
-from claude_autoharness.daemon.reflect.prompt import TOOL_NAME, Prompt, tool_definition
 
 CACHE = {"type": "ephemeral"}
 

@@ -9,8 +9,8 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import claude_autoharness.daemon.reflect.backends.endpoints as endpoints
-import claude_autoharness.daemon.reflect.backends.routing as routing
+from . import endpoints as endpoints
+from . import routing as routing
 
 BACKENDS = ("anthropic", "claude", "openai")
 NO_BACKEND = "no reflector backend"

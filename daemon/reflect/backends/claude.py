@@ -20,7 +20,9 @@ import threading
 import time
 from collections.abc import Mapping
 
-from claude_autoharness.daemon.reflect.backends.base import (
+from ....protocol import paths, private
+from ..prompt import Prompt
+from .base import (
     PermanentError,
     ReflectResult,
     TransientError,
@@ -30,8 +32,6 @@ from claude_autoharness.daemon.reflect.backends.base import (
     feedback_of,
     find_claude,
 )
-from claude_autoharness.daemon.reflect.prompt import Prompt
-from claude_autoharness.protocol import paths, private
 
 # The parent's identity must not leak into the child: Claude Code would otherwise treat it as
 # part of the user's session (and the hook client would count it).

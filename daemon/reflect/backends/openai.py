@@ -24,7 +24,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
-from claude_autoharness.daemon.reflect.backends.base import (
+from ..prompt import TOOL_DESCRIPTION, TOOL_NAME, Prompt
+from .base import (
     PermanentError,
     ReflectResult,
     TransientError,
@@ -33,8 +34,7 @@ from claude_autoharness.daemon.reflect.backends.base import (
     empty_usage,
     feedback_of,
 )
-from claude_autoharness.daemon.reflect.backends.endpoints import is_loopback, mode_in_use, remember
-from claude_autoharness.daemon.reflect.prompt import TOOL_DESCRIPTION, TOOL_NAME, Prompt
+from .endpoints import is_loopback, mode_in_use, remember
 
 MODES = ("tools", "json_schema")
 _REFUSED_STATUSES = (400, 404, 422, 501)  # how endpoints without tool support answer

@@ -9,7 +9,7 @@ the reflector config that kind of work runs with, so every backend reads its set
 
 import msgspec
 
-from claude_autoharness.daemon.reflect.backends.endpoints import is_loopback
+from .endpoints import is_loopback
 
 KINDS = ("reflect", "learn", "curate", "repair")
 
