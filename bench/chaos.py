@@ -22,6 +22,8 @@ from pathlib import Path
 
 from _common import BIN, stop, temp_home
 
+from claude_autoharness.daemon.sessions import Session
+
 HOOK = str(BIN / "autoharness-hook")
 
 
@@ -189,14 +191,17 @@ def run(mode: str, args) -> dict:
             killer.proc.kill()
             killer.proc.wait()
             hung = True
-    snap = json.loads(open(os.path.join(env["AUTOHARNESS_HOME"], "state",
-                                        "snapshot.json"), "rb").read())
+    with open(os.path.join(env["AUTOHARNESS_HOME"], "state", "snapshot.json"), "rb") as f:
+        snap = json.loads(f.read())
+    # the snapshot holds its sessions as rows of the Session's fields (older ones: by id)
+    rows = {row[0]: dict(zip(Session.__struct_fields__, row, strict=True))
+            for row in snap.get("session_rows", [])}
     if not hung:  # else its log stays for a look
         stop(None, d)
     lost = double = counted = 0
     for sid in events:
         n_sent = sent[(sid, "PreToolUse")]
-        s = snap["sessions"].get(sid, {})
+        s = rows.get(sid) or snap.get("sessions", {}).get(sid, {})
         n = s.get("calls_hook", 0) + s.get("calls_transcript", 0)
         counted += n
         lost += max(0, n_sent - n)
