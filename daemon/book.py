@@ -37,7 +37,7 @@ import structlog
 from ..protocol import paths
 from . import sessions as sm
 from . import tokens
-from .capture.packet import CaptureStats, Packet
+from .capture.packet import Packet, count_window
 from .jobchanges import JobBook, created_by
 from .persist import document
 from .persist import state as st
@@ -67,7 +67,7 @@ def _light(session: sm.Session | None) -> sm.Session | None:
 
 class Book(JobBook):
     def __init__(self, *, clock: Callable[[], float],
-                 tables: Callable[[], dict[str, dict]] = dict,
+                 tables: Callable[[], dict[str, object]] = dict,
                  retention_s: Callable[[], float] | None = None):
         """`tables()` is called before each persist: the parts' tables (State field name -> its
         value), which the book copies into the state (a table left out keeps its previous copy);
@@ -75,7 +75,6 @@ class Book(JobBook):
         self.clock = clock
         self.state = st.State()
         self.journal: Journal[st.Record] = Journal(paths.journal_file(), st.Record)
-        self.capture_stats = CaptureStats()
         self.dirty = False
         self.last_snapshot_at: float | None = None
         self.health = PersistenceHealth(clock)  # a failing state dir, said in status
@@ -123,7 +122,6 @@ class Book(JobBook):
         for eid in apply_records(self.state, records):
             self.remember(eid)
         self._last_pass = len(self.seen)
-        self.capture_stats.from_state(self.state.capture)
         self.parts.reset(self.state)  # what is on disk now
         for job in self.state.jobs.values():
             if job.status == "running":
@@ -181,7 +179,6 @@ class Book(JobBook):
         """Append what changed outside the per-change records (on the loop): pruning, the
         sessions marked changed, the snapshot fields' changed leaves."""
         self._copy_tables()
-        self.state.capture = self.capture_stats.to_state()
         if self.prune_due():
             self._pruned_at = self.clock()
             self._prune()
@@ -203,7 +200,6 @@ class Book(JobBook):
         """The snapshot and the journal seq it covers; the journal moves on to a new segment
         (on the loop, between appends: the snapshot covers every closed segment)."""
         self._copy_tables()
-        self.state.capture = self.capture_stats.to_state()
         self.state.seen_ids = list(self.seen)
         self.state.journal_seq = self.journal.seq
         data = seal(encoder.encode(st.packed(self.state)))
@@ -374,11 +370,13 @@ class Book(JobBook):
         self.dirty = True
 
     def captured(self, packet: Packet, session_id: str = "") -> None:
-        self.capture_stats.add(packet, session_id)
+        count_window(self.state.capture, packet, session_id)
         self.dirty = True
 
     def refused(self, path: str, reason: str) -> None:
-        self.capture_stats.refuse(path, reason, self.clock())
+        """A transcript path that was not read (see `capture.source`)."""
+        self.state.capture.refused += 1
+        self.state.capture.last_refused = st.Refusal(path, reason, self.clock())
         self.dirty = True
 
     def peer_rejected(self) -> None:

@@ -45,6 +45,7 @@ from .learnings.markers import MarkerIndexer
 from .listener import Connections
 from .live import Live, fixed_changes
 from .persist import quarantine
+from .persist import state as st
 from .projects import ProjectSwitches
 from .proposals import Finding
 from .reflect import backends
@@ -157,9 +158,9 @@ class Daemon:
         state = self.book.state
         self.intents.load()
         self.reflected.load()
-        self.watcher.from_state(state.watcher.get("tails", {}))
-        self.transcripts.from_state(state.watcher.get("index", {}))
-        self.markers.restore(state.markers)
+        self.watcher.from_state(state.watcher.tails)
+        self.transcripts.from_state(state.watcher.index)
+        self.markers.restore(state.markers.projects)
         for landing in self.live.promoter.recover():
             if landing.intent_id and self.intents.get(landing.intent_id) is not None:
                 status = "landed" if landing.result == "completed" else "rejected"
@@ -172,14 +173,13 @@ class Daemon:
         for root in self.book.state.turns.projects:  # counts for status from the start
             self.review.mark_due(root)
 
-    def _tables(self) -> dict[str, dict]:
+    def _tables(self) -> dict[str, object]:
         # The watcher's tables change in worker threads; copy them only between scans (if a
         # scan is running, the previous copy stands: offsets a moment old are re-read safely).
-        out = {"markers": self.markers.to_state()}
+        out: dict[str, object] = {"markers": st.Markers(self.markers.to_state())}
         if self.watcher.lock.acquire(blocking=False):
             try:
-                out["watcher"] = {"tails": self.watcher.to_state(),
-                                  "index": self.transcripts.to_state()}
+                out["watcher"] = st.Watcher(self.watcher.to_state(), self.transcripts.to_state())
             finally:
                 self.watcher.lock.release()
         return out

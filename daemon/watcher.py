@@ -9,8 +9,8 @@ that shrank or changed inode was rewritten: its indexers are reset and it is re-
 bounded tail.
 
 The first indexer is `TranscriptIndex` (path → size, inode, mtime, last growth time). Offsets
-and the index persist through `to_state()` / `from_state()` (plain dicts for the daemon's
-snapshot), so a restart reads only what is new.
+and the index persist through `to_state()` / `from_state()` (the snapshot's typed `Watcher`
+table), so a restart reads only what is new.
 
 `scan_path` / `scan_until_done` are plain blocking functions (tests and benchmarks call them
 directly); `run()` drives them from `watchfiles.awatch` with every read in a worker thread.
@@ -32,6 +32,7 @@ from .capture.source import (
     stat_transcript,
     walk_transcripts,
 )
+from .persist import state as st
 
 log = structlog.get_logger("autoharness.watcher")
 
@@ -117,35 +118,16 @@ class TranscriptIndex:
         return {"transcripts": len(self.entries), "bytes_indexed": self.bytes_indexed,
                 "last_event_at": self.last_event_at}
 
-    def to_state(self) -> dict:
-        return {
-            "v": 1,
-            "bytes_indexed": self.bytes_indexed,
-            "last_event_at": self.last_event_at,
-            "entries": {p: [e.size, e.inode, e.mtime, e.last_growth_at, e.bytes_indexed]
-                        for p, e in self.entries.items()},
-        }
+    def to_state(self) -> st.Index:
+        return st.Index(self.bytes_indexed, self.last_event_at, {
+            p: st.Transcript(e.size, e.inode, e.mtime, e.last_growth_at, e.bytes_indexed)
+            for p, e in self.entries.items()})
 
-    def from_state(self, state: dict) -> None:
-        """Load what `to_state` produced; malformed parts are skipped, never fatal."""
-        if not isinstance(state, dict):
-            return
-        self.bytes_indexed = _int(state.get("bytes_indexed"))
-        last = state.get("last_event_at")
-        self.last_event_at = float(last) if isinstance(last, (int, float)) else None
-        entries = state.get("entries")
-        for path, row in (entries.items() if isinstance(entries, dict) else ()):
-            try:
-                size, inode, mtime, growth, nbytes = row
-                e = self._entry(str(path))
-                e.size, e.inode, e.mtime = int(size), int(inode), float(mtime)
-                e.last_growth_at, e.bytes_indexed = float(growth), int(nbytes)
-            except (TypeError, ValueError):
-                continue
-
-
-def _int(v) -> int:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+    def from_state(self, state: st.Index) -> None:
+        self.bytes_indexed, self.last_event_at = state.bytes_indexed, state.last_event_at
+        for path, r in state.entries.items():
+            self.entries[path] = TranscriptEntry(r.size, r.inode, r.mtime, r.last_growth_at,
+                                                 r.bytes_indexed)
 
 
 # ---- the watcher ----------------------------------------------------------------------------
@@ -354,18 +336,12 @@ class TranscriptWatcher:
 
     # -- persistence --
 
-    def to_state(self) -> dict:
-        return {"v": 1, "files": {p: [t.offset, t.inode] for p, t in self._tails.items()}}
+    def to_state(self) -> st.Tails:
+        return st.Tails({p: st.Tail(t.offset, t.inode) for p, t in self._tails.items()})
 
-    def from_state(self, state: dict) -> None:
-        """Offsets from `to_state`; malformed parts are skipped, never fatal."""
-        files = state.get("files") if isinstance(state, dict) else None
-        for path, row in (files.items() if isinstance(files, dict) else ()):
-            try:
-                offset, inode = row
-                self._tails[str(path)] = _Tail(max(0, int(offset)), int(inode))
-            except (TypeError, ValueError):
-                continue
+    def from_state(self, state: st.Tails) -> None:
+        for path, t in state.files.items():
+            self._tails[path] = _Tail(max(0, t.offset), t.inode)
 
     def stats(self) -> dict:
         return {"files": len(self._tails), "refused": len(self.refused),

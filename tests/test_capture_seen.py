@@ -4,10 +4,13 @@ and `status` say how much of a session the reflector saw. Over real transcripts.
 import json
 import os
 
+import msgspec
+
 from claude_autoharness.client.verbs.status import seen_share
 from claude_autoharness.daemon.capture.digest import MARK_NOTE
-from claude_autoharness.daemon.capture.packet import CaptureStats, build_packet, coverage
+from claude_autoharness.daemon.capture.packet import build_packet, capture_summary, count_window, coverage
 from claude_autoharness.daemon.capture.redact import default_redactor
+from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.protocol.config import CaptureConfig
 from conftest import CORPUS, REAL
 
@@ -94,18 +97,17 @@ def test_status_counts_per_session_how_much_was_seen(short_tmp):
     seen; they survive a restart and `status` shows them as window/digest shares."""
     path = short_tmp / "t.jsonl"
     path.write_bytes(OLD.read_bytes())
-    stats = CaptureStats()
+    stats = st.Capture()
     small = build_packet(path, 0, CaptureConfig(max_window_bytes=40_000), default_redactor())
     whole = build_packet(path, small.watermark_to, CaptureConfig(), default_redactor())
-    stats.add(small, "s1")
-    stats.add(whole, "s1")
-    seen = stats.seen_of("s1")
+    count_window(stats, small, "s1")
+    count_window(stats, whole, "s1")
+    seen = stats.seen["s1"]
     assert seen["windows"] == 2 and seen["bytes"] == path.stat().st_size
     assert seen["digest_bytes"] == small.dropped_bytes - small.unseen_bytes > 0
-    again = CaptureStats()
-    again.from_state(json.loads(json.dumps(stats.to_state())))
-    assert again.seen_of("s1") == seen and again.to_dict() == stats.to_dict()
-    assert stats.to_dict()["bytes_digest_only"] == seen["digest_bytes"]
+    again = msgspec.json.decode(msgspec.json.encode(stats), type=st.Capture)  # a snapshot's
+    assert again.seen["s1"] == seen and capture_summary(again) == capture_summary(stats)
+    assert capture_summary(stats)["bytes_digest_only"] == seen["digest_bytes"]
     share = seen_share(seen)
     sent = 100 * seen["window_bytes"] // seen["bytes"]
     assert share == f"{sent}%/{100 * seen['digest_bytes'] // seen['bytes']}%" and sent < 100

@@ -228,7 +228,13 @@ def test_packet_is_redacted_window_plus_digest(short_tmp):
     to JSON, renders for a person, and feeds the capture status counters."""
     import msgspec
 
-    from claude_autoharness.daemon.capture.packet import CaptureStats, Packet, format_packet
+    from claude_autoharness.daemon.capture.packet import (
+        Packet,
+        capture_summary,
+        count_window,
+        format_packet,
+    )
+    from claude_autoharness.daemon.persist.state import Capture
 
     token = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
     path = short_tmp / "t.jsonl"
@@ -247,14 +253,13 @@ def test_packet_is_redacted_window_plus_digest(short_tmp):
     assert msgspec.json.decode(msgspec.json.encode(p), type=Packet) == p
     text = format_packet(p)
     assert "--- digest" in text and "--- window ---" in text and "github_token=2" in text
-    stats = CaptureStats()
-    stats.add(p)
-    stats.add(build_packet(path, path.stat().st_size + 1, CaptureConfig(), default_redactor()))
-    d = stats.to_dict()
+    stats = Capture()
+    count_window(stats, p)
+    count_window(stats, build_packet(path, path.stat().st_size + 1, CaptureConfig(),
+                                     default_redactor()))
+    d = capture_summary(stats)
     assert d["windows_cut"] == 2 and d["fallbacks"] == 1 and d["redactions"]["github_token"] >= 2
-    again = CaptureStats()
-    again.from_state(stats.to_state())
-    assert again.to_dict() == d
+    assert msgspec.json.decode(msgspec.json.encode(stats), type=Capture) == stats
 
 
 def test_tail_start_is_a_line_start_near_the_end(short_tmp):

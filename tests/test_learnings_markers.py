@@ -7,6 +7,7 @@ import msgspec
 import pytest
 
 from claude_autoharness.daemon.learnings import markers as mk
+from claude_autoharness.daemon.persist import state as st
 from conftest import REAL, copy_corpus
 from marker_support import (
     REAL_A,
@@ -136,15 +137,20 @@ def test_indexer_reset_forgets_a_rewritten_file(home):
 
 
 def test_indexer_state_round_trip_and_garbage(home):
-    """`to_state()` is plain JSON-able data that `from_state()` restores; unreadable state
-    yields an empty indexer, never an error."""
+    """`to_state()` through the snapshot's typed `Markers` table is what `restore()` takes
+    back; an ill-typed table does not decode (never half-loaded), an older one's `files`
+    table of offsets is ignored."""
     ix = mk.MarkerIndexer()
     ix.feed(str(home["claude"] / "projects" / "-p" / "a.jsonl"), 0, fixture_bytes())
-    again = mk.MarkerIndexer.from_state(json.loads(json.dumps(ix.to_state())))
+    table = msgspec.json.decode(msgspec.json.encode(st.Markers(ix.to_state())), type=st.Markers)
+    again = mk.MarkerIndexer()
+    again.restore(table.projects)
     assert again.markers("-p") == ix.markers("-p")
     assert again.slugs() == ["-p"]
-    for junk in (None, [], {"projects": 3}, {"projects": {"-p": [{"id": 1}], "-q": "x"}}):
-        assert mk.MarkerIndexer.from_state(junk).slugs() == []
+    for junk in ([], {"projects": 3}, {"projects": {"-p": [{"id": 1}]}}, {"projects": {"-q": "x"}}):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(junk, st.Markers)
+    assert msgspec.convert({"files": {"/m/x": {"offset": 12}}}, st.Markers) == st.Markers()
 
 
 def test_unprocessed_honours_ids_and_atl_first_line_ids():

@@ -3,8 +3,10 @@
 import os
 
 import anyio
+import msgspec
 import pytest
 
+from claude_autoharness.daemon.persist import state as st
 from claude_autoharness.daemon.watcher import TranscriptIndex, TranscriptWatcher
 from conftest import REAL
 
@@ -154,14 +156,16 @@ def test_a_line_longer_than_a_pass_is_skipped(short_tmp):
 
 
 def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
-    """Offsets and the index survive to_state/from_state (plain dicts): after a restart only
-    bytes appended since are read."""
+    """Offsets and the index survive to_state/from_state through the snapshot's encoding (its
+    typed `Watcher` table): after a restart only bytes appended since are read."""
     projects, index, _, w = _setup(short_tmp)
     path = projects / "-home-u-proj" / "s.jsonl"
     lines = _lines("spotter/tool_heavy.jsonl")
     path.write_bytes(b"".join(lines[:20]))
     w.scan_until_done(path)
-    wstate, istate = w.to_state(), index.to_state()
+    table = msgspec.json.decode(msgspec.json.encode(st.Watcher(w.to_state(), index.to_state())),
+                                type=st.Watcher)
+    wstate, istate = table.tails, table.index
     index2, rec2 = TranscriptIndex(), Recorder()
     index2.from_state(istate)
     w2 = TranscriptWatcher(projects, [index2, rec2])
@@ -173,8 +177,10 @@ def test_state_round_trip_means_a_restart_reads_only_new_bytes(short_tmp):
     assert w2.bytes_read == len(tail)
     assert rec2.fed[str(path)] == [(len(b"".join(lines[:20])), tail)]
     assert index2.get(str(path)).bytes_indexed == path.stat().st_size
-    w2.from_state({"files": {"x": "garbage"}})  # malformed state is skipped, not fatal
-    index2.from_state({"entries": {"y": [1]}, "bytes_indexed": "no"})
+    for junk in ({"tails": {"files": {"x": "garbage"}}},  # ill-typed: never half-loaded
+                 {"index": {"entries": {"y": [1, "no"]}}}, {"index": {"bytes_indexed": "no"}}):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(junk, st.Watcher)
 
 
 def test_catch_up_lists_newest_first_within_the_lookback(short_tmp):

@@ -10,7 +10,10 @@ a turn's final answer the transcript does not hold yet is carried as the window'
 import os
 from collections.abc import Container, Sequence
 
+import msgspec
+
 from ...protocol.replies import Packet
+from ..persist import state as st
 from .digest import build_digest
 from .final import final_record
 from .kind import check_transcript
@@ -144,8 +147,6 @@ def seen_text(cov: dict[str, int]) -> str:
 
 
 MAX_SEEN_SESSIONS = 1_000  # sessions whose coverage is kept (the oldest go first)
-_SEEN_KEYS = ("windows", "bytes", "window_bytes", "summarised_bytes", "digest_bytes",
-              "unseen_bytes")
 
 
 def coverage(p: Packet) -> dict[str, int]:
@@ -157,77 +158,29 @@ def coverage(p: Packet) -> dict[str, int]:
             "digest_bytes": p.dropped_bytes - p.unseen_bytes, "unseen_bytes": p.unseen_bytes}
 
 
-class CaptureStats:
-    """Counters for `status --json` → `capture: {windows_cut, bytes_dropped, fallbacks,
-    bookkeeping_records, bookkeeping_bytes, bytes_digest_only, bytes_unseen, redactions}`, and
-    per session (`seen_of`) how much of what its windows spanned the reflector saw."""
+def count_window(c: st.Capture, p: Packet, session_id: str = "") -> None:
+    """A window cut, counted in the state's capture table (`status --json` → `capture`), and
+    for its session (`seen`, the newest MAX_SEEN_SESSIONS kept) how much of what it spanned
+    the reflector saw."""
+    c.windows_cut += 1
+    c.bytes_dropped += p.dropped_bytes
+    c.fallbacks += p.fallback
+    c.bookkeeping_records += p.bookkeeping_records
+    c.bookkeeping_bytes += p.bookkeeping_bytes
+    cov = coverage(p)
+    c.bytes_digest_only += cov["digest_bytes"]
+    c.bytes_unseen += cov["unseen_bytes"]
+    _add(c.redactions, p.redactions)
+    if session_id:
+        mine = c.seen.pop(session_id, {})  # re-inserted: newest last
+        _add(mine, cov)
+        c.seen[session_id] = mine
+        while len(c.seen) > MAX_SEEN_SESSIONS:
+            del c.seen[next(iter(c.seen))]
 
-    def __init__(self):
-        self.windows_cut = 0
-        self.bytes_dropped = 0
-        self.fallbacks = 0
-        self.bookkeeping_records = 0
-        self.bookkeeping_bytes = 0
-        self.bytes_digest_only = 0
-        self.bytes_unseen = 0
-        self.redactions: dict[str, int] = {}
-        self.refused = 0
-        self.last_refused: dict | None = None  # {path, reason, at}
-        self.seen: dict[str, dict[str, int]] = {}  # session id -> summed `coverage`
 
-    def refuse(self, path: str, reason: str, now: float) -> None:
-        """A transcript path that was not read (see `source.resolve`)."""
-        self.refused += 1
-        self.last_refused = {"path": path, "reason": reason, "at": now}
-
-    def add(self, p: Packet, session_id: str = "") -> None:
-        self.windows_cut += 1
-        self.bytes_dropped += p.dropped_bytes
-        self.fallbacks += p.fallback
-        self.bookkeeping_records += p.bookkeeping_records
-        self.bookkeeping_bytes += p.bookkeeping_bytes
-        cov = coverage(p)
-        self.bytes_digest_only += cov["digest_bytes"]
-        self.bytes_unseen += cov["unseen_bytes"]
-        _add(self.redactions, p.redactions)
-        if session_id:
-            mine = self.seen.pop(session_id, {})  # re-inserted: newest last
-            _add(mine, cov)
-            self.seen[session_id] = mine
-            while len(self.seen) > MAX_SEEN_SESSIONS:
-                del self.seen[next(iter(self.seen))]
-
-    def seen_of(self, session_id: str) -> dict[str, int]:
-        """The session's windows so far: bytes spanned, and how they were seen."""
-        return dict(self.seen.get(session_id) or {})
-
-    def to_dict(self) -> dict:
-        return {"windows_cut": self.windows_cut, "bytes_dropped": self.bytes_dropped,
-                "fallbacks": self.fallbacks, "bookkeeping_records": self.bookkeeping_records,
-                "bookkeeping_bytes": self.bookkeeping_bytes,
-                "bytes_digest_only": self.bytes_digest_only, "bytes_unseen": self.bytes_unseen,
-                "redactions": dict(self.redactions),
-                "refused": self.refused, "last_refused": self.last_refused}
-
-    def to_state(self) -> dict:
-        return {**self.to_dict(), "seen": {k: dict(v) for k, v in self.seen.items()}}
-
-    def from_state(self, state: dict) -> None:
-        if not isinstance(state, dict):
-            return
-        for key in ("windows_cut", "bytes_dropped", "fallbacks", "bookkeeping_records",
-                    "bookkeeping_bytes", "bytes_digest_only", "bytes_unseen", "refused"):
-            v = state.get(key)
-            if isinstance(v, int) and not isinstance(v, bool):
-                setattr(self, key, v)
-        last = state.get("last_refused")
-        if isinstance(last, dict):
-            self.last_refused = last
-        red = state.get("redactions")
-        if isinstance(red, dict):
-            self.redactions = {str(k): v for k, v in red.items() if isinstance(v, int)}
-        seen = state.get("seen")
-        if isinstance(seen, dict):
-            self.seen = {str(k): {n: v[n] for n in _SEEN_KEYS if isinstance(v.get(n), int)}
-                         for k, v in list(seen.items())[-MAX_SEEN_SESSIONS:]
-                         if isinstance(v, dict)}
+def capture_summary(c: st.Capture) -> dict:
+    """`status --json` → `capture`: every counter, without the sessions' `seen`."""
+    out = msgspec.to_builtins(c)
+    del out["seen"]
+    return out

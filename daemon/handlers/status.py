@@ -17,6 +17,7 @@ from ...protocol import replies as r
 from ...protocol.config import autostarted
 from .. import spool
 from ..book import Book
+from ..capture.packet import capture_summary
 from ..deliveries import Deliveries
 from ..intents import IntentQueue
 from ..learnings import report as lreport
@@ -88,7 +89,7 @@ class StatusReport:
                               last_event_at=s.last_event_at,
                               calls=r.CallCounts(hook=s.calls_hook, transcript=s.calls_transcript),
                               subagent_calls=s.subagent_calls,
-                              seen=self.book.capture_stats.seen_of(s.session_id))
+                              seen=dict(self.book.state.capture.seen.get(s.session_id, {})))
                 for s in newest], len(live)
 
     def _from_files(self) -> tuple[int, r.LearningsInfo, dict, list[str]]:
@@ -122,7 +123,7 @@ class StatusReport:
                                           failing=self.book.health.failing()),
             watcher={**self.src.transcripts.stats(), "watching": self.src.watcher.watching,
                      "refused": len(self.src.watcher.refused)},
-            capture=self.book.capture_stats.to_dict(),
+            capture=capture_summary(self.book.state.capture),
             intents=self.src.intents.counts(),
             reflector=r.ReflectorInfo(
                 backend=avail["backend"], configured=rcfg.backend,

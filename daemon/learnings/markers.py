@@ -16,8 +16,6 @@ import re
 import threading
 from collections.abc import Container, Iterable, Sequence
 
-import msgspec
-
 from ...protocol import paths
 from ...protocol.replies import MarkerInfo
 from ..capture.records import Record, main_assistant
@@ -284,36 +282,16 @@ class MarkerIndexer:
         """Markers of `slug` whose id (or atl-compatible id) is not among `processed_ids`."""
         return [m for m in self.markers(slug) if not is_processed(m, processed_ids)]
 
-    def to_state(self) -> dict:
+    def to_state(self) -> dict[str, list[Marker]]:
+        """The markers per slug: the snapshot's `Markers.projects`."""
         with self._lock:
-            return {"version": 1,
-                    "projects": {s: [msgspec.to_builtins(m) for m in known.values()]
-                                 for s, known in self._by_slug.items() if known}}
+            return {s: list(known.values()) for s, known in self._by_slug.items() if known}
 
-    def restore(self, state: object) -> None:
-        """Replace what this indexer holds with `to_state()` output (see `from_state`)."""
-        loaded = type(self).from_state(state)
+    def restore(self, projects: dict[str, list[Marker]]) -> None:
+        """Replace what this indexer holds with `to_state()` output."""
+        by_slug = {s: {m.id: m for m in dedupe(items)} for s, items in projects.items()}
         with self._lock:
-            self._by_slug = loaded._by_slug
-
-    @classmethod
-    def from_state(cls, state: object) -> "MarkerIndexer":
-        """Rebuild from `to_state()` output; anything unreadable is skipped, never fatal."""
-        ix = cls()
-        projects = state.get("projects") if isinstance(state, dict) else None
-        if not isinstance(projects, dict):
-            return ix
-        for slug, items in projects.items():
-            if not isinstance(items, list):
-                continue
-            known = ix._by_slug.setdefault(str(slug), {})
-            for item in items:
-                try:
-                    m = msgspec.convert(item, Marker)
-                except msgspec.ValidationError:
-                    continue
-                known.setdefault(m.id, m)
-        return ix
+            self._by_slug = by_slug
 
 
 def is_processed(m: Marker, processed_ids: Container[str]) -> bool:

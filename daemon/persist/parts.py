@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from .journal import encoder
-from .state import PartsRecord, State
+from .state import Leaf, PartsRecord, State
 
 _OWN_RECORDS = frozenset({"schema", "journal_seq", "sessions", "jobs", "turns", "seen_ids"})
 
@@ -37,11 +37,11 @@ class Parts:
         """What `state` holds is durable (just loaded, or just snapshotted)."""
         self._written = self.leaves(state)
 
-    def changes(self, state: State) -> tuple[list[tuple[list[str], msgspec.Raw]], list[list[str]]]:
+    def changes(self, state: State) -> tuple[list[tuple[list[str], Leaf]], list[list[str]]]:
         """What changed since the last `changes` (or `reset`); taken as written."""
         now = self.leaves(state)
         old = self._written
-        put = [(list(k), msgspec.Raw(v)) for k, v in now.items() if old.get(k) != v]
+        put = [(list(k), msgspec.json.decode(v)) for k, v in now.items() if old.get(k) != v]
         gone = [list(k) for k in old if k not in now]
         self._written = now
         return put, gone
@@ -87,11 +87,11 @@ class PartsReplay:
                 continue
             self._field(path[0])
             _unset(self.work, path)
-        for path, raw in rec.set:
+        for path, value in rec.set:
             if path[0] not in self.fields:
                 continue  # a field a later version added: not ours to keep
             self._field(path[0])
-            _set(self.work, path, msgspec.json.decode(raw))
+            _set(self.work, path, value)
 
     def count_event(self, kind: str) -> None:
         if "events" not in self.work:

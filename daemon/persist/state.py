@@ -8,12 +8,21 @@ Records carry post-states, so applying one twice is harmless; a session's post-s
 without its `tool_ids`, whose additions travel in `calls` (a record stays small however many
 calls the session remembers).
 
+The tables other parts keep (`Watcher`, `Markers`, `Capture`) are typed like the rest: a field
+an older version wrote that they no longer have is ignored, and a value not of its type makes
+the snapshot or the record unreadable (set aside), never half-trusted.
+
 A snapshot (`Snapshot`, written `packed`, read `unpacked`) keeps its sessions as rows of values
 without field names: a third of its size, so it is rewritten less often for the same restart.
 """
 
+import functools
+import types
+from typing import get_args, get_origin
+
 import msgspec
 
+from ..learnings.markers import Marker
 from ..sessions import Job, Session
 from .journal import Sequenced
 
@@ -46,6 +55,69 @@ class Turns(msgspec.Struct, kw_only=True):
         return self.user if layer == "user" else self.projects.get(project or "", 0)
 
 
+class Tail(msgspec.Struct, array_like=True):
+    """How far the watcher read a transcript, and the file's inode then."""
+
+    offset: int = 0
+    inode: int = 0
+
+
+class Tails(msgspec.Struct):
+    files: dict[str, Tail] = {}
+
+
+class Transcript(msgspec.Struct, array_like=True):
+    """What the transcript index knows of one transcript."""
+
+    size: int = 0
+    inode: int = 0
+    mtime: float = 0.0
+    last_growth_at: float = 0.0
+    bytes_indexed: int = 0
+
+
+class Index(msgspec.Struct):
+    bytes_indexed: int = 0
+    last_event_at: float | None = None
+    entries: dict[str, Transcript] = {}
+
+
+class Watcher(msgspec.Struct):
+    """The transcript watcher's offsets and its index (older versions' `tails` keyed by path
+    are ignored: those transcripts are read again)."""
+
+    tails: Tails = msgspec.field(default_factory=Tails)
+    index: Index = msgspec.field(default_factory=Index)
+
+
+class Markers(msgspec.Struct):
+    """The markers found per project slug (an older `files` table of offsets is ignored)."""
+
+    projects: dict[str, list[Marker]] = {}
+
+
+class Refusal(msgspec.Struct):
+    path: str = ""
+    reason: str = ""
+    at: float = 0.0
+
+
+class Capture(msgspec.Struct, kw_only=True):
+    """The capture counters status shows, and per session what its windows spanned."""
+
+    windows_cut: int = 0
+    bytes_dropped: int = 0
+    fallbacks: int = 0
+    bookkeeping_records: int = 0
+    bookkeeping_bytes: int = 0
+    bytes_digest_only: int = 0
+    bytes_unseen: int = 0
+    redactions: dict[str, int] = {}
+    refused: int = 0
+    last_refused: Refusal | None = None
+    seen: dict[str, dict[str, int]] = {}
+
+
 class State(msgspec.Struct, kw_only=True):
     """The daemon's state; on disk as its `Snapshot`."""
 
@@ -58,16 +130,40 @@ class State(msgspec.Struct, kw_only=True):
     events: Counters = msgspec.field(default_factory=Counters)
     paused: bool = False
     tokens: dict[str, int] = {}  # "total", "day:YYYY-MM-DD" and "day:YYYY-MM-DD/<backend>"
-    watcher: dict = {}
-    markers: dict = {}
+    watcher: Watcher = msgspec.field(default_factory=Watcher)
+    markers: Markers = msgspec.field(default_factory=Markers)
     project_marks: dict[str, float] = {}  # project root -> last SessionStart promoter summary
-    capture: dict = {}
+    capture: Capture = msgspec.field(default_factory=Capture)
     turns: Turns = msgspec.field(default_factory=Turns)
     reflections_since_curate: int = 0  # reflection jobs done since the curator last ran
     seen_ids: list[str] = []  # the most recent event ids, oldest first
 
 
 # ---- the journal's records ----------------------------------------------------------------
+
+Leaf = bool | int | float | str | list | dict | None  # a leaf of a table, as JSON has it
+
+
+def type_at(path: list[str]) -> object | None:
+    """The type `State` gives `path` (a field name, then a key per table level down); None for
+    one it does not know (a later version's field, an older shape's key)."""
+    t: object = State
+    for key in path:
+        if get_origin(t) is dict:
+            t = get_args(t)[1]
+        elif (t := _field_types(t).get(key)) is None:
+            return None
+    return t
+
+
+@functools.cache
+def _field_types(t: object) -> dict[str, object]:
+    if isinstance(t, types.UnionType):  # `X | None`: X's
+        t = next(a for a in get_args(t) if a is not types.NoneType)
+    if isinstance(t, type) and issubclass(t, msgspec.Struct):
+        return {f.name: f.type for f in msgspec.structs.fields(t)}
+    return {}
+
 
 class EventRecord(Sequenced, tag="event"):
     """One acknowledged hook event: its id and kind (its counters travel with it), the
@@ -103,11 +199,18 @@ class JobsRecord(Sequenced, tag="job"):
 class PartsRecord(Sequenced, tag="parts"):
     """What changed outside the other records: sessions changed outside an event, and the
     snapshot's other fields' changed leaves as (path, value) pairs set and paths deleted (a
-    path starts with a `State` field name)."""
+    path starts with a `State` field name). A value not of the type its path has in `State`
+    makes the record unreadable; a path `State` does not know is not checked (replay drops
+    it)."""
 
     sessions: list[Session] = []
-    set: list[tuple[list[str], msgspec.Raw]] = []
+    set: list[tuple[list[str], Leaf]] = []
     unset: list[list[str]] = []
+
+    def __post_init__(self):
+        for path, value in self.set:
+            if (t := type_at(path)) is not None:
+                msgspec.convert(value, t)
 
 
 class ForgetRecord(Sequenced, tag="forget"):
