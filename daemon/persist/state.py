@@ -149,20 +149,22 @@ def type_at(path: list[str]) -> object | None:
     one it does not know (a later version's field, an older shape's key)."""
     t: object = State
     for key in path:
-        if get_origin(t) is dict:
-            t = get_args(t)[1]
-        elif (t := _field_types(t).get(key)) is None:
+        every, fields = _children(t)
+        if (t := every or fields.get(key)) is None:
             return None
     return t
 
 
 @functools.cache
-def _field_types(t: object) -> dict[str, object]:
-    if isinstance(t, types.UnionType):  # `X | None`: X's
+def _children(t: object) -> tuple[object, dict[str, object]]:
+    """The type of a dict's every value, or a Struct's (`X | None`: X's) fields' types."""
+    if get_origin(t) is dict:
+        return get_args(t)[1], {}
+    if isinstance(t, types.UnionType):
         t = next(a for a in get_args(t) if a is not types.NoneType)
     if isinstance(t, type) and issubclass(t, msgspec.Struct):
-        return {f.name: f.type for f in msgspec.structs.fields(t)}
-    return {}
+        return None, {f.name: f.type for f in msgspec.structs.fields(t)}
+    return None, {}
 
 
 class EventRecord(Sequenced, tag="event"):
