@@ -17,6 +17,7 @@ directly); `run()` drives them from `watchfiles.awatch` with every read in a wor
 anyio and watchfiles are imported inside `run()` only.
 """
 
+import copy
 import os
 import threading
 import time
@@ -62,13 +63,7 @@ class Indexer(Protocol):
 
 # ---- the transcript index -------------------------------------------------------------------
 
-@dataclass
-class TranscriptEntry:
-    size: int = 0
-    inode: int = 0
-    mtime: float = 0.0
-    last_growth_at: float = 0.0  # when the file was last seen growing (clock time)
-    bytes_indexed: int = 0
+TranscriptEntry = st.Transcript  # as the snapshot keeps it
 
 
 class TranscriptIndex:
@@ -119,15 +114,12 @@ class TranscriptIndex:
                 "last_event_at": self.last_event_at}
 
     def to_state(self) -> st.Index:
-        return st.Index(self.bytes_indexed, self.last_event_at, {
-            p: st.Transcript(e.size, e.inode, e.mtime, e.last_growth_at, e.bytes_indexed)
-            for p, e in self.entries.items()})
+        entries = {p: copy.copy(e) for p, e in self.entries.items()}  # the scans change these
+        return st.Index(self.bytes_indexed, self.last_event_at, entries)
 
     def from_state(self, state: st.Index) -> None:
         self.bytes_indexed, self.last_event_at = state.bytes_indexed, state.last_event_at
-        for path, r in state.entries.items():
-            self.entries[path] = TranscriptEntry(r.size, r.inode, r.mtime, r.last_growth_at,
-                                                 r.bytes_indexed)
+        self.entries.update((p, copy.copy(e)) for p, e in state.entries.items())
 
 
 # ---- the watcher ----------------------------------------------------------------------------

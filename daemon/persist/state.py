@@ -55,9 +55,7 @@ class Turns(msgspec.Struct, kw_only=True):
         return self.user if layer == "user" else self.projects.get(project or "", 0)
 
 
-class Tail(msgspec.Struct, array_like=True):
-    """How far the watcher read a transcript, and the file's inode then."""
-
+class Tail(msgspec.Struct, array_like=True):  # how far the watcher read a transcript
     offset: int = 0
     inode: int = 0
 
@@ -66,13 +64,11 @@ class Tails(msgspec.Struct):
     files: dict[str, Tail] = {}
 
 
-class Transcript(msgspec.Struct, array_like=True):
-    """What the transcript index knows of one transcript."""
-
+class Transcript(msgspec.Struct, array_like=True):  # what the index knows of one transcript
     size: int = 0
     inode: int = 0
     mtime: float = 0.0
-    last_growth_at: float = 0.0
+    last_growth_at: float = 0.0  # when the file was last seen growing (clock time)
     bytes_indexed: int = 0
 
 
