@@ -24,7 +24,7 @@ beyond `KEEP_DONE_JOBS` dropped; each prune is journaled. Pruning runs on the bo
 (`prune_due`), whether anything else changed or not.
 
 `Book` is what the other parts see through small protocols: the pool's `JobBook` and
-`Counters`, the server's `ConnectionCounters`.
+`Counters`, the server's `ConnectionCounters` (the tallies are `Tallies`'s, in tallies.py).
 """
 
 import os
@@ -36,8 +36,6 @@ import structlog
 
 from ..protocol import paths
 from . import sessions as sm
-from . import tokens
-from .capture.packet import Packet, count_window
 from .jobchanges import JobBook, created_by
 from .persist import document
 from .persist import state as st
@@ -47,6 +45,7 @@ from .persist.health import PersistenceHealth
 from .persist.journal import Journal, encoder
 from .persist.parts import Parts
 from .persist.replay import apply_records
+from .tallies import Tallies
 
 log = structlog.get_logger("autoharness")
 
@@ -65,7 +64,7 @@ def _light(session: sm.Session | None) -> sm.Session | None:
     return None if session is None else st.light(session)
 
 
-class Book(JobBook):
+class Book(Tallies, JobBook):
     def __init__(self, *, clock: Callable[[], float],
                  tables: Callable[[], dict[str, object]] = dict,
                  retention_s: Callable[[], float] | None = None):
@@ -353,78 +352,10 @@ class Book(JobBook):
         """Wake whoever watches the jobs (a pool slot came free)."""
         self._changed.set()
 
-    # ---- counters (the pool's and the server's tallies, carried by the snapshot) ---------
-
-    def job_finished(self, ok: bool) -> None:
-        if ok:
-            self.state.jobs_done += 1
-        else:
-            self.state.jobs_failed += 1
-        self.dirty = True
-
-    def tokens_on(self, day: str, backend: str = "") -> int:
-        return tokens.tokens_on(self.state.tokens, day, backend)
-
-    def add_tokens(self, day: str, n: int, backend: str = "") -> None:
-        tokens.charge(self.state.tokens, day, n, backend)
-        self.dirty = True
-
-    def captured(self, packet: Packet, session_id: str = "") -> None:
-        count_window(self.state.capture, packet, session_id)
-        self.dirty = True
-
-    def refused(self, path: str, reason: str) -> None:
-        """A transcript path that was not read (see `capture.source`)."""
-        self.state.capture.refused += 1
-        self.state.capture.last_refused = st.Refusal(path, reason, self.clock())
-        self.dirty = True
-
-    def peer_rejected(self) -> None:
-        self.state.events.peer_rejected += 1
-        self.dirty = True
-
-    def request_rejected(self) -> None:
-        """A frame too large or cut short, or one that is no request this daemon serves."""
-        ev = self.state.events
-        ev.malformed_frames += 1
-        ev.received += 1
-        ev.rejected += 1
-        self.dirty = True
-
     # ---- changes the handlers make (the only writers of the state besides the above) -----
     # Each is called on the event loop and journals its change or marks the book dirty itself:
     # nothing outside this module assigns to or mutates `state`. Work done in a worker thread
     # computes what to change and returns it; the loop applies it here.
-
-    def event_received(self) -> None:
-        """A hook event arrived (live or spooled), before it is decoded. Not marked dirty on
-        its own: what follows (`record_event`, whose record counts it again on replay, or a
-        rejection or duplicate) makes it durable, and a persist in between would count it
-        twice on replay."""
-        self.state.events.received += 1
-
-    def event_rejected(self) -> None:
-        """An event not acted on (undecodable, an invalid session id, an unreadable spool
-        record)."""
-        self.state.events.rejected += 1
-        self._mark_dirty()
-
-    def event_duplicate(self) -> None:
-        """A copy of an event already counted: it counts nothing else."""
-        self.state.events.duplicates += 1
-        self._mark_dirty()
-
-    def event_kind(self, name: str) -> bool:
-        """Count an event by its hook name; False for a kind this daemon does not know, which
-        is counted as unknown and nothing else. A known one is made durable by its
-        `record_event` or `event_duplicate` (as `event_received`)."""
-        ev = self.state.events
-        if name in sm.KNOWN_EVENTS:
-            ev.by_kind[name] = ev.by_kind.get(name, 0) + 1
-            return True
-        ev.unknown_kinds += 1
-        self._mark_dirty()
-        return False
 
     def apply_event(self, ev: sm.HookEvent, *, now: float, reflect_every: int,
                     make_id: Callable[[], str], counting: bool) -> list[sm.Job]:
@@ -484,10 +415,6 @@ class Book(JobBook):
             return False
         self.state.reflections_since_curate = 0
         return True
-
-    def spool_replayed(self, n: int) -> None:
-        self.state.events.spool_replayed += n
-        self._mark_dirty()
 
     def tables_changed(self) -> None:
         """A table the parts copy in at each persist (`tables`: the markers, the watcher's)

@@ -23,8 +23,9 @@ from claude_autoharness.protocol.config import load as load_config
 from harness import Daemon, event, frame, wait_for
 
 PACKAGE = Path(claude_autoharness.__file__).parent
-# The book, and the storage it loads the state with (a state being loaded is theirs to fill).
-OWNERS = ("daemon/book.py", "daemon/persist/")
+# The book (its tallies in a module of their own), and the storage it loads the state with (a
+# state being loaded is theirs to fill).
+OWNERS = ("daemon/book.py", "daemon/tallies.py", "daemon/persist/")
 MUTATING = {"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update",
             "setdefault", "add", "discard", "sort", "reverse", "difference_update",
             "intersection_update", "symmetric_difference_update", "__setitem__", "__delitem__"}
