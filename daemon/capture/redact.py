@@ -32,7 +32,7 @@ from claude_autoharness.daemon.capture.redact_compile import (
 from claude_autoharness.daemon.capture.redact_engine import Engine
 from claude_autoharness.daemon.capture.redact_records import keep_records
 
-__all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
+__all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets",
            "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]
 
 MARK = "[REDACTED:{}]"
@@ -238,8 +238,3 @@ def find_secrets(text: str, redactor: Redactor | None = None, *,
     r = redactor if redactor is not None else default_redactor()
     return [f for f in r.find(text, allow_placeholders=True)
             if f[0] not in r.pii_kinds or pii]
-
-
-def has_secret(text: str, redactor: Redactor | None = None) -> bool:
-    """Whether `find_secrets` finds anything."""
-    return bool(find_secrets(text, redactor))
