@@ -388,7 +388,7 @@ def commit_landing(rec, t: Target, msg: str) -> str:
             if parent == planned:
                 write_atomic(stamp, new.encode())  # the mirror is the new tip already
             else:
-                _unlink(stamp)  # other skills moved: resync before the next read
+                fileops.unlink(stamp)  # other skills moved: resync before the next read
             return new
     raise GitError(f"the branch {t.branch} kept moving: gave up after {CAS_ATTEMPTS} tries")
 
@@ -417,7 +417,7 @@ def _tree_with(t: Target, parent: str, path: str, skill_dir: str) -> str:
                 input=("\0".join(lines) + "\0").encode("utf-8", "surrogateescape"), env=env)
         return git(t.top, "write-tree", env=env).strip()
     finally:
-        _unlink(index)
+        fileops.unlink(index)
 
 
 def _identity(t: Target) -> dict:
@@ -442,10 +442,3 @@ def _read_text(path: str) -> str | None:
             return f.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
