@@ -12,11 +12,11 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Protocol
 
 import msgspec
 
 from claude_autoharness.daemon.learnings.markers import Marker, dedupe, is_processed
+from claude_autoharness.daemon.learnings.state import LearningState
 from claude_autoharness.daemon.persist.files import write_atomic
 from claude_autoharness.daemon.proposals import Intent, Proposal
 from claude_autoharness.protocol.replies import LearningsSaved
@@ -28,20 +28,6 @@ _TARGETS = {"readme": "README", "docs": "the docs site", "both": "README and the
             "breaking": "README and the docs site"}
 _ANCHOR = "<!-- ah:entry id={id}{extra} -->"
 _ANCHOR_RE = re.compile(r"^<!-- ah:entry id=([0-9a-f]{16})(?: at=(\S*))? -->$", re.M)
-
-
-class SaveState(Protocol):
-    """What `save_markers` needs from the state (`state.LearningState` provides it)."""
-
-    @property
-    def processed_ids(self) -> frozenset[str]: ...
-
-    @property
-    def queued_intents(self) -> frozenset[str]: ...
-
-    def record(self, ids: Iterable[str], processed_at: float | None) -> None: ...
-
-    def note_intents(self, ids: Iterable[str]) -> None: ...
 
 
 def _write(path: str, text: str) -> None:
@@ -277,7 +263,7 @@ def _proposal(m: Marker, current: str | None) -> tuple[Proposal | None, str | No
 QueueIntent = Callable[[Intent], Iterable[str] | str | None]
 
 
-def _queue_intents(proj: _Project, todo: list[Marker], state: SaveState, now: float,
+def _queue_intents(proj: _Project, todo: list[Marker], state: LearningState, now: float,
                    queue_intent: QueueIntent | None, dry: bool) -> list[str]:
     queued = []
     texts: dict[str, str | None] = {}  # a skill's text as earlier intents of this run leave it
@@ -333,7 +319,7 @@ def redact_marker(m: Marker, redactor) -> Marker:
     return msgspec.structs.replace(m, body=body, raw=raw)
 
 
-def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState, *,
+def save_markers(project_root: str, markers: Iterable[Marker], state: LearningState, *,
                  queue_intent: QueueIntent | None, dry_run: bool = False,
                  now: float | None = None, advance_time: bool = True,
                  redactor=None) -> LearningsSaved:
