@@ -6,12 +6,11 @@ import os
 import threading
 from collections.abc import Callable
 
-from claude_autoharness.daemon.listing.read import frontmatter, listed_description
+from claude_autoharness.daemon.listing.read import MAX_SKILL_BYTES, frontmatter, listed_description
 from claude_autoharness.daemon.listing.remind import Trigger, trigger
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
 from claude_autoharness.protocol import paths
 
-MAX_SKILL_BYTES = 64 * 1024
 MAX_CACHED = 64  # projects whose triggers are kept
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import claude_autoharness.daemon.reflect.backends.endpoints as endpoints
 import claude_autoharness.daemon.reflect.backends.routing as routing
 
-BACKENDS = ("anthropic", "claude", "openai")
 NO_BACKEND = "no reflector backend"
 
 
