@@ -84,12 +84,6 @@ def _c(c: r.Count) -> str:
     return f"{c.period} ({c.today} today)"
 
 
-def _n(v: float | None, digits: int = 0) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:,.{digits}f}"
-
-
 def _usd(v: float | None) -> str:
     return "n/a" if v is None else f"${v:,.4f}"
 
