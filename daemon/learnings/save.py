@@ -301,19 +301,10 @@ def pending(markers: Iterable[Marker], processed_ids) -> list[Marker]:
     return sorted(ms, key=lambda m: m.timestamp)
 
 
-def _redact_text(redactor, text: str) -> str:
-    """`text` through capture's Redactor (`redact` -> (text, counts)) or a `str -> str`."""
-    if not text:
-        return text
-    fn = getattr(redactor, "redact", redactor)
-    out = fn(text)
-    return out[0] if isinstance(out, tuple) else out
-
-
 def redact_marker(m: Marker, redactor) -> Marker:
-    """The marker with its body and raw text redacted. Ids (and so dedup, anchors and state)
-    stay those of the marker as written."""
-    body, raw = _redact_text(redactor, m.body), _redact_text(redactor, m.raw)
+    """The marker with its body and raw text redacted (capture's Redactor). Ids (and so
+    dedup, anchors and state) stay those of the marker as written."""
+    body, raw = redactor.redact(m.body)[0], redactor.redact(m.raw)[0]
     if body == m.body and raw == m.raw:
         return m
     return msgspec.structs.replace(m, body=body, raw=raw)
@@ -334,7 +325,7 @@ def save_markers(project_root: str, markers: Iterable[Marker], state: LearningSt
     limited to some transcripts, whose cutoff must not hide the others' markers from the
     offline `--previous-transcripts` scan.
 
-    Marker text is redacted with `redactor` (capture's Redactor or a `str -> str`; default:
+    Marker text is redacted with `redactor` (capture's Redactor; default:
     the packaged rules) before anything is written or queued: the journal, wiki and drafts
     under `.claude/` are often committed.
     """
