@@ -35,7 +35,6 @@ from claude_autoharness.daemon.promote import fileops
 from claude_autoharness.daemon.promote.plan import PROVENANCE, TMP_PREFIX
 from claude_autoharness.protocol import paths
 
-DEFAULT_BRANCH = "autoharness/skills"
 PROJECT_CONFIG = os.path.join(".claude", "autoharness.toml")
 SKILLS_REL = os.path.join(".claude", "skills")
 ZERO = "0" * 40
@@ -129,7 +128,7 @@ REACH = {"review": 0, "git": 1, "auto": 2}
 def mode_for(project_root: str | None, cfg) -> tuple[str, str]:
     """(mode, branch) for a project. Its own config file (a repository's to write) may only
     narrow the user's mode (`auto` to `git` or `review`, `git` to `review`), never widen it."""
-    mode, branch = cfg.mode, getattr(cfg, "git_branch", DEFAULT_BRANCH)
+    mode, branch = cfg.mode, cfg.git_branch
     if project_root:
         s = project_settings(project_root)
         narrower = s.get("mode")
