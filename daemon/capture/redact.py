@@ -88,9 +88,8 @@ class Redactor(Engine):
     `home`: the directory written `~` in what `redact` returns (default: the user's)."""
 
     def __init__(self, extra_rules: Iterable[dict] = (), allow: Iterable[str] = (), *,
-                 rules: list[dict] | None = None, home: str | None = None):
-        data = list(rules if rules is not None else load_rule_data())
-        compiled = [compile_rule(d) for d in data]
+                 home: str | None = None):
+        compiled = [compile_rule(d) for d in load_rule_data()]
         compiled += [compile_rule(dict(r), user=True) for r in extra_rules]
         super().__init__(compiled, compile_allow(list(allow)),
                          always_secret=(PRIVATE_KIND, ERROR_KIND))
