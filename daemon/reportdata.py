@@ -25,13 +25,12 @@ from claude_autoharness.daemon.promote import skillfile
 from claude_autoharness.daemon.promote.land import Promoter
 from claude_autoharness.daemon.promote.plan import SKILL_MD
 from claude_autoharness.daemon.promote.skilltree import read_nofollow
-from claude_autoharness.daemon.proposals import Intent
+from claude_autoharness.daemon.proposals import VERDICTS, Intent
 from claude_autoharness.daemon.reportlog import ReportLog
 from claude_autoharness.protocol import replies as r
 
 DAY_S = 86_400
 WRITE_ACTIONS = ("create", "update", "patch", "add_file", "remove_file")
-VERDICTS = ("helped", "ignored", "harmful", "missed")
 REFLECTION_KINDS_SKIPPED = ("curate",)  # a curator run is a model call, not a reflection
 
 
