@@ -8,7 +8,7 @@ a baseline, computed from the raw lines: the newest records of the four conversa
 each kept raw and clipped to its first `max_record_bytes`, until `max_window_bytes`.
 
 - conversation share: bytes of message text, thinking text, tool names and inputs, tool
-  results, summaries and queued prompts (`records.conversation_bytes`) over the window's bytes
+  results, summaries and queued prompts (`conversation.conversation_bytes`) over the window's bytes
   (the old cut's clipped records are counted in proportion to what of them was kept);
 - how much of a session, over the sessions the old cut could not hold whole: the transcript
   bytes the window's records stand for (from its oldest record to the end; a compaction
@@ -31,9 +31,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from conversation import conversation_bytes
+
 from claude_autoharness.daemon.capture.kind import HEAD_BYTES, transcript_problem
 from claude_autoharness.daemon.capture.packet import build_packet
-from claude_autoharness.daemon.capture.records import WORK_TYPES, conversation_bytes
+from claude_autoharness.daemon.capture.records import WORK_TYPES
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.config import CaptureConfig

@@ -24,6 +24,7 @@ from ..protocol import PROTOCOL, VERSION, private, spool
 from ..protocol import replies as r
 from ..protocol.words import plural
 from .conn import START_HINT, start_hint
+from .preflight import writable_problem
 from .verbs.sync import FIX_REMOTE
 
 MIN_FREE_BYTES = 100 * 1024 * 1024
@@ -210,20 +211,7 @@ def _file_on_the_way(path: str) -> str:
     return ""
 
 
-def _writable(d: str) -> str:
-    """"" when a file can be created in `d`, else why not (read-only filesystem, permissions).
-    Tried for real: root passes every permission check but not a read-only mount."""
-    probe = os.path.join(d, f".doctor-probe-{os.getpid()}")
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as e:
-        return e.strerror or str(e)
-    os.close(fd)
-    os.unlink(probe)
-    return ""
-
-
-def check_state(state_dir: str, uid: int | None = None, writable=_writable) -> Check:
+def check_state(state_dir: str, uid: int | None = None, writable=writable_problem) -> Check:
     """The state directory can hold the daemon's files: a private, writable directory.
     The daemon refuses to start otherwise, and its refusal is only in its log."""
     uid = os.getuid() if uid is None else uid

@@ -10,17 +10,23 @@ from ..protocol import paths, private
 from .files import private_dir
 
 
-def _probe(d: str) -> str:
-    """"" when a file can be created in the existing directory `d`, else why not. Tried for
-    real: root passes every permission check but not a read-only mount."""
+def writable_problem(d: str) -> str:
+    """"" when a file can be created in the existing directory `d`, else the system's reason
+    (read-only filesystem, permissions). Tried for real: root passes every permission check
+    but not a read-only mount."""
     probe = os.path.join(d, f".autoharness-probe-{os.getpid()}")
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as e:
-        return f"{d} is not writable ({e.strerror})"
+        return e.strerror or str(e)
     os.close(fd)
     os.unlink(probe)
     return ""
+
+
+def _probe(d: str) -> str:
+    why = writable_problem(d)
+    return f"{d} is not writable ({why})" if why else ""
 
 
 def dir_problem(d: str) -> str:

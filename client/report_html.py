@@ -8,13 +8,12 @@ that value as JSON writes it, so the page can be checked against the JSON; the r
 embedded as `application/json` data (read by no script). All text is HTML-escaped.
 """
 
-import datetime
 import html
 import json
 import math
 
 from ..protocol import replies as r
-from ..protocol.words import learned_words
+from ..protocol.words import day, learned_words
 
 W, BAR_H, GAP = 640, 22, 8
 COLORS = {"user": "#4c72b0", "project": "#dd8452", "landed": "#55a868", "archived": "#c44e52",
@@ -73,10 +72,6 @@ def fig(path: str, value: object, *, tag: str = "span", cls: str = "") -> str:
     c = f' class="{cls}"' if cls else ""
     return (f'<{tag}{c} data-figure="{esc(path)}" data-value="{esc(jtext(value))}">'
             f'{esc(human(path, value))}</{tag}>')
-
-
-def _date(ts: float | None) -> str:
-    return datetime.date.fromtimestamp(ts).isoformat() if ts else "-"
 
 
 # ---- charts ------------------------------------------------------------------------------------
@@ -210,7 +205,7 @@ def render(rep: r.Report, data: dict) -> str:
     body = [_headline(rep.headline),
             f"<h1>autoharness: what it learned and what it costs</h1>"
             f'<p class="sub">the last {fig("days", rep.days)} days, since '
-            f"{esc(_date(rep.since))}; generated {esc(_date(rep.generated_at))}</p>",
+            f"{esc(day(rep.since))}; generated {esc(day(rep.generated_at))}</p>",
             "<h2>Funnel</h2>", hbars(funnel_rows, "proposals to landings over the period"),
             _count_table("rejected, by reason", "funnel.rejected_by_reason",
                          f.rejected_by_reason),
@@ -385,8 +380,8 @@ def _skills(rep: r.Report) -> str:
         rows.append(f"<tr><td>{esc(s.name)}{who}</td><td>{esc(s.layer)}</td><td>{esc(s.owner)}</td>"
                     f"<td>{esc(stage)}</td>{fig(f'skills.{i}.uses', s.uses, tag='td', cls='n')}"
                     f"{fig(f'skills.{i}.turns', s.turns, tag='td', cls='n')}"
-                    f'<td class="d">{esc(_date(s.landed_at))}</td>'
-                    f'<td class="d">{esc(_date(s.updated_at))}</td>'
+                    f'<td class="d">{esc(day(s.landed_at))}</td>'
+                    f'<td class="d">{esc(day(s.updated_at))}</td>'
                     f"<td>{fb}</td></tr>")
     total = ""
     if rep.feedback:

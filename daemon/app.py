@@ -249,7 +249,7 @@ async def serve(daemon: Daemon, sock: socket.socket, on_forced_exit=lambda: None
     async with anyio.create_task_group() as tg:
         await tg.start(_signals, daemon)
         tg.start_soon(accept.accept_loop, listener, daemon.connections, server.handle)
-        await daemon.replay_spool()
+        await daemon.spool.replay()
         daemon.start_background(tg)
         notify_ready()
         release_spawn_lock()
@@ -305,18 +305,18 @@ def run() -> None:
     try:
         try:
             daemon.load()
-            daemon.persist_now(snapshot=False)  # what load changed; a snapshot only if due
+            daemon.book.persist_now(snapshot=False)  # what load changed; a snapshot only if due
         except OSError as e:  # an unreadable or unwritable state file: say which, and the fix
             raise StartupError(f"cannot load or save the daemon state: {describe(e)}, "
                                "then start again") from None
         anyio.run(serve, daemon, sock, remove_socket)
         stop_children()
         try:
-            daemon.persist_now()
+            daemon.book.persist_now()
         except OSError as e:  # the journal holds everything acknowledged: said, not fatal
             log.error("state not saved at stop", reason=describe(e))
     finally:
-        daemon.close()
+        daemon.book.close()
         remove_socket()
         log.info("stopped")
         os.close(lock_fd)  # last: a `stop` waiting for its release finds everything written

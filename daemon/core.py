@@ -195,15 +195,6 @@ class Daemon:
         for path in found:
             self.watcher.scan_until_done(path)
 
-    def persist_now(self, *, snapshot: bool = True) -> None:
-        self.book.persist_now(snapshot=snapshot)
-
-    def close(self) -> None:
-        self.book.close()
-
-    async def replay_spool(self) -> int:
-        return await self.spool.replay()
-
     # ---- requests --------------------------------------------------------------------------
 
     async def dispatch(self, req: m.Request) -> m.Reply:
@@ -299,15 +290,12 @@ class Daemon:
             except Exception as e:  # said once per episode; status and doctor show it
                 log.error("journal fsync failed", error=f"{type(e).__name__}: {e}")
 
-    def count_transcript_calls(self) -> int:
-        return self.hooks.count_transcript_calls(self.witness.take())
-
     async def witness_loop(self) -> None:
         """Count the tool calls the transcripts show that no hook event reported."""
         while True:
             await anyio.sleep(WITNESS_POLL_S)
             try:
-                self.count_transcript_calls()
+                self.hooks.count_transcript_calls(self.witness.take())
             except Exception:
                 log.exception("transcript witness failed")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 
 import msgspec
@@ -24,7 +23,6 @@ from .proposals import (
 
 RAW_LIMIT = 20_000  # chars of a malformed proposal kept for the operator to read
 MAX_VERDICTS = 20  # per job: more are recorded as over_limit (a window touches few skills)
-_REDACTED = re.compile(r"\[REDACTED:([A-Za-z0-9_.-]+)\]")
 _TEXT_FIELDS = ("skill", "layer", "reason", "evidence", "description", "body", "old", "new",
                 "path", "content", "action")
 
@@ -34,8 +32,7 @@ def canonical(raw: object) -> str:
 
 
 class Scanner:
-    """One interface over capture's Redactor (`find` + `redact` -> (text, counts)) and a plain
-    `str -> str` callable (tests, custom rules)."""
+    """Capture's Redactor as intake judges with it: text redacted, and the kinds found."""
 
     def __init__(self, redactor=None):
         if redactor is None:
@@ -45,25 +42,12 @@ class Scanner:
         self._r = redactor
 
     def redact(self, text: str) -> str:
-        fn = getattr(self._r, "redact", self._r)
-        out = fn(text)
-        return out[0] if isinstance(out, tuple) else out
+        return self._r.redact(text)[0]
 
     def kinds(self, text: str) -> Counter:
         """What would make this text unfit to land: secrets, and PII that is not an obvious
         placeholder."""
-        find = getattr(self._r, "find", None)
-        if find is not None:
-            return Counter(kind for kind, _s, _e in find(text, allow_placeholders=True))
-        return new_kinds(text, self.redact(text))
-
-
-def new_kinds(before: str, after: str) -> Counter:
-    """Which redaction kinds appeared (a text may legitimately quote `[REDACTED:x]` already)."""
-    added = Counter(_REDACTED.findall(after)) - Counter(_REDACTED.findall(before))
-    if not added and after != before:
-        added["private"] += 1  # something was removed without a marker (a <private> span)
-    return added
+        return Counter(kind for kind, _s, _e in self._r.find(text, allow_placeholders=True))
 
 
 def scan_proposal(p: Proposal, scan: Scanner) -> tuple[Proposal, Counter]:

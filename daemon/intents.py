@@ -202,8 +202,7 @@ class IntentQueue:
         """Record every proposal of one job as an intent, judged at the door. Durable on return.
 
         `window` is the redacted text the proposals must quote (for /learn: the window plus the
-        user's guidance). `redactor`: capture's Redactor (default: its packaged rules) or a
-        plain `str -> str` callable.
+        user's guidance). `redactor`: capture's Redactor (default: its packaged rules).
         Re-intake of the same job returns the intents already recorded instead of adding more.
         `raw_feedback`: the job's verdicts, recorded in the same append (see `verdicts`);
         `feedback_window`: the part of `window` they may quote (records no earlier window had;

@@ -26,12 +26,11 @@ from .promote import skillfile
 from .promote.land import Promoter
 from .promote.plan import SKILL_MD
 from .promote.skilltree import read_nofollow
-from .proposals import Intent
+from .proposals import VERDICTS, Intent
 from .reportlog import ReportLog
 
 DAY_S = 86_400
 WRITE_ACTIONS = ("create", "update", "patch", "add_file", "remove_file")
-VERDICTS = ("helped", "ignored", "harmful", "missed")
 REFLECTION_KINDS_SKIPPED = ("curate",)  # a curator run is a model call, not a reflection
 
 
@@ -185,26 +184,12 @@ def library_days(history: list[dict], since: float, now: float) -> list[r.Librar
 
 # ---- skills: rows, recall, context -----------------------------------------------------------
 
-def _feedback(info: r.SkillInfo) -> dict[str, int] | None:
-    raw = getattr(info, "feedback", None)
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        try:
-            raw = {k: getattr(raw, k) for k in VERDICTS}
-        except AttributeError:
-            return None
-    return {k: int(v) for k, v in raw.items() if type(v) is int}
-
-
 def skill_row(info: r.SkillInfo, project: str | None) -> r.SkillRow:
-    stale = getattr(info, "stale", None)
     return r.SkillRow(name=info.name, layer=info.layer, owner=info.owner, stage=info.stage,
                       status=info.status, reason=info.reason, project=project, uses=info.uses,
                       turns=info.turns, landed_at=info.created, updated_at=info.last_changed,
-                      feedback=_feedback(info), learned=getattr(info, "learned", None),
-                      stale=[str(p) for p in stale] if isinstance(stale, list) else [],
-                      check=getattr(info, "check", None))
+                      feedback={k: getattr(info.feedback, k) for k in VERDICTS},
+                      learned=info.learned, stale=list(info.stale), check=info.check)
 
 
 def recall(infos: list[tuple[r.SkillInfo, str | None]], uses: Iterable[dict],

@@ -25,8 +25,9 @@ BATCH = 256  # records read, processed and fsynced together
 
 
 class HookHandler(Protocol):
-    async def replay(self, req: m.Hook) -> None:
-        """Process one spooled hook request."""
+    async def cmd_hook(self, req: m.Hook, *, from_spool: bool = False) -> object:
+        """Process one hook request (a spooled one is counted like a live one, answered to
+        no one)."""
 
     def rejected(self, reason: str, *, from_spool: bool = False) -> object:
         """Count a record that is no hook request."""
@@ -80,7 +81,7 @@ class SpoolReplayer:
                 bad.append(name)
                 continue
             if isinstance(req, m.Hook):
-                await self.hooks.replay(req)
+                await self.hooks.cmd_hook(req, from_spool=True)
             done.append(name)
         await self.book.sync()  # durable before deleted (a failure is in the book's health)
         await anyio.to_thread.run_sync(_clear, d, done, bad)

@@ -172,13 +172,12 @@ class TranscriptWatcher:
         self.rust_timeout_ms, self.force_polling = rust_timeout_ms, force_polling
         self._tails: dict[str, _Tail] = {}
         self.lock = threading.Lock()
-        # counters (status / benchmarks)
+        # counters (benchmarks, tests)
         self.bytes_read = 0
         self.bytes_fed = 0
         self.bytes_skipped = 0
         self.resets = 0
         self.indexer_errors = 0
-        self.last_event_at: float | None = None
         self.watching = False
 
     # -- blocking core (worker threads, tests) --
@@ -335,13 +334,6 @@ class TranscriptWatcher:
         for path, t in state.files.items():
             self._tails[path] = _Tail(max(0, t.offset), t.inode)
 
-    def stats(self) -> dict:
-        return {"files": len(self._tails), "refused": len(self.refused),
-                "bytes_read": self.bytes_read,
-                "bytes_fed": self.bytes_fed, "bytes_skipped": self.bytes_skipped,
-                "resets": self.resets, "indexer_errors": self.indexer_errors,
-                "watching": self.watching, "last_event_at": self.last_event_at}
-
     # -- async driver --
 
     async def _wait(self, stop_event, seconds: float) -> None:
@@ -420,7 +412,6 @@ class TranscriptWatcher:
     async def _handle(self, changes: set, lock) -> None:
         import anyio
 
-        self.last_event_at = self.clock()
         paths = await anyio.to_thread.run_sync(self._changed, changes)
         for p in dict.fromkeys(paths):
             async with lock:

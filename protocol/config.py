@@ -302,14 +302,9 @@ def _env_value(raw: str, default):
         if low in ("0", "false", "no", "off"):
             return False
         return raw  # left for validation to reject with the key's name
-    if isinstance(default, int):
+    if isinstance(default, int | float):  # bool is handled above
         try:
-            return int(raw)
-        except ValueError:
-            return raw
-    if isinstance(default, float):
-        try:
-            return float(raw)
+            return type(default)(raw)
         except ValueError:
             return raw
     if isinstance(default, list):

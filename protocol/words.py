@@ -34,6 +34,11 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {many or word + 's'}"
 
 
+def day(ts: float | None) -> str:
+    """A Unix time's local date (`2026-12-01`); "-" if none."""
+    return time.strftime("%Y-%m-%d", time.localtime(ts)) if ts else "-"
+
+
 def when(ts: float | None) -> str:
     """A Unix time as local date and time for people (`2026-12-01 10:04`); "unknown" if none."""
     if not isinstance(ts, int | float) or ts <= 0:

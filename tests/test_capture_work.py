@@ -2,6 +2,7 @@
 past a compaction summarised left out, markers by the rule. Over real transcripts."""
 
 import json
+import sys
 
 import pytest
 
@@ -10,7 +11,10 @@ from claude_autoharness.daemon.capture.packet import build_packet
 from claude_autoharness.daemon.capture.redact import default_redactor
 from claude_autoharness.daemon.capture.window import cut_window
 from claude_autoharness.protocol.config import CaptureConfig
-from conftest import CORPUS, REAL, copy_corpus
+from conftest import CORPUS, REAL, REPO, copy_corpus
+
+sys.path.insert(0, str(REPO / "bench"))
+from conversation import conversation_bytes  # noqa: E402 (after the path insert)
 
 HUGE = 10**9
 BIG = "spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
@@ -68,7 +72,7 @@ def test_records_keep_the_work_and_leave_out_the_bookkeeping(short_tmp, src):
                 and (i >= boundary or r.get("uuid") in verbatim)]
     assert [r["type"] for r in sent] == [r["type"] for r in work]
     for got, orig in zip(sent, work, strict=True):
-        assert rmod.conversation_bytes(got) == rmod.conversation_bytes(orig)
+        assert conversation_bytes(got) == conversation_bytes(orig)
         assert not _keys(got, set()) & BOOKKEEPING, got
     if not w.summarised_bytes:
         assert w.bookkeeping_records == sum(1 for r in raw if rmod.work_kind(r) is not None)

@@ -198,9 +198,9 @@ def test_denies_the_user_insisted_on_count_as_harmful_and_a_check_acting_is_a_us
     rec.record([call("pytest -q", "a"), call("pytest -x", "a")], checks)
     [info] = [i for i in pr.list_skills(str(env["proj"])) if i.name == "run-tests-with-uv"]
     assert adherence.insisted(info.check) == 1 and adherence.acted(info.check) == 2
-    assert pr.lifecycle_pass(str(env["proj"])) == []
+    assert pr.lifecycle_run(str(env["proj"])).done == []
     rec.record([call("pytest", "b"), call("pytest", "b")], checks)
-    [decision] = pr.lifecycle_pass(str(env["proj"]))
+    [decision] = pr.lifecycle_run(str(env["proj"])).done
     assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")
     assert "its check Bash(pytest *): 0 asks approved, 2 denies insisted on" in decision.detail
     assert not os.path.exists(d)
@@ -358,7 +358,7 @@ def test_an_ask_is_settled_from_the_transcript_and_approved_asks_count_as_harmfu
     rec.record([], checks, now=12.0)
     assert (figures().asked, figures().approved, figures().declined) == (3, 2, 1)
     assert rec.asks == []
-    [decision] = pr.lifecycle_pass(proj)
+    [decision] = pr.lifecycle_run(proj).done
     assert (decision.name, decision.reason) == ("run-tests-with-uv", "harmful")
 
 
@@ -384,5 +384,5 @@ def test_a_check_that_never_matched_is_no_evidence_of_use(env):
     [info] = [i for i in pr.list_skills(proj) if i.name == "run-tests-with-uv"]
     assert info.check.adherence[0].calls == 1 and adherence.acted(info.check) == 0
     pr.turns = lambda layer, anchor: 10_000  # far past maturity_turns
-    [decision] = pr.lifecycle_pass(proj)
+    [decision] = pr.lifecycle_run(proj).done
     assert (decision.name, decision.reason) == ("run-tests-with-uv", "dormant")

@@ -133,23 +133,23 @@ async def test_crash_during_spool_replay_makes_one_job(home):
                 for n in os.listdir(paths.spool_dir())}
         core = Core(load_config())
         core.load()
-        assert await core.replay_spool() == 4
+        assert await core.spool.replay() == 4
         assert len(core.book.state.jobs) == 1
-        core.close()  # the crash: no snapshot, and the deletes never happened
+        core.book.close()  # the crash: no snapshot, and the deletes never happened
         for name, data in kept.items():
             with open(os.path.join(paths.spool_dir(), name), "wb") as f:
                 f.write(data)
         core = Core(load_config())
         core.load()
         try:
-            await core.replay_spool()
+            await core.spool.replay()
             assert len(core.book.state.jobs) == 1
             s = core.book.state.sessions["mid"]
             assert (s.activity, s.calls_hook) == (0, 3)
             assert core.book.state.events.duplicates == 4
             assert os.listdir(paths.spool_dir()) == []
         finally:
-            core.close()
+            core.book.close()
     finally:
         del os.environ["AUTOHARNESS_REFLECT_EVERY"]
 
@@ -170,7 +170,7 @@ async def test_spool_replay_between_a_hooks_open_and_write_loses_nothing(home):
 
         def write(self, fd, data):
             if not replays:  # the daemon's replay runs right here, between open and write
-                replays.append(anyio.from_thread.run(core.replay_spool))
+                replays.append(anyio.from_thread.run(core.spool.replay))
             return os.write(fd, data)
 
     mod.os = OsReplayingBeforeWrite()
@@ -179,10 +179,10 @@ async def test_spool_replay_between_a_hooks_open_and_write_loses_nothing(home):
         assert await anyio.to_thread.run_sync(mod.spool, paths.state_dir(), "1." + "d" * 32,
                                               body)
         assert replays == [0]  # the replay ran mid-write and found nothing complete
-        assert await core.replay_spool() == 1
+        assert await core.spool.replay() == 1
         assert core.book.state.sessions["race"].activity == 1
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.mark.anyio
@@ -196,13 +196,13 @@ async def test_torn_spool_record_is_quarantined_and_the_next_one_kept(home):
     core = Core(load_config())
     core.load()
     try:
-        await core.replay_spool()
+        await core.spool.replay()
         assert core.book.state.sessions["torn"].activity == 2
         assert core.book.state.events.rejected == 1
         assert os.listdir(paths.spool_dir()) == []
         assert any(os.path.basename(torn) in q for q in quarantine.files())
     finally:
-        core.close()
+        core.book.close()
 
 
 def test_hook_spools_only_into_a_private_directory_and_never_through_a_symlink(home):
@@ -258,16 +258,16 @@ async def test_call_whose_pretooluse_never_arrived_is_counted_from_the_transcrip
         for i, p in enumerate(payloads):
             await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i:032x}"))
         core.watcher.scan_path(transcript)
-        assert core.count_transcript_calls() == 1
+        assert core.hooks.count_transcript_calls(core.witness.take()) == 1
         s = core.book.state.sessions["0f06d70e-16d8-40ac-9df4-a1261530627b"]
         assert (s.calls_hook, s.calls_transcript, s.activity) == (2, 1, 1)
         core.watcher.forget(transcript)  # read it all again: nothing counts twice
         core.watcher.scan_path(transcript)
-        assert core.count_transcript_calls() == 0
+        assert core.hooks.count_transcript_calls(core.witness.take()) == 0
         assert sm.idle_sessions(core.book.state.sessions, now=started + 3600, idle_after=60,
                                 last_growth=lambda s: 0.0) == [s.session_id]
     finally:
-        core.close()
+        core.book.close()
 
 
 def test_call_seen_by_both_witnesses_counts_once(home):
@@ -320,7 +320,7 @@ async def test_corrupt_snapshot_keeps_pending_jobs_and_counts_from_the_journal(h
                                pre_tool("cj")]):
             await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i:032x}"))
         await core.book.persist()
-        core.close()
+        core.book.close()
         with open(paths.snapshot_file(), "wb") as f:
             f.write(b'{"schema": 1, "jobs": {')
         core = Core(load_config())
@@ -330,7 +330,7 @@ async def test_corrupt_snapshot_keeps_pending_jobs_and_counts_from_the_journal(h
             assert core.book.state.sessions["cj"].activity == 1
             assert any("snapshot" in q for q in quarantine.files())
         finally:
-            core.close()
+            core.book.close()
     finally:
         del os.environ["AUTOHARNESS_REFLECT_EVERY"]
 
@@ -505,18 +505,18 @@ async def test_a_copy_behind_a_backlog_longer_than_the_id_memory_counts_once(hom
     try:
         await core.hooks.cmd_hook(m.Hook(payload=json.dumps(stop).encode(), id=eid))
         spool_record(stop, eid, backlog + 1)  # the hook's copy, behind the backlog
-        assert await core.replay_spool() == backlog + 1
+        assert await core.spool.replay() == backlog + 1
         assert core.book.state.turns.user == 1
     finally:
-        core.close()  # a crash: no snapshot, the journal holds the whole backlog after the Stop
+        core.book.close()  # a crash: no snapshot, the journal holds the whole backlog after the Stop
     spool_record(stop, eid, backlog + 2)  # a copy the crash left behind
     core = Core(load_config())
     core.load()
     try:
-        await core.replay_spool()
+        await core.spool.replay()
         assert core.book.state.turns.user == 1 and core.book.state.events.duplicates == 1
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.mark.anyio
@@ -538,14 +538,14 @@ async def test_spool_replay_skips_fifos_symlinks_and_oversized_records(home, tmp
     core = Core(load_config())
     core.load()
     try:
-        assert await core.replay_spool() == 1  # (a FIFO opened blocking would hang here)
+        assert await core.spool.replay() == 1  # (a FIFO opened blocking would hang here)
         assert core.book.state.sessions["hostile"].activity == 1
         assert os.listdir(d) == [] and outside.read_bytes().startswith(b'{"type":"hook"')
         moved = [os.path.basename(q).split(".")[1] for q in quarantine.files()]
         assert sorted(moved) == ["2" * 32, "3" * 32, "4" * 32]
         assert core.book.state.events.rejected == 3
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.mark.anyio
@@ -578,11 +578,11 @@ async def test_long_session_read_late_from_its_transcript_counts_each_call_once(
             await core.hooks.cmd_hook(m.Hook(payload=json.dumps(p).encode(), id=f"{i + 1:032x}",
                                              ts=started + 1.5 + i), from_spool=True)
         core.watcher.scan_path(t)
-        assert core.count_transcript_calls() == 1
+        assert core.hooks.count_transcript_calls(core.witness.take()) == 1
         s = core.book.state.sessions["long"]
         assert (s.calls_hook, s.calls_transcript, s.activity) == (n, 1, n + 1)
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.mark.anyio
@@ -611,18 +611,18 @@ async def test_kill9_around_a_snapshot_counts_nothing_twice(home, monkeypatch):
     data, _ = core.book.snapshot_bytes()  # the journal moves on to a new segment
     write_private(paths.snapshot_file(), data)  # the snapshot is on disk...
     await send(core, 3, pre_tool("cmp"))
-    core.close()  # ...and the crash comes before the segments it covers are dropped
+    core.book.close()  # ...and the crash comes before the segments it covers are dropped
     core = Core(load_config())
     core.load()
     check(core)
     await core.book.persist(snapshot=True)  # a whole snapshot, then the crash
-    core.close()
+    core.book.close()
     core = Core(load_config())
     core.load()
     try:
         check(core)
     finally:
-        core.close()
+        core.book.close()
 
 
 def test_hook_never_spools_through_a_state_dir_that_is_a_symlink(home):

@@ -103,6 +103,6 @@ async def test_a_stop_is_told_once_journaled_and_a_failing_subscriber_stops_noth
             st = await core.status.status()
             tg.cancel_scope.cancel()
     finally:
-        core.close()
+        core.book.close()
     assert told == [(str(project), True), (str(project), True)]
     assert st.events.by_kind["Stop"] == 2 and core.book.state.turns.of("project", str(project)) == 2

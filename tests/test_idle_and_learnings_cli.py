@@ -46,7 +46,7 @@ async def test_idle_session_is_flushed_by_the_clock(home):
         assert core.book.state.sessions["idle-1"].activity == 0
         assert await core.jobs.idle_check(core.jobs.last_growth) == []  # once
     finally:
-        core.close()
+        core.book.close()
 
 
 def write_transcript(home, project, marker=MARKER):
@@ -232,4 +232,4 @@ async def test_old_job_windows_are_pruned_unless_an_intent_needs_them(home):
         assert core.review.prune_windows() == 1
         assert sorted(os.listdir(paths.windows_dir())) == ["jobheld.txt"]
     finally:
-        core.close()
+        core.book.close()

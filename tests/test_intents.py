@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from claude_autoharness.daemon.capture.redact import Redactor, default_redactor
 from claude_autoharness.daemon.intents import IntentQueue
 from claude_autoharness.daemon.persist import files as files_mod
 from claude_autoharness.daemon.proposals import Finding
@@ -214,10 +215,27 @@ def test_quoting_the_redacted_window_is_not_a_secret(queue):
     assert (i.status, i.findings) == ("queued", [])
 
 
-def test_plain_callable_redactor_is_accepted(queue):
-    """A `str -> str` callable works as the redactor: what it changes counts as a secret."""
+class Hooked:
+    """The packaged rules, calling `hook(text)` before each use (to stall or meet a thread)."""
+
+    def __init__(self, hook):
+        self.hook, self.rules = hook, default_redactor()
+        self.pii_kinds = self.rules.pii_kinds
+
+    def redact(self, text):
+        self.hook(text)
+        return self.rules.redact(text)
+
+    def find(self, text, **kw):
+        self.hook(text)
+        return self.rules.find(text, **kw)
+
+
+def test_a_configured_redactor_judges_intake(queue):
+    """The redactor given (here with one extra rule) is what intake judges and redacts with:
+    what its rule finds counts as a secret."""
     [i] = intake(queue, [good(body="the word classified here")],
-                 redactor=lambda s: s.replace("classified", "[REDACTED:custom]"))
+                 redactor=Redactor([{"kind": "custom", "pattern": "classified"}]))
     assert "custom" in i.findings[0].message
     assert i.proposal.body == "the word [REDACTED:custom] here"
     assert [f.code for f in i.findings] == ["secret"]
@@ -350,7 +368,7 @@ def test_judging_holds_no_lock(queue):
 
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("b", intake(
-        queue, [good(skill="slow-skill")], job="job-2", redactor=slow_redactor)), daemon=True)
+        queue, [good(skill="slow-skill")], job="job-2", redactor=Hooked(slow_redactor))), daemon=True)
     t.start()
     try:
         assert judging.wait(STALL)
@@ -383,7 +401,7 @@ def test_concurrent_reintake_of_one_job_records_it_once(queue):
 
     def run():
         try:
-            results.append(intake(queue, [good(), good(skill="x-skill")], redactor=meet_once))
+            results.append(intake(queue, [good(), good(skill="x-skill")], redactor=Hooked(meet_once)))
         except threading.BrokenBarrierError as e:  # the two never judged at the same time
             errors.append(e)
 

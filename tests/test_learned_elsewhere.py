@@ -98,10 +98,10 @@ def test_a_teammates_learned_skill_is_judged_by_this_homes_lifecycle(home, monke
     turns = {"n": 100}  # Bob's home has counted turns in this project before
     pr = Promoter(PromoterConfig(), library=LibraryConfig(maturity_turns=5),
                   turns=lambda layer, root: turns["n"])
-    assert pr.lifecycle_pass(str(bob)) == []  # on probation from when it was taken in
+    assert pr.lifecycle_run(str(bob)).done == []  # on probation from when it was taken in
     assert _info(pr, bob).turns == 0
     turns["n"] += 6
-    [d] = pr.lifecycle_pass(str(bob))
+    [d] = pr.lifecycle_run(str(bob)).done
     assert (d.name, d.reason) == ("migrate-first", "dormant")
     assert not (bob / SKILL).exists()
     assert _info(pr, bob).status == "archived"
@@ -116,7 +116,7 @@ def test_a_learned_skill_changed_since_it_landed_is_not_taken_in(home, monkeypat
     info = _info(pr, bob)
     assert (info.owner, info.stage) == ("elsewhere", "not managed here")
     assert info.learned.session == "sess-alice" and info.learned.adopted_at is None
-    assert pr.lifecycle_pass(str(bob)) == []
+    assert pr.lifecycle_run(str(bob)).done == []
     d = Daemon(bob_home)
     try:
         r = ctl("skills", "show", "migrate-first", "--project", str(bob))

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from claude_autoharness.daemon.capture.redact import Redactor
 from claude_autoharness.daemon.learnings import markers as mk
 from claude_autoharness.daemon.learnings import save as sv
 from claude_autoharness.daemon.learnings import state as st
@@ -498,10 +499,10 @@ def test_marker_secrets_are_redacted_before_anything_is_written(home, project):
 
 
 def test_save_markers_uses_the_given_redactor(home, project):
-    """A configured redactor (here a plain `str -> str`) is what redacts the marker text."""
+    """A configured redactor (here with one extra rule) is what redacts the marker text."""
     ms = mk.markers_in_text(marker("codename", "decision", "Project Bluebird ships in May."))
     sv.save_markers(str(project), ms, st.LearningState(SLUG), queue_intent=None, now=NOW,
-                    redactor=lambda s: s.replace("Bluebird", "[REDACTED:codename]"))
+                    redactor=Redactor([{"kind": "codename", "pattern": "Bluebird"}]))
     text = all_text(project / ".claude")
     assert "Bluebird" not in text and "[REDACTED:codename]" in text
 
@@ -533,11 +534,18 @@ def test_save_project_reports_the_queue_ids_and_redacts_at_intake(home, project)
     seen = []
     default = default_redactor()
 
-    def spy(text):
-        seen.append(text)
-        return default.redact(text)[0]
+    class Spy:  # the packaged rules, noting each text they are asked about
+        pii_kinds = default.pii_kinds
 
-    res = service.save_project(str(project), None, queue, lookback_days=30, redactor=spy)
+        def redact(self, text):
+            seen.append(text)
+            return default.redact(text)
+
+        def find(self, text, **kw):
+            seen.append(text)
+            return default.find(text, **kw)
+
+    res = service.save_project(str(project), None, queue, lookback_days=30, redactor=Spy())
     stored = queue.list()
     assert sorted(res.intents) == sorted(i.id for i in stored) and len(stored) == 2
     assert all(i.startswith("i-") for i in res.intents)

@@ -196,10 +196,10 @@ def test_restore_starts_a_fresh_probation(lib):
     [info] = listed(lib, "idle-skill")
     assert (info.stage, info.turns, info.uses) == ("probation", 0, 0)
     t.projects[root] = 6
-    assert pr.lifecycle_pass(root) == []
+    assert pr.lifecycle_run(root).done == []
     assert listed(lib, "idle-skill")[0].turns == 4
     t.projects[root] = 7
-    [d] = pr.lifecycle_pass(root)
+    [d] = pr.lifecycle_run(root).done
     assert (d.name, d.reason, d.uses, d.turns) == ("idle-skill", "dormant", 0, 5)
     [arch] = listed(lib, "idle-skill")
     assert (arch.status, arch.stage, arch.reason, arch.turns) == ("archived", "archived",
@@ -214,7 +214,7 @@ def test_restore_starts_a_fresh_probation(lib):
     assert (back.status, back.stage, back.turns, back.uses) == ("live", "probation", 0, 0)
     pr.record_use(back.path)
     t.projects[root] = 34
-    assert pr.lifecycle_pass(root) == []  # still on probation: 4 turns since the restore
+    assert pr.lifecycle_run(root).done == []  # still on probation: 4 turns since the restore
     assert listed(lib, "idle-skill")[0].uses == 1
 
 
@@ -229,7 +229,7 @@ def test_capacity_pass_archives_lowest_rate_and_spares_hand_written(lib):
         pr.record_use(str(lib["skills"] / "busy-skill"))
     pr.record_use(str(lib["skills"] / "quiet-skill" / "SKILL.md"))
     t.projects[root] = 5
-    [d] = pr.lifecycle_pass(root)
+    [d] = pr.lifecycle_run(root).done
     assert (d.name, d.reason, d.uses, d.turns) == ("quiet-skill", "capacity", 1, 5)
     names = {s.name: s for s in pr.list_skills(root)}
     assert names["busy-skill"].stage == "graduated" and names["busy-skill"].status == "live"
@@ -247,10 +247,10 @@ def test_unstamped_skill_starts_probation_at_first_pass(lib):
     with open(stamps, "w") as f:
         json.dump({}, f)
     t.projects[root] = 100
-    assert pr.lifecycle_pass(root) == []
+    assert pr.lifecycle_run(root).done == []
     assert listed(lib, "older")[0].turns == 0
     t.projects[root] = 105
-    assert [d.reason for d in pr.lifecycle_pass(root)] == ["dormant"]
+    assert [d.reason for d in pr.lifecycle_run(root).done] == ["dormant"]
 
 
 def test_duplicate_guard_rejects_a_near_create_naming_the_near_skill(lib):

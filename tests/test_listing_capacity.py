@@ -68,5 +68,5 @@ def test_lifecycle_pass_sheds_the_least_used_over_the_listing_share(env):
              for n in ("busy-skill", "quiet-skill", "mid-skill")]
     assert sum(lines) > room >= sum(lines) - max(lines)  # one archive brings it within
     assert [d.name for d in promoter(1.0).lifecycle_run(root, dry_run=True).planned] == []
-    [d] = pr.lifecycle_pass(root)
+    [d] = pr.lifecycle_run(root).done
     assert (d.name, d.reason) == ("quiet-skill", CAPACITY)

@@ -73,7 +73,7 @@ async def test_the_promoter_thread_and_the_loop_lose_and_double_nothing_under_lo
             tg.cancel_scope.cancel()
         skills = await anyio.to_thread.run_sync(core.live.promoter.list_skills, root)
     finally:
-        core.close()
+        core.book.close()
     assert {i.name: i.uses for i in skills if i.name in sent} == dict(sent)
     assert Counter(os.path.basename(rec["dir"])
                    for rec in core.ledger.log.records("use")) == sent

@@ -2,7 +2,7 @@
 tests/redact_blind_set.py, written before the rules were read): provider formats in every
 context a transcript holds them in, and ordinary artifacts that hold none."""
 
-from claude_autoharness.daemon.capture.redact import Redactor, has_secret
+from claude_autoharness.daemon.capture.redact import Redactor, find_secrets
 from redact_blind_set import FORMATS as BLIND_FORMATS
 from redact_blind_set import artifacts as blind_artifacts
 from redact_blind_set import cases as blind_cases_of
@@ -45,11 +45,11 @@ def test_recall_and_false_positives_on_the_blind_set():
 
 
 def test_what_is_written_is_refused_on_the_blind_set():
-    """The test everything durable passes (`has_secret`: skills, provenance, evidence, the wiki,
+    """The test everything durable passes (`find_secrets`: skills, provenance, evidence, the wiki,
     the journal) refuses at least 98 % of the blind set's cases and at most 1 % of its
     ordinary artifacts."""
     cases = blind_cases_of(seed=7)
-    refused = sum(1 for c in cases if has_secret(c.text))
+    refused = sum(1 for c in cases if find_secrets(c.text))
     arts = blind_artifacts(7)
     assert refused >= 0.98 * len(cases)
-    assert sum(1 for _n, t in arts if has_secret(t)) <= 0.01 * len(arts)
+    assert sum(1 for _n, t in arts if find_secrets(t)) <= 0.01 * len(arts)

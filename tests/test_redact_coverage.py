@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from claude_autoharness.daemon.capture.redact import default_redactor, find_secrets, has_secret
+from claude_autoharness.daemon.capture.redact import default_redactor, find_secrets
 from conftest import CORPUS
 from secret_plant import FORMS, HELD_OUT, HELD_OUT_2, ISSUE_KINDS, cases, leaked, plant, templates
 
@@ -112,7 +112,7 @@ def test_ordinary_engineering_text_is_kept(text):
     for form in ("prompt", "cat", "json2"):
         [line] = plant(text, form)
         assert R.redact(line) == (line, {}), form
-    assert not has_secret(text) and find_secrets(text) == []
+    assert find_secrets(text) == []
 
 
 def test_real_corpus_is_left_alone():
@@ -135,12 +135,12 @@ def test_real_corpus_is_left_alone():
 
 def test_find_secrets_is_the_promoters_test():
     """`find_secrets` reports secret kinds (not PII unless asked, never placeholders) with
-    character offsets and no text; `has_secret` says whether there is one."""
+    character offsets and no text; an empty list when there is none."""
     text = "héllo → token=hunter2xyz and alice@corp.io and user@example.com"
     [(kind, s, e)] = find_secrets(text)
     assert kind == "secret_assignment" and text[s:e] == "hunter2xyz"
     assert [k for k, _, _ in find_secrets(text, pii=True)] == ["secret_assignment", "email"]
-    assert has_secret(text) and not has_secret("user@example.com and [REDACTED:github_token]")
+    assert not find_secrets("user@example.com and [REDACTED:github_token]")
 
 
 PATHOLOGICAL = [

@@ -150,46 +150,17 @@ def test_report_reads_archive_causes_and_restores(home, monkeypatch):
         d.stop()
 
 
-def test_feedback_is_read_tolerantly():
-    """A skill listing with `feedback` (as a dict or as a struct of counts) and `stale` paths is
-    shown with them; one from a version without those fields shows none; foreign values are
-    dropped, never trusted."""
-    import msgspec
-
+def test_a_skill_row_carries_its_verdicts_and_stale_paths():
+    """A skill's report row carries the verdict counts and stale paths the promoter lists for
+    it."""
     from claude_autoharness.daemon import reportdata
+    from claude_autoharness.protocol import replies as r
 
-    class Older(msgspec.Struct, kw_only=True):  # a skills list from before verdicts existed
-        name: str
-        layer: str
-        path: str
-        owner: str
-        status: str = "live"
-        created: float | None = None
-        last_changed: float | None = None
-        uses: int = 0
-        turns: int = 0
-        stage: str = ""
-        reason: str | None = None
-
-    class Counts(msgspec.Struct):
-        helped: int = 0
-        ignored: int = 0
-        harmful: int = 0
-        missed: int = 0
-
-    class Newer(Older, kw_only=True):
-        feedback: object = None
-        stale: list = []
-
-    row = reportdata.skill_row(Newer(name="x", layer="user", path="/nowhere", owner="autoharness",
-                                     feedback={"helped": 2, "harmful": 1, "junk": "no"},
-                                     stale=["docs/api.md"]), None)
-    assert row.feedback == {"helped": 2, "harmful": 1} and row.stale == ["docs/api.md"]
-    row = reportdata.skill_row(Newer(name="x", layer="user", path="/n", owner="autoharness",
-                                     feedback=Counts(helped=1, missed=3)), None)
+    info = r.SkillInfo(name="x", layer="user", path="/n", owner="autoharness",
+                       feedback=r.FeedbackCounts(helped=1, missed=3), stale=["docs/api.md"])
+    row = reportdata.skill_row(info, None)
     assert row.feedback == {"helped": 1, "ignored": 0, "harmful": 0, "missed": 3}
-    old = reportdata.skill_row(Older(name="y", layer="user", path="/n", owner="user"), None)
-    assert old.feedback is None and old.stale == []
+    assert row.stale == ["docs/api.md"]
 
 
 def test_claude_backend_usage_is_recorded_with_the_job(home, monkeypatch):

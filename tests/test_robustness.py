@@ -68,8 +68,8 @@ async def test_a_job_that_keeps_crashing_the_daemon_is_parked_not_dropped(home):
     core.book.state.jobs["j1"] = job(1, "s", created=now, status="running", attempts=2,
                                      interrupted=3)
     core.book.state.jobs["j2"] = job(2, "t", created=now, status="running", attempts=1)
-    core.persist_now()
-    core.close()
+    core.book.persist_now()
+    core.book.close()
     core = Core(load_config())
     core.load()
     try:
@@ -78,13 +78,13 @@ async def test_a_job_that_keeps_crashing_the_daemon_is_parked_not_dropped(home):
         assert j1.next_attempt_at > now and "parked" in j1.last_error
         assert (j2.status, j2.attempts, j2.interrupted, j2.next_attempt_at) == ("pending", 1, 1, 0)
     finally:
-        core.close()
+        core.book.close()
     core = Core(load_config())
     core.load()  # the resumption was journaled: a second start counts one more, not a reset
     try:
         assert core.book.state.jobs["j1"].interrupted == 4
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.fixture

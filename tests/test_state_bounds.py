@@ -104,14 +104,14 @@ async def test_pruning_is_journaled_and_expired_jobs_say_why(home, monkeypatch):
     assert job.status == "failed" and "expired" in job.last_error
     status = await core.status.status()
     assert "expired" in status.jobs.last_error.error and status.jobs.failed == 1
-    core.close()  # a crash: no snapshot since
+    core.book.close()  # a crash: no snapshot since
     core = Core(load_config(), clock=clock)
     core.load()
     try:
         assert sorted(core.book.state.sessions) == ["counting", "fresh"]
         assert [j.status for j in core.book.state.jobs.values()] == ["failed"]
     finally:
-        core.close()
+        core.book.close()
 
 
 @pytest.mark.anyio
@@ -142,14 +142,14 @@ async def test_a_quiet_daemon_prunes_and_expires_on_its_own_clock(home, monkeypa
         tg.cancel_scope.cancel()
     [job] = core.book.state.jobs.values()
     assert job.status == "failed" and "expired" in job.last_error
-    core.close()  # a crash: no snapshot since
+    core.book.close()  # a crash: no snapshot since
     core = Core(load_config(), clock=lambda: now[0])
     core.load()
     try:
         assert core.book.state.sessions == {}
         assert [j.status for j in core.book.state.jobs.values()] == ["failed"]
     finally:
-        core.close()
+        core.book.close()
 
 
 def test_status_shows_the_newest_sessions_and_a_count(home):
@@ -216,7 +216,7 @@ async def test_changed_and_removed_entries_replay_from_the_journal(home):
     book.add_tokens("day:2027-01-02", 50)  # drops day 1
     book.mark_project_seen("/p", 12.5)
     await book.persist()
-    core.close()
+    core.book.close()
     core = Core(load_config())
     core.load()
     try:
@@ -224,4 +224,4 @@ async def test_changed_and_removed_entries_replay_from_the_journal(home):
         assert st.tokens == {"day:2027-01-02": 50, "total": 150}
         assert st.events.rejected == 2 and st.project_marks == {"/p": 12.5}
     finally:
-        core.close()
+        core.book.close()

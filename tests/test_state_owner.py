@@ -328,7 +328,7 @@ async def test_the_context_is_built_in_a_thread_and_applied_on_the_loop(home):
         assert not again.output
     finally:
         release.set()
-        core.close()
+        core.book.close()
 
 
 def deliver(sock: str, payload: dict) -> str:

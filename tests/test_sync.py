@@ -194,14 +194,14 @@ def test_counts_from_both_machines_sum_and_keep_a_skill_from_dormancy(world):
     c.turns = 10
     with c.on() as pr:
         assert pr.list_skills(None)[0].uses == 5
-        assert pr.lifecycle_pass(None) == []
+        assert pr.lifecycle_run(None).done == []
     c.sync()  # c's counts (0 uses) travel; the sum stays 5 everywhere
     a.sync()
     assert a.infos()["alpha-skill"].uses == 5
     # without the other machines' uses the same pass archives it as dormant
     with c.on() as pr:
         pr.statedir.put_synced_counts({})
-        assert [d.reason for d in pr.lifecycle_pass(None)] == [lifecycle.DORMANT]
+        assert [d.reason for d in pr.lifecycle_run(None).done] == [lifecycle.DORMANT]
 
 
 def _update(m: Machine, skill: str, body: str):
@@ -575,7 +575,7 @@ def test_verdicts_from_both_machines_sum_for_the_lifecycle(world):
         assert (fb.harmful, fb.helped) == (2, 0)
     # one harmful verdict on each machine: together they take the skill out of the library
     with a.on() as pr:
-        assert [d.reason for d in pr.lifecycle_pass(None)] == ["harmful"]
+        assert [d.reason for d in pr.lifecycle_run(None).done] == ["harmful"]
 
 
 def test_a_lessons_check_travels_with_its_skill(world):

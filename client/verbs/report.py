@@ -5,14 +5,13 @@ page all show the same reply, so the page's numbers are the --json numbers.
 """
 
 import argparse
-import datetime
 import json
 import os
 import sys
 
 from ...protocol import messages as m
 from ...protocol import replies as r
-from ...protocol.words import adherence_line, learned_words, plural
+from ...protocol.words import adherence_line, day, learned_words, plural
 from ..conn import call, typed
 from .skills import check_line
 
@@ -84,18 +83,8 @@ def _c(c: r.Count) -> str:
     return f"{c.period} ({c.today} today)"
 
 
-def _n(v: float | None, digits: int = 0) -> str:
-    if v is None:
-        return "n/a"
-    return f"{v:,.{digits}f}"
-
-
 def _usd(v: float | None) -> str:
     return "n/a" if v is None else f"${v:,.4f}"
-
-
-def _date(ts: float | None) -> str:
-    return datetime.date.fromtimestamp(ts).isoformat() if ts else "-"
 
 
 def format_report(rep: r.Report) -> str:
@@ -113,7 +102,7 @@ def _answer(rep: r.Report) -> list[str]:
 
 def _funnel(rep: r.Report) -> list[str]:
     f = rep.funnel
-    return [f"autoharness report: the last {rep.days} days (since {_date(rep.since)})", "",
+    return [f"autoharness report: the last {rep.days} days (since {day(rep.since)})", "",
             "funnel:",
             f"  reflections run   {_c(f.reflections)}",
             f"  proposals made    {_c(f.proposals)}",
@@ -185,8 +174,8 @@ def _skills(rep: r.Report) -> list[str]:
         fb = "  " + " ".join(f"{k} {v}" for k, v in s.feedback.items() if v) if s.feedback else ""
         stale = f"  stale: {', '.join(s.stale)}" if s.stale else ""
         lines.append(f"  {s.name:<28} {s.layer:<8} {s.owner:<11} {stage:<20} uses {s.uses:<4} "
-                     f"turns {s.turns:<4} landed {_date(s.landed_at)} updated "
-                     f"{_date(s.updated_at)}{fb}{stale}")
+                     f"turns {s.turns:<4} landed {day(s.landed_at)} updated "
+                     f"{day(s.updated_at)}{fb}{stale}")
         if s.check is not None:
             lines.append(f"    check: {check_line(s.check)}")
             lines += [f"      {a.project or '(no project)'}: {adherence_line(a)}"

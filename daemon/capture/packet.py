@@ -75,9 +75,7 @@ def build_packet(path: str | os.PathLike, start: int, capture_cfg, redactor, *,
     _add(redactions, dig.redactions)
     digest_text, counts = redactor.redact(dig.text)
     _add(redactions, counts)
-    markers = []
-    for raw in win.markers:  # also in the window: counted there already
-        markers.append(redactor.redact(raw)[0])
+    markers = [redactor.redact(raw)[0] for raw in win.markers]  # counted in the window already
     return Packet(
         window=window_bytes.decode("utf-8", "replace"),
         digest=digest_text,

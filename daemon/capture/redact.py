@@ -32,7 +32,7 @@ from .redact_compile import (
 from .redact_engine import Engine
 from .redact_records import keep_records
 
-__all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets", "has_secret",
+__all__ = ["Redactor", "default_redactor", "redactor_for", "find_secrets",
            "load_rule_data", "compile_rule", "is_placeholder", "luhn_ok", "MARK"]
 
 MARK = "[REDACTED:{}]"
@@ -88,9 +88,8 @@ class Redactor(Engine):
     `home`: the directory written `~` in what `redact` returns (default: the user's)."""
 
     def __init__(self, extra_rules: Iterable[dict] = (), allow: Iterable[str] = (), *,
-                 rules: list[dict] | None = None, home: str | None = None):
-        data = list(rules if rules is not None else load_rule_data())
-        compiled = [compile_rule(d) for d in data]
+                 home: str | None = None):
+        compiled = [compile_rule(d) for d in load_rule_data()]
         compiled += [compile_rule(dict(r), user=True) for r in extra_rules]
         super().__init__(compiled, compile_allow(list(allow)),
                          always_secret=(PRIVATE_KIND, ERROR_KIND))
@@ -238,8 +237,3 @@ def find_secrets(text: str, redactor: Redactor | None = None, *,
     r = redactor if redactor is not None else default_redactor()
     return [f for f in r.find(text, allow_placeholders=True)
             if f[0] not in r.pii_kinds or pii]
-
-
-def has_secret(text: str, redactor: Redactor | None = None) -> bool:
-    """Whether `find_secrets` finds anything."""
-    return bool(find_secrets(text, redactor))

@@ -184,10 +184,6 @@ class Hooks:
         self.context_given[key] = (req.id, now)
         return True
 
-    async def replay(self, req: m.Hook) -> None:
-        """A spooled event: counted like a live one, answered to no one."""
-        await self.cmd_hook(req, from_spool=True)
-
     def count_transcript_calls(self, found: dict[str, list[tuple[str, float]]]) -> int:
         """Count the tool calls the watcher read from main transcripts (path -> [(tool_use_id,
         time)]) that no PreToolUse counted, for the session whose transcript each is; journaled

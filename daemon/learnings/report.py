@@ -12,15 +12,12 @@ import msgspec
 
 from ...protocol.paths import slash_command
 from ...protocol.replies import LearningsReport, MarkerInfo
+from ...protocol.words import plural
 from ..capture.source import list_transcripts, stat_transcript
 from .markers import Marker, MarkerIndexer, dedupe, is_processed, scan_file
 
 SAVE_COMMAND = "/save-learnings"
 NO_MARKERS = "📝 learning-capture: no unprocessed markers"
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _transcripts(markers: Iterable[Marker]) -> list[str]:
@@ -39,13 +36,13 @@ def session_start_report(markers: list[Marker], *, plugin: bool = False) -> str:
     if not markers:
         return ""
     kinds = Counter(m.kind for m in markers)
-    lines = [f"🧠 learning-capture: {_n(len(markers), 'unprocessed marker')} across "
-             f"{_n(len(_transcripts(markers)), 'transcript')}",
+    lines = [f"🧠 learning-capture: {plural(len(markers), 'unprocessed marker')} across "
+             f"{plural(len(_transcripts(markers)), 'transcript')}",
              "  by kind: " + ", ".join(f"{kinds[k]} {k}" for k in sorted(kinds))]
     drafts = doc_draft_count(markers)
     if drafts:
         verb = "requires" if drafts == 1 else "require"
-        lines.append(f"  {_n(drafts, 'marker')} {verb} doc drafts (README / doc site)")
+        lines.append(f"  {plural(drafts, 'marker')} {verb} doc drafts (README / doc site)")
     lines.append(f"→ Run: {slash_command(SAVE_COMMAND[1:], plugin)}")
     return "\n".join(lines)
 

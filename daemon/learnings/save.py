@@ -12,7 +12,6 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Protocol
 
 import msgspec
 
@@ -20,6 +19,7 @@ from ...protocol.replies import LearningsSaved
 from ..persist.files import write_atomic
 from ..proposals import Intent, Proposal
 from .markers import Marker, dedupe, is_processed
+from .state import LearningState
 
 INTENT_KINDS = ("pattern", "anti-pattern", "convention", "bug-fix")
 _LABEL = {"pattern": "Do", "anti-pattern": "Avoid", "convention": "Convention",
@@ -28,20 +28,6 @@ _TARGETS = {"readme": "README", "docs": "the docs site", "both": "README and the
             "breaking": "README and the docs site"}
 _ANCHOR = "<!-- ah:entry id={id}{extra} -->"
 _ANCHOR_RE = re.compile(r"^<!-- ah:entry id=([0-9a-f]{16})(?: at=(\S*))? -->$", re.M)
-
-
-class SaveState(Protocol):
-    """What `save_markers` needs from the state (`state.LearningState` provides it)."""
-
-    @property
-    def processed_ids(self) -> frozenset[str]: ...
-
-    @property
-    def queued_intents(self) -> frozenset[str]: ...
-
-    def record(self, ids: Iterable[str], processed_at: float | None) -> None: ...
-
-    def note_intents(self, ids: Iterable[str]) -> None: ...
 
 
 def _write(path: str, text: str) -> None:
@@ -277,7 +263,7 @@ def _proposal(m: Marker, current: str | None) -> tuple[Proposal | None, str | No
 QueueIntent = Callable[[Intent], Iterable[str] | str | None]
 
 
-def _queue_intents(proj: _Project, todo: list[Marker], state: SaveState, now: float,
+def _queue_intents(proj: _Project, todo: list[Marker], state: LearningState, now: float,
                    queue_intent: QueueIntent | None, dry: bool) -> list[str]:
     queued = []
     texts: dict[str, str | None] = {}  # a skill's text as earlier intents of this run leave it
@@ -315,25 +301,16 @@ def pending(markers: Iterable[Marker], processed_ids) -> list[Marker]:
     return sorted(ms, key=lambda m: m.timestamp)
 
 
-def _redact_text(redactor, text: str) -> str:
-    """`text` through capture's Redactor (`redact` -> (text, counts)) or a `str -> str`."""
-    if not text:
-        return text
-    fn = getattr(redactor, "redact", redactor)
-    out = fn(text)
-    return out[0] if isinstance(out, tuple) else out
-
-
 def redact_marker(m: Marker, redactor) -> Marker:
-    """The marker with its body and raw text redacted. Ids (and so dedup, anchors and state)
-    stay those of the marker as written."""
-    body, raw = _redact_text(redactor, m.body), _redact_text(redactor, m.raw)
+    """The marker with its body and raw text redacted (capture's Redactor). Ids (and so
+    dedup, anchors and state) stay those of the marker as written."""
+    body, raw = redactor.redact(m.body)[0], redactor.redact(m.raw)[0]
     if body == m.body and raw == m.raw:
         return m
     return msgspec.structs.replace(m, body=body, raw=raw)
 
 
-def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState, *,
+def save_markers(project_root: str, markers: Iterable[Marker], state: LearningState, *,
                  queue_intent: QueueIntent | None, dry_run: bool = False,
                  now: float | None = None, advance_time: bool = True,
                  redactor=None) -> LearningsSaved:
@@ -348,7 +325,7 @@ def save_markers(project_root: str, markers: Iterable[Marker], state: SaveState,
     limited to some transcripts, whose cutoff must not hide the others' markers from the
     offline `--previous-transcripts` scan.
 
-    Marker text is redacted with `redactor` (capture's Redactor or a `str -> str`; default:
+    Marker text is redacted with `redactor` (capture's Redactor; default:
     the packaged rules) before anything is written or queued: the journal, wiki and drafts
     under `.claude/` are often committed.
     """

@@ -119,15 +119,9 @@ def load(slug: str) -> ProjectState:
         or ProjectState()
 
 
-def _ensure_state_dir() -> None:
-    # makedirs applies `mode` to the leaf only: create the state dir itself private first
-    os.makedirs(paths.state_dir(), mode=0o700, exist_ok=True)
-
-
 def save(slug: str, state: ProjectState) -> None:
-    _ensure_state_dir()
     path = state_file(slug)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    paths.make_private_dirs(os.path.dirname(path))
     document.save(path, state)
 
 
@@ -135,8 +129,7 @@ def save(slug: str, state: ProjectState) -> None:
 def _locked(slug: str):
     """Serialise read-modify-write between the daemon and an offline CLI."""
     path = state_file(slug) + ".lock"
-    _ensure_state_dir()
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    paths.make_private_dirs(os.path.dirname(path))
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -10,12 +10,10 @@ from . import bundled, read
 from .predict import budget, cut
 from .width import width
 
-MAX_SKILL_BYTES = 64 * 1024
-
 
 def skill_chars(path: str, name: str, max_desc: int) -> int:
     """What a skill's line (and its line break) costs the listing."""
-    data = read_nofollow(path, "SKILL.md", limit=MAX_SKILL_BYTES) or b""
+    data = read_nofollow(path, "SKILL.md", limit=read.MAX_SKILL_BYTES) or b""
     desc = read.listed_description(read.frontmatter(data.decode("utf-8", "replace")))
     return width(f"- {name}: {cut(desc, max_desc)}") + 1
 

@@ -69,10 +69,6 @@ class Listing:
     shown: int  # width of the listing as sent
     lines: list[Line] = field(default_factory=list)
 
-    @property
-    def over(self) -> bool:
-        return self.total > self.budget
-
     def name_only(self, owner: str | None = None) -> list[Line]:
         return [ln for ln in self.lines if not ln.full and (owner is None or ln.entry.owner == owner)]
 

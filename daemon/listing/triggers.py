@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 from ...protocol import paths
 from ..promote.skilltree import read_nofollow
-from .read import frontmatter, listed_description
+from .read import MAX_SKILL_BYTES, frontmatter, listed_description
 from .remind import Trigger, trigger
 
-MAX_SKILL_BYTES = 64 * 1024
 MAX_CACHED = 64  # projects whose triggers are kept
 
 

@@ -20,7 +20,7 @@ import re
 THRESHOLD = 0.5
 MIN_WORDS = 3
 
-_TOKEN = re.compile(r"[a-z0-9]+")
+TOKEN = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset("""
 a an and any are as at be before after by can do does for from has have how i if in into is it
 its of on or so than that the their then there these this those to use used uses using via was
@@ -42,7 +42,7 @@ def _stem(word: str) -> str:
 
 
 def content_words(text: str) -> frozenset[str]:
-    return frozenset(_stem(w) for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS)
+    return frozenset(_stem(w) for w in TOKEN.findall(text.lower()) if w not in STOPWORDS)
 
 
 def similarity(a: str, b: str) -> float:

@@ -35,7 +35,6 @@ from ..persist.files import write_atomic
 from . import fileops
 from .plan import PROVENANCE, TMP_PREFIX
 
-DEFAULT_BRANCH = "autoharness/skills"
 PROJECT_CONFIG = os.path.join(".claude", "autoharness.toml")
 SKILLS_REL = os.path.join(".claude", "skills")
 ZERO = "0" * 40
@@ -129,7 +128,7 @@ REACH = {"review": 0, "git": 1, "auto": 2}
 def mode_for(project_root: str | None, cfg) -> tuple[str, str]:
     """(mode, branch) for a project. Its own config file (a repository's to write) may only
     narrow the user's mode (`auto` to `git` or `review`, `git` to `review`), never widen it."""
-    mode, branch = cfg.mode, getattr(cfg, "git_branch", DEFAULT_BRANCH)
+    mode, branch = cfg.mode, cfg.git_branch
     if project_root:
         s = project_settings(project_root)
         narrower = s.get("mode")
@@ -388,7 +387,7 @@ def commit_landing(rec, t: Target, msg: str) -> str:
             if parent == planned:
                 write_atomic(stamp, new.encode())  # the mirror is the new tip already
             else:
-                _unlink(stamp)  # other skills moved: resync before the next read
+                fileops.unlink(stamp)  # other skills moved: resync before the next read
             return new
     raise GitError(f"the branch {t.branch} kept moving: gave up after {CAS_ATTEMPTS} tries")
 
@@ -417,7 +416,7 @@ def _tree_with(t: Target, parent: str, path: str, skill_dir: str) -> str:
                 input=("\0".join(lines) + "\0").encode("utf-8", "surrogateescape"), env=env)
         return git(t.top, "write-tree", env=env).strip()
     finally:
-        _unlink(index)
+        fileops.unlink(index)
 
 
 def _identity(t: Target) -> dict:
@@ -442,10 +441,3 @@ def _read_text(path: str) -> str | None:
             return f.read().strip()
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

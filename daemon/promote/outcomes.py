@@ -93,10 +93,6 @@ class Outcomes(Verbs):
 
     # -- the lifecycle pass ------------------------------------------------------------------
 
-    def lifecycle_pass(self, project_root: str | None) -> list[lifecycle.Decision]:
-        """Archive what the counts and the evidence call for; the archives that landed."""
-        return self.lifecycle_run(project_root).done
-
     def lifecycle_run(self, project_root: str | None, *, dry_run: bool = False) -> lifecycle.Pass:
         """Archive what the counts and the evidence call for in the user layer (and the
         project's): harmful and stale skills, dormant ones after probation, then the lowest

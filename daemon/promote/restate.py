@@ -20,12 +20,11 @@ different rules it wrongly catches, against the word-overlap test it replaces.
 
 import re
 
-from .duplicate import STOPWORDS
+from .duplicate import STOPWORDS, TOKEN
 
 MIN_SHARED = 3
 CONTAINED = 0.6
 
-_TOKEN = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _KEEP_DOUBLE = frozenset("lsz")
 
@@ -54,7 +53,7 @@ def stem(word: str) -> str:
 
 
 def content_stems(text: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS)
+    return frozenset(stem(w) for w in TOKEN.findall(text.lower()) if w not in STOPWORDS)
 
 
 def pieces(description: str, body: str) -> list[str]:

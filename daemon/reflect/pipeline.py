@@ -127,7 +127,7 @@ class Reflection:
         return reflection_prompt(packet, guidance,
                                  self.skill_index(root) if skills is None else skills,
                                  max_intents=self.live.cfg.reflector.max_intents_per_job,
-                                 queued_markers=self.queued_marker_texts(),
+                                 queued_markers=queued_marker_texts(self.intents.list()),
                                  memory=self.memory_index(root))
 
     def skill_index(self, project_root: str | None) -> list[dict]:
@@ -188,7 +188,7 @@ class Reflection:
         ended). Returns the intents and how many proposals were left out."""
         proposals, dups = list(result.proposals), 0
         if drop_saved:
-            proposals, dups = drop_saved_lessons(proposals, self.queued_marker_texts())
+            proposals, dups = drop_saved_lessons(proposals, queued_marker_texts(self.intents.list()))
         if keep_window:
             await anyio.to_thread.run_sync(self.save_window, job_id, window)
         limit = self.live.cfg.reflector.max_intents_per_job if max_intents is None else max_intents
@@ -200,9 +200,6 @@ class Reflection:
                                         loaded_before=loaded_before,
                                         window_at=window_at))
         return intents, dups
-
-    def queued_marker_texts(self) -> list[str]:
-        return queued_marker_texts(self.intents.list())
 
 
 # ---- the pure parts ------------------------------------------------------------------------

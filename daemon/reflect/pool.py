@@ -110,8 +110,7 @@ class ReflectorPool:
     def __init__(self, book: JobBook, counters: Counters, reflection: Reflection, *,
                  projects: Projects, events: Events, curator: Curator | None = None,
                  seen: SeenRecords | None = None,
-                 clock: Callable[[], float] = time.time,
-                 rand: Callable[[], float] = random.random):
+                 clock: Callable[[], float] = time.time):
         """`reflection` does each job's steps (and holds the ledger the session's calls go
         to); `projects` maps a job's cwd to its project; `events` hears each `JobDone`;
         `curator` gives the skills the curator reads; `seen` knows the records already
@@ -127,7 +126,6 @@ class ReflectorPool:
         self.curator = curator
         self.seen = seen
         self.clock = clock
-        self.rand = rand
         self.running: dict[str, str] = {}  # job id -> session id
         self.waiting_reason = ""
 
@@ -444,7 +442,7 @@ class ReflectorPool:
         if not transient or job.attempts >= rcfg.max_attempts:
             await self._fail(job, f"{reason} (after {job.attempts} attempts)")
             return
-        wait = backoff(job.attempts, rcfg.backoff_base_s, self.rand)
+        wait = backoff(job.attempts, rcfg.backoff_base_s, random.random)
         if retry_after:
             wait = max(wait, retry_after)
         log.info("job retry", job=job.id, attempt=job.attempts, wait_s=round(wait, 2), reason=reason)

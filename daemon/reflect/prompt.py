@@ -47,34 +47,22 @@ def instructions() -> str:
     )
 
 
-def _get(entry, key: str, default=None):
-    if isinstance(entry, dict):
-        return entry.get(key, default)
-    return getattr(entry, key, default)
-
-
-def _is_archived(entry) -> bool:
-    return bool(_get(entry, "archived", False)) or _get(entry, "status") == "archived"
-
-
 def _one_line(text: str, limit: int) -> str:
     # An index line must stay one line: a description with newlines would read as new entries.
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def skill_index_text(skill_index) -> str:
+def skill_index_text(skill_index: list[dict]) -> str:
     """`name [layer, owner]: description` per live skill, sorted so the prefix stays cacheable."""
     lines = []
     for e in skill_index or ():
-        if _is_archived(e):
+        name = _one_line(e.get("name", ""), 64)
+        if not name or e.get("archived") or e.get("status") == "archived":
             continue
-        name = _one_line(_get(e, "name", ""), 64)
-        if not name:
-            continue
-        layer = _get(e, "layer", "") or "?"
-        owner = _get(e, "owner", "") or "unknown"
-        desc = _one_line(_get(e, "description", ""), MAX_DESCRIPTION_CHARS)
+        layer = e.get("layer", "") or "?"
+        owner = e.get("owner", "") or "unknown"
+        desc = _one_line(e.get("description", ""), MAX_DESCRIPTION_CHARS)
         lines.append((str(layer), name, f"- {name} [{layer}, {owner}]: {desc}"))
     lines.sort()
     if not lines:

@@ -8,7 +8,6 @@ Importing this package is cheap; the SDK is imported only when the anthropic bac
 from types import ModuleType
 
 from .base import (
-    BACKENDS,
     NO_BACKEND,
     BackendError,
     PermanentError,
@@ -19,7 +18,7 @@ from .base import (
 )
 
 __all__ = [
-    "BACKENDS", "NO_BACKEND", "BackendError", "PermanentError", "ReflectResult", "TransientError",
+    "NO_BACKEND", "BackendError", "PermanentError", "ReflectResult", "TransientError",
     "available", "choose_backend", "reflect",
 ]
 

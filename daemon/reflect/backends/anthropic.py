@@ -98,30 +98,24 @@ def classify(err: Exception) -> Exception:
         return TransientError(f"anthropic: connection error ({type(err.__cause__).__name__})")
     if isinstance(err, anthropic.APIStatusError):
         status = err.status_code
-        what = _error_type(err)
+        what = _error_field(err, "type")
         if status in (408, 409, 429) or status >= 500:
             return TransientError(f"anthropic: HTTP {status} {what}".rstrip(),
                                   retry_after=_retry_after(err))
         if status in (401, 403):
             return PermanentError(f"anthropic: HTTP {status} {what} (check the API key)".rstrip())
-        detail = f"anthropic: HTTP {status} {what}: {_error_message(err)}"
+        message = _error_field(err, "message")[:300]
+        detail = f"anthropic: HTTP {status} {what}: {message}"
         return PermanentError(detail.rstrip(": "))
     return PermanentError(f"anthropic: {type(err).__name__}: {err}")
 
 
-def _error_type(err) -> str:
+def _error_field(err, key: str) -> str:
+    """`key` ("type", "message") of the error body, whether nested under `error` or not."""
     body = getattr(err, "body", None)
     if isinstance(body, dict):
         inner = body["error"] if isinstance(body.get("error"), dict) else body
-        return str(inner.get("type") or "")
-    return ""
-
-
-def _error_message(err) -> str:
-    body = getattr(err, "body", None)
-    if isinstance(body, dict):
-        inner = body["error"] if isinstance(body.get("error"), dict) else body
-        return str(inner.get("message") or "")[:300]
+        return str(inner.get(key) or "")
     return ""
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from . import endpoints as endpoints
 from . import routing as routing
 
-BACKENDS = ("anthropic", "claude", "openai")
 NO_BACKEND = "no reflector backend"
 
 
