@@ -13,16 +13,26 @@ DAEMON = "claude_autoharness.daemon"
 FACADE = DAEMON + ".offline"
 
 
+def _from_module(path, node: ast.ImportFrom) -> str:
+    """The dotted module a `from … import` names, relative ones resolved from the file's place
+    in the checkout (whose top level is the package's)."""
+    if not node.level:
+        return node.module or ""
+    here = ["claude_autoharness", *path.relative_to(REPO).with_suffix("").parts[:-1]]
+    base = here[:len(here) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _daemon_imports(path, package: str = DAEMON) -> list[str]:
     """Every module under `package` (the daemon's, unless named) a source file imports."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == package:
+        if isinstance(node, ast.ImportFrom) and (module := _from_module(path, node)):
+            if module == package:
                 found += [f"{package}.{a.name}" for a in node.names]
-            elif node.module.startswith(package + "."):
-                found.append(node.module)
+            elif module.startswith(package + "."):
+                found.append(module)
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith(package)]
     return found

@@ -69,8 +69,10 @@ def _graph() -> tuple[dict[str, set[str]], dict[str, ast.Module]]:
     for name, tree in trees.items():
         for mod, names in _imports(name, mods[name], tree):
             # `from pkg import sub` imports the submodule `pkg.sub` when there is one
+            # (a module's own parent packages are imported before it: `from . import sub`
+            # ties it to `sub`, not back to its package)
             for target in [mod, *(f"{mod}.{n}" for n in names)]:
-                if target in mods and target != name:
+                if target in mods and target != name and not name.startswith(target + "."):
                     graph[name].add(target)
     return graph, trees
 
