@@ -68,6 +68,8 @@ def seen_share(seen: dict[str, int]) -> str:
         return "-"
     sent = seen.get("window_bytes", 0) + seen.get("summarised_bytes", 0)
     return f"{100 * sent // total}%/{100 * seen.get('digest_bytes', 0) // total}%"
+
+
 def format_status(st: r.Status, now: float | None = None) -> str:
     now = time.time() if now is None else now
     parts = (_head, _jobs, _reflector, _stores, _library, _sessions)
