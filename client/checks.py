@@ -340,19 +340,14 @@ def check_spool(status: r.Status | None, spool_dir: str, state_dir: str | None =
                      "could neither deliver nor spool them (was the disk full?)",
                      "keep free space where the state directory is (`df -h`); lost events "
                      "cannot be recovered", warning=True)
-    if status is not None:
-        n = status.spool.pending
-        if n:
-            return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_dir}; a "
-                         "healthy daemon replays them within seconds",
-                         f"if they stay, {RESTART_HINT}")
+    n = status.spool.pending if status is not None else spool.count(spool_dir)
+    if not n:
         return Check("spool", True, "empty")
-    n = spool.count(spool_dir)
-    if n:
-        return Check("spool", False, f"{plural(n, 'event')} spooled in {spool_dir} while the "
-                     "daemon was down",
-                     f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
-    return Check("spool", True, "empty")
+    if status is not None:
+        return Check("spool", False, f"{plural(n, 'event')} waiting in {spool_dir}; a "
+                     "healthy daemon replays them within seconds", f"if they stay, {RESTART_HINT}")
+    return Check("spool", False, f"{plural(n, 'event')} spooled in {spool_dir} while the "
+                 "daemon was down", f"{START_HINT[0].upper()}{START_HINT[1:]}: it replays them first")
 
 
 def check_quarantine(status: r.Status | None, quarantine_dir: str) -> Check:

@@ -41,9 +41,8 @@ class Manager(ABC):
     1 when the service is not installed or not running); what stops it raises ServiceError."""
 
     def act(self, action: str) -> int:
-        table = {"install": self.install, "uninstall": self.uninstall, "start": self.start,
-                 "stop": self.stop, "status": self.status}
-        return table[action]()
+        """`action` is one of ACTIONS (the parser's choices), each a method below."""
+        return getattr(self, action)()
 
     @abstractmethod
     def install(self) -> int: ...

@@ -248,13 +248,12 @@ def _blame(dotted: str, path: str, env_vars: dict[str, str], env: dict[str, str]
     if var:
         return (f"{var}={env[var]!r}", f"fix or unset {var} where it is set (your shell, Claude "
                 "Code's environment, or the service's)")
-    default = repr(_default(dotted.split(".")))
+    default = repr(_get(Config(), dotted))
     return path, f"fix it in {path}, or remove that line for the default ({default})"
 
 
-def _default(parts: list[str]) -> Any:
-    obj: Any = Config()
-    for part in parts:
+def _get(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
 
@@ -385,9 +384,7 @@ def load(path: str | None = None, env: dict[str, str] | None = None,
     for dotted, tp in _fields().items():
         if tp not in (int, float):
             continue
-        obj: Any = cfg
-        for part in dotted.split("."):
-            obj = getattr(obj, part)
+        obj = _get(cfg, dotted)
         lo, hi = RANGES.get(dotted, DEFAULT_RANGE)
         if not (math.isfinite(obj) and lo <= obj <= hi):
             where, fix = _blame(dotted, path, names, env)

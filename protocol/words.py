@@ -39,10 +39,10 @@ def day(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d", time.localtime(ts)) if ts else "-"
 
 
-def when(ts: float | None) -> str:
-    """A Unix time as local date and time for people (`2026-12-01 10:04`); "unknown" if none."""
+def when(ts: float | None, unknown: str = "at an unknown time") -> str:
+    """A Unix time as local date and time for people (`2026-12-01 10:04`); `unknown` if none."""
     if not isinstance(ts, int | float) or ts <= 0:
-        return "at an unknown time"
+        return unknown
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 

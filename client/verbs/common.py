@@ -31,10 +31,10 @@ def ago(ts: float | None, now: float) -> str:
     return f"{d / 3600:.1f}h ago"
 
 
-def count(text: str) -> int:
-    """An argparse type: a whole number >= 0."""
+def count(text: str, flag: str = "") -> int:
+    """An argparse type: a whole number >= 0 (`partial(count, flag="--x")` names its option)."""
     if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"wants a whole number >= 0, not {text!r}")
+        raise argparse.ArgumentTypeError(f"{flag} wants a whole number >= 0, not {text!r}".lstrip())
     return int(text)
 
 

@@ -42,6 +42,7 @@ from ..checks import (
 )
 from ..conn import DaemonError, DaemonUnreachable, call
 from ..files import worktree_top
+from ..listing import check_listing
 from ..settings_check import check_settings
 from ..setup_checks import check_commands, check_duplicates, check_hooks
 from .sync import read_info as sync_info
@@ -58,12 +59,6 @@ def add_parser(sub) -> None:
                    help="project whose .claude/settings.json to check too (default: the git "
                    "worktree of the current directory)")
     s.set_defaults(func=do_doctor)
-
-
-def check_listing(project, cfg):
-    from ..listing import check_listing as check
-
-    return check(project, cfg)
 
 
 def gather(project: str | None, env: Mapping[str, str] | None = None) -> list[Check]:

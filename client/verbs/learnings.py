@@ -12,6 +12,7 @@ import sys
 import msgspec
 
 from ...protocol import messages as m
+from ...protocol import paths
 from ...protocol import replies as r
 from ...protocol.words import plural
 from .. import settings
@@ -51,8 +52,9 @@ def _report(args) -> int:
         print(f"autoharnessctl learnings report: {TERMINAL_NOTE}", file=sys.stderr)
         hook_mode = False
     if args.transcript_path and not os.path.isfile(args.transcript_path):
+        under = os.path.join(paths.claude_projects_dir(), "<project>")
         raise CtlError(f"no such transcript: {args.transcript_path} (pass a session's .jsonl "
-                       f"file, as found under {_projects_hint()})", verb="learnings report")
+                       f"file, as found under {under})", verb="learnings report")
     try:
         if args.transcript_path:
             # The processed ids are the transcript's project's: its directory under projects/
@@ -83,12 +85,6 @@ def _stdin_is_terminal() -> bool:
         return os.isatty(sys.stdin.fileno())
     except (AttributeError, ValueError, OSError):
         return False
-
-
-def _projects_hint() -> str:
-    from ...protocol import paths
-
-    return os.path.join(paths.claude_projects_dir(), "<project>")
 
 
 def _save_offline(project: str, transcripts: list[str], dry_run: bool) -> r.LearningsSaved:

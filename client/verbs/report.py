@@ -8,11 +8,13 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 
 from ...protocol import messages as m
 from ...protocol import replies as r
 from ...protocol.words import adherence_line, day, learned_words, plural
 from ..conn import call, typed
+from .common import count
 from .skills import check_line
 
 HELP = "what was learned and what it costs: funnel, recall, context and model cost, per skill"
@@ -27,7 +29,7 @@ def add_parser(sub) -> None:
     s = sub.add_parser("report", help=HELP, description=DESCRIPTION)
     s.add_argument("--days", type=_days, default=30, metavar="N",
                    help="the period: the last N days (default 30)")
-    s.add_argument("--turns", type=_turns, default=0, metavar="N",
+    s.add_argument("--turns", type=partial(count, flag="--turns"), default=0, metavar="N",
                    help="recall counts loads in the last N turns of each layer (default: the "
                         "library's probation length, library.maturity_turns)")
     s.add_argument("--json", action="store_true", help="print the figures as one JSON object")
@@ -40,12 +42,6 @@ def add_parser(sub) -> None:
 def _days(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"--days wants a whole number of days >= 1, not {text!r}")
-    return int(text)
-
-
-def _turns(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"--turns wants a whole number >= 0, not {text!r}")
     return int(text)
 
 

@@ -13,6 +13,7 @@ from ...protocol import replies as r
 from ...protocol.words import adherence_line, findings_text, learned_words, plural, when
 from ..conn import call, typed
 from ..errors import CtlError
+from ..listing import do_listing
 from .common import JSON_HELP, ago, print_json
 
 OPS = ("list", "show", "history", "revert", "restore", "forget", "check", "publish", "export",
@@ -56,16 +57,8 @@ def add_parser(sub) -> None:
 
 
 def do_skills(args) -> int:
-    if args.op == "export":
-        return _export(args)
-    if args.op == "publish":
-        return _publish(args)
-    if args.op == "check":
-        return _check(args)
-    if args.op == "listing":
-        from ..listing import do_listing
-
-        return do_listing(args)
+    if args.op in FILE_OPS:
+        return FILE_OPS[args.op](args)
     if args.op != "list" and not args.name:
         raise CtlError(f"skills {args.op} needs a skill NAME (see `autoharnessctl skills list`)",
                        code=2)
@@ -223,3 +216,7 @@ def landing_line(land: dict) -> str:
     return (f"v{land.get('version', '?')} {land.get('action', '?')} {when(land.get('at'))}"
             + (f", {extra}" if extra else "")
             + (f": {land['reason']}" if land.get("reason") else ""))
+
+
+# The operations with a way of their own (on files, or `check`'s own request), not a `Skills` ask.
+FILE_OPS = {"export": _export, "publish": _publish, "check": _check, "listing": do_listing}

@@ -45,7 +45,10 @@ def do_status(args) -> int:
                                        sessions_offset=args.offset + got)))
         data = dict(pages[-1], sessions=[s for p in pages for s in p["sessions"]],
                     sessions_offset=args.offset)
-    listing = this_listing()
+    from ..files import worktree_top
+    from ..listing import listing_or_none
+
+    listing = listing_or_none(worktree_top(os.getcwd()))  # a session started here
     if args.json:  # as the daemon sent it (the pages joined with --all), and the listing
         import msgspec
 
@@ -65,12 +68,6 @@ def seen_share(seen: dict[str, int]) -> str:
         return "-"
     sent = seen.get("window_bytes", 0) + seen.get("summarised_bytes", 0)
     return f"{100 * sent // total}%/{100 * seen.get('digest_bytes', 0) // total}%"
-def this_listing():
-    """Claude Code's skill listing for a session started here (worked out from files)."""
-    from ..files import worktree_top
-    from ..listing import listing_or_none
-
-    return listing_or_none(worktree_top(os.getcwd()))
 
 
 def format_status(st: r.Status, now: float | None = None) -> str:

@@ -5,26 +5,19 @@ counts the turns, so its counts travel too) and runs here when it does not (skil
 """
 
 import json
-import time
 
 import msgspec
 
 from ...protocol import messages as m
 from ...protocol import paths
 from ...protocol import replies as r
-from ...protocol.words import doc, findings_text
+from ...protocol.words import doc, findings_text, when
 from ..conn import DaemonNotRunning, ask
 from ..errors import CtlError
 
 ROUND_TIMEOUT_S = 600.0
 FIX_REMOTE = ("check that the remote exists and that `git ls-remote REMOTE` works in a shell "
               "(credentials, ssh keys, network), then run `autoharnessctl sync` again")
-
-
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "never"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 def read_info() -> r.SyncInfo:
@@ -41,7 +34,8 @@ def format_info(info: r.SyncInfo) -> str:
         return "sync: not set up (`autoharnessctl sync init REMOTE` to share the user layer)"
     every = f"every {info.every_s:g}s" if info.every_s else "on `autoharnessctl sync` only"
     lines = [f"sync: {info.remote} (this machine: {info.machine}; rounds {every})",
-             f"  last round {_ago(info.last_round_at)}, last good round {_ago(info.last_good_at)}"]
+             f"  last round {when(info.last_round_at, 'never')}, last good round "
+             f"{when(info.last_good_at, 'never')}"]
     if info.last_error:
         lines.append(f"  FAILING ({info.failures} in a row): {info.last_error}")
         lines.append(f"  fix: {info.last_fix or FIX_REMOTE}")
@@ -49,8 +43,8 @@ def format_info(info: r.SyncInfo) -> str:
         if names:
             lines.append(f"  {label}: {', '.join(names)}")
     for c in info.conflicts[-5:]:
-        lines.append(f"  conflict {c.skill} ({_ago(c.at)}): machine {c.kept}'s version is live, "
-                     f"machine {c.other}'s is in its history (`autoharnessctl skills history "
+        lines.append(f"  conflict {c.skill} ({when(c.at, 'never')}): machine {c.kept}'s version "
+                     f"is live, machine {c.other}'s is in its history (`autoharnessctl skills history "
                      f"{c.skill}`, `skills revert {c.skill} --to N`)")
     for x in info.refused:
         lines.append(f"  refused {x.skill} from machine {x.machine}: {findings_text(x.findings)}")
