@@ -9,8 +9,6 @@ project's state on first use so migrating users are not re-shown old markers. It
 read leniently, never written.
 """
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +19,7 @@ import msgspec
 
 from ...protocol import paths
 from ..persist import document
+from ..persist.dirs import flocked
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000
@@ -125,19 +124,6 @@ def save(slug: str, state: ProjectState) -> None:
     document.save(path, state)
 
 
-@contextlib.contextmanager
-def _locked(slug: str):
-    """Serialise read-modify-write between the daemon and an offline CLI."""
-    path = state_file(slug) + ".lock"
-    paths.make_private_dirs(os.path.dirname(path))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 class LearningState:
     """The project's state as a save sees it: read once, each change persisted at once."""
 
@@ -158,7 +144,7 @@ class LearningState:
         return self.state.last_processed_at
 
     def _update(self, change) -> None:
-        with _locked(self.slug):
+        with flocked(state_file(self.slug) + ".lock"):  # vs an offline CLI's read-modify-write
             current = load(self.slug)  # merge with whatever another writer saved meanwhile
             self.state = change(current)
             save(self.slug, self.state)
