@@ -36,25 +36,19 @@ class ProjectState(msgspec.Struct, kw_only=True):
 def record(state: ProjectState, ids: Iterable[str], processed_at: float | None) -> ProjectState:
     """Pure: add ids (dedup, FIFO cap) and move `last_processed_at` forward only."""
     have = set(state.processed_ids)
-    out = list(state.processed_ids)
-    for i in ids:
-        if i not in have:
-            have.add(i)
-            out.append(i)
-    out = out[-MAX_PROCESSED:]
+    new = [i for i in dict.fromkeys(ids) if i not in have]
+    have.update(new)
     last = state.last_processed_at
     if processed_at is not None and processed_at > last:
         last = processed_at
     queued = [q for q in state.queued_intents if q not in have]  # saved: no longer pending
-    return ProjectState(last_processed_at=last, processed_ids=out, queued_intents=queued)
+    return ProjectState(last_processed_at=last, processed_ids=(state.processed_ids + new)[-MAX_PROCESSED:],
+                        queued_intents=queued)
 
 
 def note_intents(state: ProjectState, ids: Iterable[str]) -> ProjectState:
     """Pure: remember marker ids whose intent was queued (FIFO-capped)."""
-    q = list(state.queued_intents)
-    for i in ids:
-        if i not in q:
-            q.append(i)
+    q = state.queued_intents + [i for i in dict.fromkeys(ids) if i not in state.queued_intents]
     return msgspec.structs.replace(state, queued_intents=q[-MAX_QUEUED_INTENTS:])
 
 
