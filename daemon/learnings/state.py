@@ -38,9 +38,7 @@ def record(state: ProjectState, ids: Iterable[str], processed_at: float | None) 
     have = set(state.processed_ids)
     new = [i for i in dict.fromkeys(ids) if i not in have]
     have.update(new)
-    last = state.last_processed_at
-    if processed_at is not None and processed_at > last:
-        last = processed_at
+    last = state.last_processed_at if processed_at is None else max(state.last_processed_at, processed_at)
     queued = [q for q in state.queued_intents if q not in have]  # saved: no longer pending
     return ProjectState(last_processed_at=last, processed_ids=(state.processed_ids + new)[-MAX_PROCESSED:],
                         queued_intents=queued)
