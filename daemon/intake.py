@@ -53,19 +53,11 @@ class Scanner:
 def scan_proposal(p: Proposal, scan: Scanner) -> tuple[Proposal, Counter]:
     """The proposal's hits, and the proposal to store: redacted when it has any, else as is
     (so a placeholder like user@example.com survives to land)."""
-    kinds: Counter = Counter()
-    for name in _TEXT_FIELDS:
-        v = getattr(p, name)
-        if isinstance(v, str) and v:
-            kinds += scan.kinds(v)
+    texts = {name: v for name in _TEXT_FIELDS if isinstance(v := getattr(p, name), str) and v}
+    kinds = sum((scan.kinds(v) for v in texts.values()), Counter())
     if not kinds:
         return p, kinds
-    changes = {}
-    for name in _TEXT_FIELDS:
-        v = getattr(p, name)
-        if isinstance(v, str) and v:
-            changes[name] = scan.redact(v)
-    return msgspec.structs.replace(p, **changes), kinds
+    return msgspec.structs.replace(p, **{n: scan.redact(v) for n, v in texts.items()}), kinds
 
 
 def judge_proposal(raw, index: int, window: str, max_intents: int, scan: Scanner) -> tuple:
@@ -113,9 +105,7 @@ def judge_verdict(raw, index: int, window: str, scan: Scanner, *, fresh: str | N
                                 message=f"verdict {index + 1} of a job limited to {MAX_VERDICTS}"))
     if verdict is None:
         return None, scan.redact(canonical(raw))[:RAW_LIMIT], findings
-    kinds: Counter = Counter()
-    for v in (verdict.skill, verdict.evidence):
-        kinds += scan.kinds(v)
+    kinds = scan.kinds(verdict.skill) + scan.kinds(verdict.evidence)
     if kinds:
         findings.append(Finding(family="safe", code="secret",
                                 message="the verdict carries " + ", ".join(sorted(kinds))

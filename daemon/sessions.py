@@ -229,12 +229,10 @@ def replay_calls(s: Session, calls: list[tuple[str, float]]) -> None:
     `forgotten_until` end as `remember_call` one by one leaves them, an id already remembered
     skipped. Only an id pushed out and counted again within the batch (a copy of an event
     arriving after KEEP_TOOL_IDS other calls) is not taken again."""
-    known, new = set(s.tool_ids), []
+    known, first = set(s.tool_ids), dict[str, float]()
     for tool_use_id, at in calls:
-        if tool_use_id not in known:
-            known.add(tool_use_id)
-            new.append((tool_use_id, at))
-    _append_calls(s, new)
+        first.setdefault(tool_use_id, at)
+    _append_calls(s, [(i, at) for i, at in first.items() if i not in known])
 
 
 def _append_calls(s: Session, calls: list[tuple[str, float]]) -> None:
@@ -244,9 +242,8 @@ def _append_calls(s: Session, calls: list[tuple[str, float]]) -> None:
         return
     if len(s.tool_at) != len(s.tool_ids):  # ids kept without their times: take them as now
         s.tool_at = [calls[0][1]] * len(s.tool_ids)
-    for tool_use_id, at in calls:
-        s.tool_ids.append(tool_use_id)
-        s.tool_at.append(at)
+    s.tool_ids += [tool_use_id for tool_use_id, _ in calls]
+    s.tool_at += [at for _, at in calls]
     if len(s.tool_ids) > KEEP_TOOL_IDS:
         s.forgotten_until = max(s.forgotten_until, *s.tool_at[:-KEEP_TOOL_IDS])
         del s.tool_ids[:-KEEP_TOOL_IDS], s.tool_at[:-KEEP_TOOL_IDS]

@@ -9,8 +9,6 @@ project's state on first use so migrating users are not re-shown old markers. It
 read leniently, never written.
 """
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -21,6 +19,7 @@ import msgspec
 
 from ...protocol import paths
 from ..persist import document
+from ..persist.dirs import flocked
 
 MAX_PROCESSED = 5_000
 MAX_QUEUED_INTENTS = 5_000
@@ -37,25 +36,17 @@ class ProjectState(msgspec.Struct, kw_only=True):
 def record(state: ProjectState, ids: Iterable[str], processed_at: float | None) -> ProjectState:
     """Pure: add ids (dedup, FIFO cap) and move `last_processed_at` forward only."""
     have = set(state.processed_ids)
-    out = list(state.processed_ids)
-    for i in ids:
-        if i not in have:
-            have.add(i)
-            out.append(i)
-    out = out[-MAX_PROCESSED:]
-    last = state.last_processed_at
-    if processed_at is not None and processed_at > last:
-        last = processed_at
+    new = [i for i in dict.fromkeys(ids) if i not in have]
+    have.update(new)
+    last = state.last_processed_at if processed_at is None else max(state.last_processed_at, processed_at)
     queued = [q for q in state.queued_intents if q not in have]  # saved: no longer pending
-    return ProjectState(last_processed_at=last, processed_ids=out, queued_intents=queued)
+    return ProjectState(last_processed_at=last, processed_ids=(state.processed_ids + new)[-MAX_PROCESSED:],
+                        queued_intents=queued)
 
 
 def note_intents(state: ProjectState, ids: Iterable[str]) -> ProjectState:
     """Pure: remember marker ids whose intent was queued (FIFO-capped)."""
-    q = list(state.queued_intents)
-    for i in ids:
-        if i not in q:
-            q.append(i)
+    q = state.queued_intents + [i for i in dict.fromkeys(ids) if i not in state.queued_intents]
     return msgspec.structs.replace(state, queued_intents=q[-MAX_QUEUED_INTENTS:])
 
 
@@ -125,19 +116,6 @@ def save(slug: str, state: ProjectState) -> None:
     document.save(path, state)
 
 
-@contextlib.contextmanager
-def _locked(slug: str):
-    """Serialise read-modify-write between the daemon and an offline CLI."""
-    path = state_file(slug) + ".lock"
-    paths.make_private_dirs(os.path.dirname(path))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 class LearningState:
     """The project's state as a save sees it: read once, each change persisted at once."""
 
@@ -158,7 +136,7 @@ class LearningState:
         return self.state.last_processed_at
 
     def _update(self, change) -> None:
-        with _locked(self.slug):
+        with flocked(state_file(self.slug) + ".lock"):  # vs an offline CLI's read-modify-write
             current = load(self.slug)  # merge with whatever another writer saved meanwhile
             self.state = change(current)
             save(self.slug, self.state)

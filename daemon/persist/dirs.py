@@ -1,7 +1,10 @@
 """The state dir is ours: created 0700, refused when open to others, and pinned at start so
 no write goes into a directory swapped since (for another user's, or for a link)."""
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ...protocol import paths
 from ...protocol.private import private_problem
@@ -66,3 +69,22 @@ def write_private(path: str, data: bytes, *, previous: str | None = None) -> Non
     never into a state dir swapped since start."""
     recheck_dir(os.path.dirname(path))
     write_atomic(path, data, 0o600, previous=previous)
+
+
+@contextmanager
+def flocked(path: str, *, busy: Exception | None = None) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (created 0600, its dirs 0700) for the block: one
+    writer across processes (the daemon, an offline CLI). Given `busy`, never waits: raises
+    it when another holds the lock."""
+    paths.make_private_dirs(os.path.dirname(path))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if busy else 0))
+        except BlockingIOError:
+            if busy is None:
+                raise
+            raise busy from None
+        yield
+    finally:
+        os.close(fd)

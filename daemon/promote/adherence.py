@@ -24,6 +24,7 @@ from ...protocol import checkcall, checkrule, paths
 from ...protocol.replies import CheckAdherence, LessonCheck, SkillCheck
 from ...protocol.words import adherence_line
 from ..persist.dirs import write_private
+from .checks import tool_uses
 from .records import read_json
 
 ADHERENCE = "adherence.json"
@@ -177,26 +178,13 @@ def baseline(c: dict, project: str | None) -> dict:
 
 
 def _scan(path: str, rule, project: str, home: str, since: float) -> tuple[int, int]:
-    data = _read(path)
     calls = hits = 0
-    for line in data.split(b"\n"):
-        if b'"tool_use"' not in line:
+    for _, b in tool_uses(_read(path).split(b"\n"),
+                          lambda rec: not rec.get("isSidechain") and _before(rec, since)):
+        if b.get("name") not in rule.tools():
             continue
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(rec, dict) or rec.get("isSidechain") or not _before(rec, since):
-            continue
-        content = (rec.get("message") or {}).get("content") if isinstance(
-            rec.get("message"), dict) else None
-        for b in content if isinstance(content, list) else ():
-            if not isinstance(b, dict) or b.get("type") != "tool_use" \
-                    or b.get("name") not in rule.tools():
-                continue
-            hit = checkrule.match(rule, b["name"], b.get("input"), project, home)
-            if hit is None:
-                continue
+        hit = checkrule.match(rule, b["name"], b.get("input"), project, home)
+        if hit is not None:
             calls += 1
             hits += hit
     return calls, hits

@@ -15,6 +15,7 @@ Pure: the window comes in as text, the rest as arguments.
 
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 
 from ...protocol import checkrule
 from ..proposals import CHECK_MODES, Check, Finding
@@ -94,7 +95,9 @@ def grounded(check: Check, evidence: str, window: str | None, base: str | None,
     if at is None:
         return [bad("check_not_grounded", "the evidence is not a quote of one record of the "
                                           "window, so it points at no tool call")]
-    calls = [c for c in tool_calls(lines) if c[1] in rule.tools()]
+    calls = [(i, b["name"], b["input"]) for i, b in tool_uses(lines)
+             if isinstance(b.get("name"), str) and b["name"] in rule.tools()
+             and isinstance(b.get("input"), dict)]
     before = [c for c in calls if c[0] <= at][-LOOK_BACK:]
     shown = rule.text()
     if not before:
@@ -125,24 +128,22 @@ def quote_line(evidence: str, lines: list[str]) -> int | None:
     return None
 
 
-def tool_calls(lines: list[str]) -> list[tuple[int, str, dict]]:
-    """(line, tool name, input) of every `tool_use` block in the window's records, in order;
-    a record that is not whole JSON (clipped, damaged) shows none."""
-    out = []
+def tool_uses(lines: Iterable[str | bytes],
+              keep: Callable[[dict], object] = lambda rec: True) -> Iterator[tuple[int, dict]]:
+    """(line, block) of every `tool_use` block of the records `keep` accepts, in order; a
+    record that is not whole JSON (clipped, damaged) shows none."""
     for i, line in enumerate(lines):
-        if '"tool_use"' not in line:
+        if '"tool_use"' not in (line if isinstance(line, str) else line.decode("latin-1")):
             continue
         try:
             rec = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        msg = rec.get("message") if isinstance(rec, dict) else None
+        msg = rec.get("message") if isinstance(rec, dict) and keep(rec) else None
         content = msg.get("content") if isinstance(msg, dict) else None
         for block in content if isinstance(content, list) else ():
-            if isinstance(block, dict) and block.get("type") == "tool_use" \
-                    and isinstance(block.get("name"), str) and isinstance(block.get("input"), dict):
-                out.append((i, block["name"], block["input"]))
-    return out
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                yield i, block
 
 
 def findings(check: Check | None, evidence: str, window: str | None,

@@ -67,12 +67,7 @@ def line_refs(line: str) -> list[str]:
 
 def refs(window: str) -> list[str]:
     """Every load a window's records show, oldest first, each once."""
-    out: list[str] = []
-    for line in window.splitlines():
-        for r in line_refs(line):
-            if r not in out:
-                out.append(r)
-    return out
+    return list(dict.fromkeys(r for line in window.splitlines() for r in line_refs(line)))
 
 
 @dataclass(frozen=True)

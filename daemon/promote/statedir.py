@@ -15,7 +15,6 @@ Every file is 0600 in a 0700 directory, written atomically by the persistence pa
 (`persist.dirs.write_private`); the count files are its typed maps (`persist.promoter`).
 """
 
-import fcntl
 import glob
 import os
 import shutil
@@ -26,7 +25,7 @@ from contextlib import contextmanager
 import msgspec
 
 from ...protocol import paths
-from ..persist.dirs import write_private
+from ..persist.dirs import flocked, write_private
 from ..persist.files import fsync_dir
 from ..persist.promoter import (
     Counts,
@@ -67,12 +66,8 @@ class StateDir:
             paths.make_private_dirs(self.path)
             for sub in ("pending", "blobs", "history", "archive"):
                 paths.make_private_dirs(self.p(sub))
-            fd = os.open(self.p("lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            with flocked(self.p("lock")):
                 yield
-            finally:
-                os.close(fd)
 
     # -- landing records in flight ---------------------------------------------------------
 
@@ -105,6 +100,7 @@ class StateDir:
     # -- history and archives --------------------------------------------------------------
 
     def history(self, target: str) -> list[dict]:
+        """Every landing and verdict recorded for the skill dir `target`, oldest first."""
         return records.read_history(self.path, target)
 
     def append_history(self, entry: dict) -> None:
@@ -149,6 +145,8 @@ class StateDir:
                 self._save(USES, uses)
 
     def put_synced_counts(self, counts: Synced) -> None:
+        """Skill dir → what the user's other machines counted (a sync round's sums); the
+        listing adds them to this machine's own."""
         with self._counts_lock:
             self._save(SYNCED, counts)
 

@@ -407,7 +407,7 @@ class BatchRunner:
         window = await anyio.to_thread.run_sync(windows.read_window, item.id)
         try:  # its last window ended by the transcript's mtime
             before, ended = await anyio.to_thread.run_sync(lambda: (
-                self.reflection.loads_before(item.transcript, item.end),
+                self.reflection.session_loads.before(item.transcript, item.end),
                 os.path.getmtime(item.transcript)))
         except OSError:  # gone since: a `missed` cannot be told from an earlier load
             before, ended = [], 0.0

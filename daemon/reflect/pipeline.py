@@ -85,7 +85,7 @@ class Reflection:
         self.ledger = ledger
         self.save_window = save_window or windows.save_window
         self.clock = clock
-        self.session_loads = SessionLoads()
+        self.session_loads = SessionLoads()  # a `missed` verdict is grounded against these
 
     # ---- the budget ----------------------------------------------------------------------
 
@@ -152,11 +152,6 @@ class Reflection:
         redact = self.live.redactor.redact
         return [{"source": x.source, "text": redact(x.text)[0]}
                 for x in memory.lessons(project_root)]
-
-    def loads_before(self, path: str, end: int, roots=None) -> list[str]:
-        """The skill loads of the transcript at `path` before byte `end` (blocking): what a
-        `missed` verdict on a window ending there is grounded against."""
-        return self.session_loads.before(path, end, roots)
 
     def ask(self, backend: str, prompt: Prompt, cfg=None) -> backends.ReflectResult:
         """One reflection on `backend` with reflector config `cfg` (default: the live one;

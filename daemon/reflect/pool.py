@@ -406,7 +406,7 @@ class ReflectorPool:
                 seen = ()
         packet = self.reflection.cut(path, start, expect_inode=inode, expect_size=size,
                                      roots=roots, reflected=seen, final_text=final_text)
-        return packet, fresh, self.reflection.loads_before(path, packet.watermark_to, roots)
+        return packet, fresh, self.reflection.session_loads.before(path, packet.watermark_to, roots)
 
     async def _finish(self, job: Job, intent_ids: list[str], packet: Packet | None, *,
                       duplicates: int = 0) -> None:

@@ -21,20 +21,19 @@ one is found on the remote (nothing to commit twice), and what was taken in comp
 Two rounds never run at once: a flock on the sync dir, taken without waiting.
 """
 
-import fcntl
 import json
 import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import msgspec
 
 from ...protocol import paths
 from ...protocol.config import SyncConfig
 from ...protocol.replies import Finding, SyncConflict, SyncInfo, SyncRefusal
+from ..persist.dirs import flocked
 from ..persist.files import write_atomic
 from ..promote import validate
 from ..promote.land import Promoter
@@ -89,18 +88,8 @@ def _save(info: SyncInfo, base: str | None = None) -> None:
     write_atomic(paths.sync_state_file(), msgspec.json.encode(info))
 
 
-@contextmanager
-def round_lock() -> Iterator[None]:
-    paths.make_private_dirs(paths.sync_dir())
-    fd = os.open(os.path.join(paths.sync_dir(), "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Busy("a sync round is already running") from None
-        yield
-    finally:
-        os.close(fd)
+def round_lock():
+    return flocked(os.path.join(paths.sync_dir(), "lock"), busy=Busy("a sync round is already running"))
 
 
 def init(remote: str, *, clock: Callable[[], float] = time.time) -> SyncInfo:
@@ -406,4 +395,4 @@ def _merge_counts(layer: library.UserLayer, tree: dict[str, bytes]) -> None:
                 v = c.get(k)
                 if type(v) is int and v > 0:
                     t[k] = t.get(k, 0) + v
-    layer.promoter.take_synced_counts(total)
+    layer.promoter.statedir.put_synced_counts(total)
