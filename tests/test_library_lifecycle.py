@@ -316,5 +316,5 @@ def test_review_mode_returns_a_harmful_archive_to_hold_instead_of_landing_it(lib
                                                                      target)
     assert held.quotes == ["that advice broke the build (1)", "that advice broke the build (2)"]
     pr.note_held(held)
-    [mark] = [e for e in pr.statedir.history(target) if e["action"] == "held"]
+    [mark] = [e for e in pr.history_at(target) if e["action"] == "held"]
     assert mark["reason"] == "harmful: 2 harmful and 0 helped verdicts; held for review"

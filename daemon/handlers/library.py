@@ -142,7 +142,7 @@ class Library:
                     text = f.read(256 * 1024)
             except (OSError, ValueError):
                 continue
-            history = self.live.promoter.statedir.history(info.path)
+            history = self.live.promoter.history_at(info.path)
             missed = (feedback.missed_quotes(history)
                       if info.feedback.missed >= feedback.REPAIR_AFTER_MISSED else [])
             out.append(CuratedSkill(name=info.name, text=text, uses=info.uses,

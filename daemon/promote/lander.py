@@ -277,6 +277,14 @@ class Lander:
 
     # -- counts and history, for the library's readers -------------------------------------
 
+    def archives(self) -> list[dict]:
+        """The meta of every archive of our shape, in any layer."""
+        return self.statedir.archives()
+
+    def history_at(self, target: str) -> list[dict]:
+        """Every landing and verdict recorded for the skill dir `target`, oldest first."""
+        return self.statedir.history(target)
+
     def all_history(self) -> list[dict]:
         """Every history entry recorded, for every target (each entry naming its target),
         oldest first."""
@@ -291,6 +299,11 @@ class Lander:
         uses, stamps, now = self.statedir.uses(), self.statedir.stamps(), self.turns("user", None)
         return {t: {"uses": uses.get(layers.uses_key(t), 0), "turns": max(0, now - stamps[t]),
                     **feedback.counts(self.statedir.history(t))} for t in targets if t in stamps}
+
+    def take_synced_counts(self, counts: dict[str, dict[str, int]]) -> None:
+        """Skill dir → what the user's other machines counted (a sync round's sums); the
+        listing adds them to this machine's own."""
+        self.statedir.put_synced_counts(counts)
 
     # -- git mode and layers ---------------------------------------------------------------
 

@@ -100,7 +100,6 @@ class StateDir:
     # -- history and archives --------------------------------------------------------------
 
     def history(self, target: str) -> list[dict]:
-        """Every landing and verdict recorded for the skill dir `target`, oldest first."""
         return records.read_history(self.path, target)
 
     def append_history(self, entry: dict) -> None:
@@ -145,8 +144,6 @@ class StateDir:
                 self._save(USES, uses)
 
     def put_synced_counts(self, counts: Synced) -> None:
-        """Skill dir → what the user's other machines counted (a sync round's sums); the
-        listing adds them to this machine's own."""
         with self._counts_lock:
             self._save(SYNCED, counts)
 

@@ -129,7 +129,7 @@ class UserLayer:
             if copy is not None:
                 copies[name] = copy
         latest: dict[str, dict] = {}
-        for meta in self.promoter.statedir.archives():
+        for meta in self.promoter.archives():
             if meta["layer"] != "user" or meta["name"] in copies or meta["name"] in mine \
                     or (only is not None and meta["name"] != only):
                 continue

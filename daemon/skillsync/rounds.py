@@ -395,4 +395,4 @@ def _merge_counts(layer: library.UserLayer, tree: dict[str, bytes]) -> None:
                 v = c.get(k)
                 if type(v) is int and v > 0:
                     t[k] = t.get(k, 0) + v
-    layer.promoter.statedir.put_synced_counts(total)
+    layer.promoter.take_synced_counts(total)
