@@ -4,7 +4,7 @@ session or the machine, when).
 
 A project skill autoharness landed in *another* home (a teammate's, committed to the
 repository) carries a provenance this home has no landing records for. When its SKILL.md is
-still the text that landing wrote, this home takes it in (`adopt`): one history entry, action
+still the text that landing wrote, this home takes it in (`Verbs.take_in`): one history entry, action
 `adopt`, naming that landing and the files as they are, and a fresh probation. From then on
 it is this home's learned skill like its own (judged by the lifecycle, counted in capacity and
 the report, forgotten or reverted by the verbs), and its attribution still says who learned
@@ -21,14 +21,14 @@ import os
 from ...protocol.replies import Finding, Learned
 from . import fileops
 from .plan import SKILL_MD
-from .skilltree import read_nofollow, read_provenance, scan_tree
+from .skilltree import read_nofollow, read_provenance
 
 ELSEWHERE = "elsewhere"
 NOT_MANAGED = "not managed here"  # its stage: this home's lifecycle does not judge it
 ADOPT = "adopt"  # the history action of a skill taken in from another home
 
 
-def _taken_in(prov: dict | None, d: str) -> dict | None:
+def taken_in(prov: dict | None, d: str) -> dict | None:
     """The landing `d` is taken in at: the provenance's last, when SKILL.md is its text."""
     landings = (prov or {}).get("landings") or []
     last = landings[-1] if landings and isinstance(landings[-1], dict) else None
@@ -38,33 +38,7 @@ def _taken_in(prov: dict | None, d: str) -> dict | None:
     return last
 
 
-def adopt(pr, project_root: str | None) -> None:
-    """Take in the project's skills learned in another home (see the module's doc); a no-op,
-    with no lock taken, when there are none. Idempotent."""
-    if not project_root:
-        return
-    todo = [(d, anchor) for layer, root, anchor in pr.roots(project_root) if layer == "project"
-            for d in _skill_dirs(root) if not pr.statedir.history(d)
-            and _taken_in(read_provenance(d), d) is not None]
-    if not todo:
-        return
-    with pr.statedir.locked():
-        for d, anchor in todo:
-            files, links = scan_tree(d)
-            last = _taken_in(read_provenance(d), d)
-            if pr.statedir.history(d) or last is None or links:
-                continue  # taken in meanwhile, changed, or holding a symlink: left as it is
-            blobs = {rel: pr.statedir.put_blob(data) for rel in sorted(files)
-                     if (data := read_nofollow(d, rel)) is not None}
-            pr.statedir.append_history({
-                "landing": last["landing"], "version": last["version"], "action": ADOPT,
-                "at": pr.clock(), "target": d, "layer": "project", "name": os.path.basename(d),
-                "source": ADOPT, "reason": "learned by autoharness in another home",
-                "previous": None, "files": blobs})
-            pr.stamp(d, "project", anchor)  # its probation here starts now
-
-
-def _skill_dirs(root: str) -> list[str]:
+def skill_dirs(root: str) -> list[str]:
     try:
         names = sorted(os.listdir(root))
     except OSError:

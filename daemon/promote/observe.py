@@ -16,7 +16,7 @@ def is_owned(skill_dir: str, state: str | None = None) -> bool:
     """Landed by autoharness *at this path*, by autoharness's own records.
 
     The provenance file alone proves nothing — a repository can ship one — so it must name
-    this path (or the skill was taken in here from another home: `attribution.adopt`) *and*
+    this path (or the skill was taken in here from another home: `Verbs.take_in`) *and*
     share a landing (id and SKILL.md hash) with the landing records in the state dir. A
     copied or moved skill dir is not owned until it is taken in, and nothing sitting where
     autoharness last archived a skill is ours until a restore records it again.

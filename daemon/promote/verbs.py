@@ -44,10 +44,37 @@ MAX_SHOW_BYTES = 1024 * 1024
 class Verbs(Lander):
     """The operator's verbs and the listings, on the landing desk."""
 
+    def take_in(self, project_root: str | None) -> None:
+        """Take in the project's skills learned in another home (see `attribution`): a no-op,
+        with no lock taken, when there are none. Idempotent."""
+        if not project_root:
+            return
+        todo = [(d, anchor) for layer, root, anchor in self.roots(project_root)
+                if layer == "project" for d in attribution.skill_dirs(root)
+                if not self.statedir.history(d)
+                and attribution.taken_in(read_provenance(d), d) is not None]
+        if not todo:
+            return
+        with self.statedir.locked():
+            for d, anchor in todo:
+                files, links = scan_tree(d)
+                last = attribution.taken_in(read_provenance(d), d)
+                if self.statedir.history(d) or last is None or links:
+                    continue  # taken in meanwhile, changed, or holding a symlink: left as it is
+                blobs = {rel: self.statedir.put_blob(data) for rel in sorted(files)
+                         if (data := read_nofollow(d, rel)) is not None}
+                self.statedir.append_history({
+                    "landing": last["landing"], "version": last["version"],
+                    "action": attribution.ADOPT, "at": self.clock(), "target": d,
+                    "layer": "project", "name": os.path.basename(d), "source": attribution.ADOPT,
+                    "reason": "learned by autoharness in another home", "previous": None,
+                    "files": blobs})
+                self.stamp(d, "project", anchor)  # its probation here starts now
+
     def list_skills(self, project_root: str | None = None) -> list[SkillInfo]:
         """Live skills of the user layer (and the project's, given its root), then archives."""
         self.refresh_git(project_root)
-        attribution.adopt(self, project_root)
+        self.take_in(project_root)
         out = []
         uses, stamps, stale = self.statedir.uses(), self.statedir.stamps(), self.statedir.stale()
         for layer, root, _ in self.roots(project_root):
@@ -78,7 +105,7 @@ class Verbs(Lander):
         """One skill: its SKILL.md, files, provenance and every verdict in its history; a live
         one, else its latest archive (None when there is neither)."""
         self.refresh_git(project_root)
-        attribution.adopt(self, project_root)
+        self.take_in(project_root)
         found = layers.find_one(name, self.roots(project_root), layer,
                                 lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
         if isinstance(found, Outcome):
@@ -129,7 +156,7 @@ class Verbs(Lander):
                layer: str | None = None) -> Outcome:
         """Put back an earlier landed version (default: the one before the current); the
         revert is itself a recorded landing."""
-        attribution.adopt(self, project_root)
+        self.take_in(project_root)
         with self.statedir.locked():
             self.sync_git_roots(project_root)
             found = layers.find_one(name, self.roots(project_root), layer,
@@ -221,7 +248,7 @@ class Verbs(Lander):
                layer: str | None = None) -> Outcome:
         """Take an autoharness skill out of the live library, restorably; it is not learned
         again until restored (`forgetting`). A hand-written skill is refused, never touched."""
-        attribution.adopt(self, project_root)
+        self.take_in(project_root)
         found = layers.find_one(name, self.roots(project_root), layer,
                                 lambda t: os.path.isfile(os.path.join(t, SKILL_MD)))
         if isinstance(found, Outcome):
