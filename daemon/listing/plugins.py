@@ -10,33 +10,23 @@ A plugin given on the command line (`--plugin-dir`) is listed too, before these,
 file says so: the prediction cannot see it. Read-only, bounded, no symlink followed.
 """
 
-import json
 import os
 
 from ...protocol import paths
-from ..promote.skilltree import read_nofollow
+from .claudefiles import read_json, settings_files
 
 MAX_JSON_BYTES = 4 * 1024 * 1024
 EVERYWHERE = ("user", "managed")
 
 
 def _json(path: str) -> dict:
-    data = read_nofollow(os.path.dirname(path), os.path.basename(path), limit=MAX_JSON_BYTES)
-    try:
-        v = json.loads(data) if data is not None else {}
-    except ValueError:
-        return {}
-    return v if isinstance(v, dict) else {}
+    return read_json(path, MAX_JSON_BYTES)
 
 
 def enabled(project_root: str | None) -> list[str]:
     """The ids (`name@marketplace`) the settings enable, in Claude Code's order."""
-    files = [paths.user_settings_file()]
-    if project_root:
-        files += [paths.project_settings_file(project_root),
-                  paths.project_settings_file(project_root, local=True)]
     merged: dict[str, bool] = {}
-    for f in files:
+    for f in settings_files(project_root):
         v = _json(f).get("enabledPlugins")
         if isinstance(v, dict):
             merged.update({k: x is True for k, x in v.items() if isinstance(k, str)})

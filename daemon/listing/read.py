@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from ...protocol import paths
 from ..promote.skilltree import read_nofollow
 from . import bundled, plugins
+from .claudefiles import read_json, settings_files
 from .predict import DEFAULT_MAX_DESC, Entry, usage_score
 
 MAX_SKILL_BYTES = 64 * 1024
@@ -168,31 +169,16 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _read_json(path: str, limit: int) -> dict:
-    data = read_nofollow(os.path.dirname(path) or ".", os.path.basename(path), limit=limit)
-    if data is None:
-        return {}
-    try:
-        v = json.loads(data)
-    except ValueError:
-        return {}
-    return v if isinstance(v, dict) else {}
-
-
 def settings(project_root: str | None, env: dict[str, str] | None = None) -> Settings:
     """The listing's settings as a session in `project_root` sees them: the budget variable
     from the environment or a settings file's `env`, the fraction, the description cap and
     `skillOverrides` (later files win, as in Claude Code)."""
-    files = [paths.user_settings_file()]
-    if project_root:
-        files += [paths.project_settings_file(project_root),
-                  paths.project_settings_file(project_root, local=True)]
     env_budget = (env if env is not None else os.environ).get(BUDGET_VAR)
     fraction: float | None = None
     max_desc = DEFAULT_MAX_DESC
     overrides: dict[str, str] = {}
-    for f in files:
-        s = _read_json(f, MAX_SKILL_BYTES * 4)
+    for f in settings_files(project_root):
+        s = read_json(f, MAX_SKILL_BYTES * 4)
         e = s.get("env")
         if isinstance(e, dict) and isinstance(e.get(BUDGET_VAR), (str, int, float)):
             env_budget = str(e[BUDGET_VAR])
@@ -211,7 +197,7 @@ def settings(project_root: str | None, env: dict[str, str] | None = None) -> Set
 
 def usage_scores(now: float | None = None) -> dict[str, float]:
     """Skill name -> Claude Code's usage score, from `skillUsage` in its user state file."""
-    state = _read_json(paths.claude_state_file(), MAX_STATE_BYTES)
+    state = read_json(paths.claude_state_file(), MAX_STATE_BYTES)
     usage = state.get("skillUsage")
     if not isinstance(usage, dict):
         return {}
